@@ -1,0 +1,131 @@
+//! The sim's object codec: writes API objects byte for byte as kube-apiserver does.
+//!
+//! kube-apiserver decodes every object into its Go struct and encodes it again, so what a
+//! client sees is decided by the Go types, not by what was sent. This module replays that for
+//! the kinds the sim serves, from tables generated out of the Go sources
+//! (`tools/gen-schema.py` → `schema_gen.rs`):
+//!
+//! - JSON as encoding/json writes the structs: fields in Go declaration order, inline embedded
+//!   structs flattened (TypeMeta gives `kind`, `apiVersion` first), `omitempty` dropping false,
+//!   0, "", nil and empty slices and maps but never a struct, `omitzero` (creationTimestamp)
+//!   dropping the zero time, a nil slice, map or pointer without `omitempty` written as `null`,
+//!   a zero metav1.Time as `null`, map keys sorted.
+//! - protobuf as gogo's generated Marshal writes it: ascending field numbers, non-pointer
+//!   scalars and embedded messages always (even "" and 0), pointers only when set, repeated
+//!   fields and maps only when not empty (unpacked, map entries sorted by key).
+//! - Decoding follows Go too: JSON `null` leaves a field at its zero value, unknown fields are
+//!   dropped and named as sigs.k8s.io/json's strict mode names them (`spec.containers[0].foo`)
+//!   so the caller can apply `fieldValidation`.
+//!
+//! Simplifications, where this differs from the apiserver:
+//! - resource.Quantity follows `ParseQuantity` + `String()` (including reuse of an input that
+//!   already looks canonical, e.g. "+1k") with an i128 mantissa: a quantity of more than about
+//!   38 significant digits is refused. A JSON *number* quantity with a fraction or exponent
+//!   is read through f64 (serde_json keeps no literal), so `1e3` becomes "1k", not "1e3".
+//! - metav1.MicroTime accepts any RFC 3339 fraction, not only exactly six digits.
+//! - Duplicate JSON keys cannot be reported (serde_json keeps the last one).
+//! - Type errors carry Go's wording, but a named Go type is reported by its underlying type
+//!   (`string`, not `v1.Protocol`).
+//! - FieldsV1 and RawExtension contents are kept as parsed JSON values: re-serialised compactly
+//!   with their key order, which matches what the apiserver stores (compact JSON).
+//! - Strings from protobuf that are not UTF-8 are converted lossily (Go's JSON encoder also
+//!   writes U+FFFD, though per byte).
+//! - Use [`write_json`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029 as Go does,
+//!   which `serde_json::to_vec` does not.
+
+mod envelope;
+mod gojson;
+mod json;
+#[cfg(test)]
+mod proptests;
+mod proto;
+mod proto_decode;
+mod quantity;
+mod scalar;
+mod schema;
+#[rustfmt::skip]
+mod schema_gen;
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+use thiserror::Error;
+
+pub use envelope::{unwrap_unknown, wrap_unknown, Unknown, PROTOBUF_MAGIC};
+pub use gojson::write_json;
+
+/// One kind the codec knows: its apiVersion, kind and Go type.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeRef(&'static schema::KindDef);
+
+impl TypeRef {
+    pub fn api_version(self) -> &'static str {
+        self.0.api_version
+    }
+
+    pub fn kind(self) -> &'static str {
+        self.0.kind
+    }
+}
+
+/// The kinds the codec covers: ConfigMap, Pod, Secret, Service, Namespace, Node, Event,
+/// Endpoints (v1), EndpointSlice (discovery.k8s.io/v1), each with its List; Status (v1 and
+/// meta.k8s.io/v1), PartialObjectMetadata(List) and WatchEvent (meta.k8s.io/v1; JSON only:
+/// in a protobuf watch its object holds a protobuf envelope, not JSON).
+pub fn type_for(api_version: &str, kind: &str) -> Option<TypeRef> {
+    schema_gen::KINDS.iter().find(|k| k.api_version == api_version && k.kind == kind).map(TypeRef)
+}
+
+/// An object as the apiserver would write it back, and the fields it dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Canonical {
+    pub value: Value,
+    /// Unknown fields in input order, named as strict decoding names them (`spec.foo`,
+    /// `spec.containers[0].foo`); the apiserver's message is `unknown field "spec.foo"`.
+    pub unknown_fields: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CodecError {
+    /// A JSON value of the wrong type, worded as Go's `UnmarshalTypeError`.
+    #[error("json: cannot unmarshal {found} into Go struct field {field} of type {expected}")]
+    JsonType { found: String, field: String, expected: String },
+    /// The document is not a JSON object.
+    #[error("json: cannot unmarshal {found} into Go value of type {expected}")]
+    JsonTopLevel { found: String, expected: String },
+    /// A string that the field's type cannot parse (time, quantity, base64, duration); the
+    /// message is the type's own, as Go returns an `UnmarshalJSON` error unwrapped.
+    #[error("{message}")]
+    JsonValue { field: String, message: String },
+    #[error("protobuf: unexpected end of message")]
+    ProtoTruncated,
+    #[error("protobuf: illegal tag {0}")]
+    ProtoTag(u64),
+    #[error("protobuf: wrong wireType = {wire} for field {field}")]
+    ProtoWireType { field: String, wire: u8 },
+    /// A field whose bytes do not decode as its Go type does.
+    #[error("protobuf: field {field}: {message}")]
+    ProtoValue { field: String, message: String },
+}
+
+/// Decodes `v` into the Go type of `t` and encodes it again, as the apiserver does with every
+/// object it is sent: the result is what it would store and return.
+pub fn canonicalize(t: TypeRef, v: &Value) -> Result<Canonical, CodecError> {
+    json::canonicalize(t.0.def, v)
+}
+
+/// The protobuf message of `v` (no `k8s\0` + `Unknown` envelope; see [`wrap_unknown`]).
+pub fn to_protobuf(t: TypeRef, v: &Value) -> Result<Vec<u8>, CodecError> {
+    let canonical = canonicalize(t, v)?;
+    proto::encode(t.0.def, &canonical.value)
+}
+
+/// The canonical JSON object of a protobuf message of type `t`, with `kind` and `apiVersion`
+/// filled in from `t` as the apiserver's encoder does for the object it returns.
+pub fn from_protobuf(t: TypeRef, bytes: &[u8]) -> Result<Value, CodecError> {
+    let mut object = serde_json::Map::new();
+    object.insert("kind".to_owned(), Value::String(t.kind().to_owned()));
+    object.insert("apiVersion".to_owned(), Value::String(t.api_version().to_owned()));
+    proto_decode::decode_into(t.0.def, bytes, &mut object)?;
+    Ok(json::canonicalize(t.0.def, &Value::Object(object))?.value)
+}

@@ -1,0 +1,235 @@
+//! The leaf types with hand-written marshalling: metav1.Time, metav1.MicroTime,
+//! metav1.Duration and `[]byte`.
+
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
+use chrono::{DateTime, Datelike};
+
+/// Seconds since the Unix epoch of Go's zero `time.Time` (0001-01-01T00:00:00Z), which
+/// metav1.Time writes as JSON `null` and as an empty protobuf message.
+pub const ZERO_TIME_SECS: i64 = -62_135_596_800;
+
+/// A point in time as Go holds it: seconds since the epoch and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instant {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Instant {
+    pub const ZERO: Instant = Instant { secs: ZERO_TIME_SECS, nanos: 0 };
+
+    pub fn is_zero(self) -> bool {
+        self == Self::ZERO
+    }
+}
+
+/// Parses what `time.Parse(time.RFC3339, s)` accepts: an upper-case `T` and `Z`, optional
+/// fractional seconds, and a numeric offset.
+pub fn parse_rfc3339(s: &str) -> Option<Instant> {
+    if s.contains(['t', 'z', ' ']) {
+        return None;
+    }
+    let t = DateTime::parse_from_rfc3339(s).ok()?;
+    // chrono reads a leap second ("…:60") as nanos past 1e9; Go refuses it.
+    let nanos = t.timestamp_subsec_nanos();
+    (nanos < 1_000_000_000).then_some(Instant { secs: t.timestamp(), nanos })
+}
+
+/// metav1.Time's JSON form: UTC, whole seconds. `None` for a year Go's RFC 3339 layout cannot
+/// write back (outside 0000–9999).
+pub fn format_time(t: Instant) -> Option<String> {
+    let dt = DateTime::from_timestamp(t.secs, 0)?;
+    (0..=9999).contains(&dt.year()).then(|| dt.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+/// metav1.MicroTime's JSON form: UTC with exactly six fractional digits.
+pub fn format_micro_time(t: Instant) -> Option<String> {
+    let dt = DateTime::from_timestamp(t.secs, t.nanos - t.nanos % 1000)?;
+    (0..=9999).contains(&dt.year()).then(|| dt.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+}
+
+/// Go's `time.Duration.String()`, e.g. "1h2m3.5s", "1.5ms", "0s".
+pub fn format_duration(d: i64) -> String {
+    let u = d.unsigned_abs();
+    let sign = if d < 0 { "-" } else { "" };
+    if u == 0 {
+        return "0s".to_owned();
+    }
+    if u < 1_000_000_000 {
+        let (prec, unit) = match u {
+            0..1_000 => (0, "ns"),
+            1_000..1_000_000 => (3, "µs"),
+            _ => (6, "ms"),
+        };
+        return format!("{sign}{}{unit}", fraction(u, prec));
+    }
+    let whole = u / 1_000_000_000;
+    let frac = fraction(u % 1_000_000_000, 9);
+    // `fraction` of a value below one second reads "0.5" or "0"; keep only the ".5".
+    let secs = format!("{}{}", whole % 60, frac.trim_start_matches('0'));
+    let (minutes, hours) = (whole / 60 % 60, whole / 3600);
+    match (hours, minutes) {
+        (0, 0) => format!("{sign}{secs}s"),
+        (0, m) => format!("{sign}{m}m{secs}s"),
+        (h, m) => format!("{sign}{h}h{m}m{secs}s"),
+    }
+}
+
+/// `v / 10^prec` with the fraction's trailing zeros (and a bare point) dropped.
+fn fraction(v: u64, prec: u32) -> String {
+    let div = 10u64.pow(prec);
+    let (int, frac) = (v / div, v % div);
+    if frac == 0 {
+        return int.to_string();
+    }
+    let digits = format!("{frac:0width$}", width = prec as usize);
+    format!("{int}.{}", digits.trim_end_matches('0'))
+}
+
+/// Go's `time.ParseDuration`: a sequence of decimal numbers with units ns, us (µs, μs), ms,
+/// s, m, h, optionally signed; "0" alone is allowed.
+pub fn parse_duration(s: &str) -> Option<i64> {
+    let (negative, mut rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (int, after) = rest.split_at(int_len);
+        let (frac, after) = match after.strip_prefix('.') {
+            Some(a) => {
+                let n = a.bytes().take_while(u8::is_ascii_digit).count();
+                a.split_at(n)
+            }
+            None => ("", after),
+        };
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let unit_len = after.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let mut frac_part: u128 = 0;
+        let mut frac_scale = scale;
+        for digit in frac.bytes() {
+            frac_scale /= 10;
+            frac_part += u128::from(digit - b'0') * frac_scale;
+        }
+        // frac_part < scale, so only the whole part and the running total can overflow.
+        total = int.checked_mul(scale)?.checked_add(frac_part)?.checked_add(total)?;
+        if total > 1u128 << 63 {
+            return None;
+        }
+        rest = after;
+    }
+    match negative {
+        true => 0i64.checked_sub_unsigned(u64::try_from(total).ok()?),
+        false => i64::try_from(total).ok(),
+    }
+}
+
+/// Go's base64.StdEncoding as encoding/json uses it for `[]byte`: padded, and lenient about
+/// the unused bits of the last character.
+const GO_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
+pub fn base64_encode(bytes: &[u8]) -> String {
+    GO_BASE64.encode(bytes)
+}
+
+/// Decodes a JSON `[]byte` string; Go's decoder skips `\r` and `\n`.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    if s.contains(['\r', '\n']) {
+        let cleaned: String = s.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+        return GO_BASE64.decode(cleaned).ok();
+    }
+    GO_BASE64.decode(s).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_round_trips_as_go_writes_it() {
+        let t = parse_rfc3339("2026-11-22T10:18:33Z").unwrap();
+        assert_eq!(t, Instant { secs: 1_795_342_713, nanos: 0 });
+        assert_eq!(format_time(t).as_deref(), Some("2026-11-22T10:18:33Z"));
+        // Offsets are normalised to UTC and fractions dropped, as Time.MarshalJSON does.
+        let t = parse_rfc3339("2026-11-22T12:18:33.5+02:00").unwrap();
+        assert_eq!(format_time(t).as_deref(), Some("2026-11-22T10:18:33Z"));
+        assert_eq!(format_micro_time(t).as_deref(), Some("2026-11-22T10:18:33.500000Z"));
+        assert!(parse_rfc3339("0001-01-01T00:00:00Z").unwrap().is_zero());
+        assert_eq!(parse_rfc3339("2026-11-22t10:18:33z"), None);
+        assert_eq!(parse_rfc3339(""), None);
+        assert_eq!(parse_rfc3339("2016-12-31T23:59:60Z"), None);
+        assert_eq!(format_time(Instant { secs: i64::MAX, nanos: 0 }), None);
+    }
+
+    #[test]
+    fn durations_match_go_strings() {
+        let cases = [
+            (0, "0s"),
+            (1, "1ns"),
+            (1_100, "1.1µs"),
+            (2_200_000, "2.2ms"),
+            (1_500_000_000, "1.5s"),
+            (60_000_000_000, "1m0s"),
+            (3_600_000_000_000, "1h0m0s"),
+            (3_723_000_000_000, "1h2m3s"),
+            (-90_000_000_000, "-1m30s"),
+        ];
+        for (d, s) in cases {
+            assert_eq!(format_duration(d), s);
+            assert_eq!(parse_duration(s), Some(d), "{s}");
+        }
+        assert_eq!(parse_duration("1.5h"), Some(5_400_000_000_000));
+        assert_eq!(parse_duration("0"), Some(0));
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("1"), None);
+        assert_eq!(parse_duration("1x"), None);
+        assert_eq!(parse_duration("9999999999h"), None);
+    }
+
+    #[test]
+    fn base64_is_go_std_encoding() {
+        assert_eq!(base64_encode(b"hello"), "aGVsbG8=");
+        assert_eq!(base64_decode("aGVs\nbG8=").as_deref(), Some(&b"hello"[..]));
+        assert_eq!(base64_decode("aGVsbG8"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn duration_round_trips(d in proptest::num::i64::ANY) {
+            proptest::prop_assert_eq!(parse_duration(&format_duration(d)), Some(d));
+        }
+
+        #[test]
+        fn duration_parse_never_panics(s in "\\PC{0,30}") {
+            let _ = parse_duration(&s);
+        }
+    }
+}

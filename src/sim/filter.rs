@@ -1,0 +1,79 @@
+//! Label and field selection of objects for lists and watches.
+
+use super::kinds::Kind;
+use super::store::Obj;
+use crate::wire::request::ListOptions;
+use crate::wire::selector::{fields_by_kind, FieldSelector, LabelSelector};
+use crate::wire::status::Status;
+
+/// The selectors of one request, parsed and validated for its kind.
+#[derive(Debug, Default)]
+pub struct Filter {
+    label: Option<LabelSelector>,
+    field: Option<FieldSelector>,
+    /// A request path's namespace restricts every match.
+    namespace: Option<String>,
+    /// A watch on a named object (`.../configmaps/NAME?watch=1`).
+    name: Option<String>,
+}
+
+impl Filter {
+    pub fn new(kind: &Kind, opts: &ListOptions, namespace: Option<&str>) -> Result<Self, Status> {
+        let label = match &opts.label_selector {
+            Some(s) => {
+                let sel =
+                    LabelSelector::parse(s).map_err(|e| Status::bad_request(e.to_string()))?;
+                (!sel.is_empty()).then_some(sel)
+            }
+            None => None,
+        };
+        let field = match &opts.field_selector {
+            Some(s) => {
+                let sel =
+                    FieldSelector::parse(s).map_err(|e| Status::bad_request(e.to_string()))?;
+                fields_by_kind::validate(&kind.group, &kind.resource, &sel)
+                    .map_err(|e| Status::bad_request(e.to_string()))?;
+                (!sel.is_empty()).then_some(sel)
+            }
+            None => None,
+        };
+        Ok(Filter { label, field, namespace: namespace.map(str::to_string), name: None })
+    }
+
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_string());
+        self
+    }
+
+    /// Whether the request had a label or field selector (the apiserver then omits
+    /// `remainingItemCount`).
+    pub fn has_selector(&self) -> bool {
+        self.label.is_some() || self.field.is_some()
+    }
+
+    pub fn matches(&self, kind: &Kind, obj: &Obj) -> bool {
+        if let Some(ns) = &self.namespace {
+            if &obj.namespace != ns {
+                return false;
+            }
+        }
+        if self.name.as_ref().is_some_and(|n| n != &obj.name) {
+            return false;
+        }
+        if let Some(l) = &self.label {
+            let empty = serde_json::Map::new();
+            if !l.matches(obj.labels().unwrap_or(&empty)) {
+                return false;
+            }
+        }
+        if let Some(f) = &self.field {
+            let get = |field: &str| {
+                fields_by_kind::field_value(&kind.group, &kind.resource, &obj.value, field)
+            };
+            if !f.matches(get) {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,339 @@
+//! `sim`: an in-process fake kube-apiserver, faithful on the wire, for tests and the demo.
+//!
+//! ```no_run
+//! # async fn f() -> anyhow::Result<()> {
+//! use kubeplex::sim::SimBuilder;
+//! let sim = SimBuilder::new().start().await?;
+//! sim.create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}}))?;
+//! let url = sim.url(); // point a client at it
+//! sim.drop_watches();  // fault injection
+//! # Ok(()) }
+//! ```
+//!
+//! Where the sim simplifies kube-apiserver (no admission, no managedFields bookkeeping,
+//! immediate deletion without graceful periods or finalizers) is said in the module that
+//! does it; everything a reading client can observe aims to be byte-identical.
+
+mod codec_glue;
+mod discovery_glue;
+mod encode;
+mod filter;
+pub mod kinds;
+pub mod metrics;
+mod object;
+mod patch_glue;
+mod proto_glue;
+mod read;
+mod repr;
+mod respond;
+pub mod seed;
+mod server;
+pub mod store;
+pub mod table;
+mod table_glue;
+mod watch;
+mod write;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub use server::SimConfig;
+use server::{spawn_server, Faults, SimState};
+pub use store::Retention;
+
+use crate::wire::status::Status;
+
+/// Namespaces every cluster starts with.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-node-lease", "kube-public", "kube-system"];
+
+/// Builds and starts a fake apiserver.
+#[derive(Debug, Clone)]
+pub struct SimBuilder {
+    listen: SocketAddr,
+    config: SimConfig,
+    retention: Retention,
+    seed: Vec<Value>,
+}
+
+impl Default for SimBuilder {
+    fn default() -> Self {
+        SimBuilder {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config: SimConfig::default(),
+            retention: Retention::default(),
+            seed: Vec::new(),
+        }
+    }
+}
+
+impl SimBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Address to listen on (default `127.0.0.1:0`, an ephemeral port).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    pub fn config(mut self, config: SimConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.config.bookmark_interval = d;
+        self
+    }
+
+    pub fn retention(mut self, r: Retention) -> Self {
+        self.retention = r;
+        self
+    }
+
+    /// Objects created before the server accepts connections (namespaces they need are
+    /// created too).
+    pub fn seed(mut self, objects: impl IntoIterator<Item = Value>) -> Self {
+        self.seed.extend(objects);
+        self
+    }
+
+    pub async fn start(self) -> anyhow::Result<Sim> {
+        let listener = TcpListener::bind(self.listen).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(SimState {
+            store: store::Store::new(self.retention),
+            registry: kinds::Registry::builtin(),
+            metrics: metrics::SimMetrics::new(),
+            config: self.config.clone(),
+            faults: Faults::default(),
+            addr,
+        });
+        let sim =
+            Sim { state: state.clone(), server: Mutex::new(None), progress: Mutex::new(None) };
+        for ns in INITIAL_NAMESPACES {
+            sim.ensure_namespace(ns)?;
+        }
+        for obj in self.seed {
+            if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+                sim.ensure_namespace(ns)?;
+            }
+            sim.create(obj)?;
+        }
+        *sim.server.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(spawn_server(state.clone(), listener));
+        let progress_state = state.clone();
+        let every = self.config.progress_interval;
+        *sim.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                progress_state.store.publish_progress();
+            }
+        }));
+        Ok(sim)
+    }
+}
+
+/// A running fake apiserver. Dropping it stops the server and ends every connection.
+pub struct Sim {
+    state: Arc<SimState>,
+    server: Mutex<Option<JoinHandle<()>>>,
+    progress: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        for slot in [&self.server, &self.progress] {
+            if let Some(h) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                h.abort();
+            }
+        }
+    }
+}
+
+impl Sim {
+    pub fn addr(&self) -> SocketAddr {
+        self.state.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.state.addr)
+    }
+
+    /// A kubeconfig (JSON is valid YAML) pointing at this server.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_for(&self.url(), "kubeplex-sim")
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.state.store.current_rv()
+    }
+
+    fn kind_of(&self, v: &Value) -> Result<Arc<kinds::Kind>, Status> {
+        let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let k = v.get("kind").and_then(Value::as_str).unwrap_or("");
+        self.state.registry.by_kind(av, k).cloned().ok_or_else(|| {
+            Status::bad_request(format!("no kind {k:?} is registered for version {av:?}"))
+        })
+    }
+
+    fn resource(&self, group: &str, resource: &str) -> Result<Arc<kinds::Kind>, Status> {
+        self.state.registry.get(group, resource).cloned().ok_or_else(Status::path_not_found)
+    }
+
+    /// Creates an object as a POST would; returns its stored JSON.
+    pub fn create(&self, v: Value) -> Result<Value, Status> {
+        let kind = self.kind_of(&v)?;
+        let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+        let ns = if kind.namespaced { Some(ns.unwrap_or_else(|| "default".into())) } else { None };
+        write::store_create(&self.state, &kind, v, ns.as_deref(), false).map(|o| o.value.clone())
+    }
+
+    /// Replaces an object (as a PUT without resourceVersion precondition), creating it when
+    /// missing; returns its stored JSON.
+    pub fn upsert(&self, mut v: Value) -> Result<Value, Status> {
+        let kind = self.kind_of(&v)?;
+        let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        if self.state.store.get(&kind, &ns, &name).is_none() {
+            return self.create(v);
+        }
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.shift_remove("resourceVersion");
+        }
+        self.modify(&kind.group, &kind.resource, &ns, &name, |cur| *cur = v)
+    }
+
+    /// Changes an object in place through `f` (like a read-modify-write PUT).
+    pub fn modify(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Result<Value, Status> {
+        let kind = self.resource(group, resource)?;
+        let key = store::object_key(namespace, name);
+        let event = self.state.store.write(&kind, &key, |prev, rv| match prev {
+            None => Err(Status::not_found(group, resource, name)),
+            Some(prev) => {
+                let mut v = prev.value.clone();
+                f(&mut v);
+                if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.shift_remove("resourceVersion");
+                }
+                write::updated_for_sim(&kind, prev, v, rv).map(Some)
+            }
+        })?;
+        event.map(|e| e.obj.value.clone()).ok_or_else(|| Status::internal("nothing stored"))
+    }
+
+    pub fn delete(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Status> {
+        let kind = self.resource(group, resource)?;
+        write::store_delete(&self.state, &kind, namespace, name, None).map(|_| ())
+    }
+
+    pub fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let kind = self.resource(group, resource).ok()?;
+        self.state.store.get(&kind, namespace, name).map(|o| o.value.clone())
+    }
+
+    pub fn count(&self, group: &str, resource: &str) -> usize {
+        self.resource(group, resource).map_or(0, |k| self.state.store.count(&k))
+    }
+
+    fn ensure_namespace(&self, ns: &str) -> Result<(), Status> {
+        if self.get("", "namespaces", "", ns).is_none() {
+            self.create(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+        }
+        Ok(())
+    }
+
+    // ---- fault injection ----
+
+    /// Ends every open watch stream (clients see the connection's response end).
+    pub fn drop_watches(&self) {
+        self.state.store.drop_watchers();
+    }
+
+    /// Compacts history: watches and continue tokens from before now get 410 Expired.
+    pub fn compact(&self) -> u64 {
+        self.state.store.compact()
+    }
+
+    /// While `true`, every request is held before it is handled.
+    pub fn stall(&self, stalled: bool) {
+        self.state.faults.stalled.send_replace(stalled);
+    }
+
+    /// Stops listening and ends every connection: new connections are refused until
+    /// `restart`. State is kept.
+    pub fn stop_serving(&self) {
+        if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            h.abort();
+        }
+        self.state.store.drop_watchers();
+    }
+
+    /// Starts serving again on the same address with the state kept (an apiserver restart).
+    pub async fn restart(&self) -> anyhow::Result<()> {
+        self.stop_serving();
+        // The aborted accept loop releases the socket asynchronously; retry the bind briefly.
+        let mut last_err = None;
+        for _ in 0..50 {
+            match TcpListener::bind(self.state.addr).await {
+                Ok(l) => {
+                    *self.server.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(spawn_server(self.state.clone(), l));
+                    return Ok(());
+                }
+                Err(e) => {
+                    last_err = Some(e);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        Err(last_err.map_or_else(|| anyhow::anyhow!("rebind failed"), Into::into))
+    }
+
+    /// The sim's `/metrics` text.
+    pub fn metrics_text(&self) -> String {
+        String::from_utf8_lossy(&self.state.metrics.render()).into_owned()
+    }
+}
+
+/// A kubeconfig for a plain-HTTP server (JSON, which kubectl and client libraries read as YAML).
+pub fn kubeconfig_for(url: &str, name: &str) -> String {
+    let v = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}

@@ -1,0 +1,150 @@
+//! Turning a JSON value into a stored object: canonical field order, the bytes served for it in
+//! each encoding, and the small views (list item, metadata only) responses are built from.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::kinds::Kind;
+use super::store::{object_key, Obj};
+use crate::wire::status::Status;
+
+/// ObjectMeta fields in Go struct order (k8s.io/apimachinery meta/v1 `ObjectMeta`).
+const OBJECT_META_ORDER: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// Builds the stored form of `value`, which already carries its final metadata.
+pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
+    let value = canonicalize(kind, value)?;
+    let meta = value.get("metadata");
+    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
+    let namespace = field("namespace").to_string();
+    let name = field("name").to_string();
+    let rv = field("resourceVersion").parse::<u64>().unwrap_or(0);
+    let json = serde_json::to_vec(&value).map_err(Status::internal)?;
+    let proto = if kind.protobuf { super::codec_glue::to_protobuf(kind, &value)? } else { None };
+    Ok(Obj {
+        key: object_key(&namespace, &name),
+        namespace,
+        name,
+        rv,
+        value,
+        json: Bytes::from(json),
+        proto: proto.map(Bytes::from),
+    })
+}
+
+/// The apiserver's field order: Go struct order for built-in types; sorted keys for custom
+/// resources (they are unstructured maps, which Go's encoder writes sorted).
+fn canonicalize(kind: &Kind, value: Value) -> Result<Value, Status> {
+    if kind.custom {
+        return Ok(sort_keys(value));
+    }
+    super::codec_glue::canonicalize(kind, value)
+}
+
+/// Re-orders a built-in object's top level and metadata into Go struct order (TypeMeta first,
+/// then ObjectMeta), leaving the rest as given.
+pub fn order_type_and_meta(value: Value) -> Value {
+    let Value::Object(mut obj) = value else { return value };
+    let mut out = Map::new();
+    for k in ["kind", "apiVersion"] {
+        if let Some(v) = obj.shift_remove(k) {
+            out.insert(k.to_string(), v);
+        }
+    }
+    if let Some(Value::Object(mut meta)) = obj.shift_remove("metadata") {
+        let mut ordered = Map::new();
+        for k in OBJECT_META_ORDER {
+            if let Some(v) = meta.shift_remove(*k) {
+                ordered.insert(k.to_string(), sort_keys_shallow(k, v));
+            }
+        }
+        out.insert("metadata".into(), Value::Object(ordered));
+    }
+    out.extend(obj);
+    Value::Object(out)
+}
+
+fn sort_keys_shallow(field: &str, v: Value) -> Value {
+    match (field, v) {
+        ("labels" | "annotations", Value::Object(m)) => {
+            let mut entries: Vec<_> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        (_, v) => v,
+    }
+}
+
+/// Recursively sorts object keys (Go map order).
+pub fn sort_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<_> = m.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
+/// A list item in JSON: built-in types drop kind/apiVersion inside lists (the typed list's
+/// items carry no TypeMeta), custom resources keep them.
+pub fn list_item_json(kind: &Kind, obj: &Obj) -> Bytes {
+    if kind.custom {
+        return obj.json.clone();
+    }
+    let prefix = type_meta_prefix(kind);
+    match obj.json.strip_prefix(prefix.as_bytes()) {
+        Some(rest) => {
+            let mut out = Vec::with_capacity(rest.len() + 1);
+            out.push(b'{');
+            out.extend_from_slice(rest);
+            Bytes::from(out)
+        }
+        None => obj.json.clone(),
+    }
+}
+
+fn type_meta_prefix(kind: &Kind) -> String {
+    format!(
+        "{{\"kind\":{},\"apiVersion\":{},",
+        Value::String(kind.kind.clone()),
+        Value::String(kind.api_version.clone())
+    )
+}
+
+/// `PartialObjectMetadata` for an object (JSON).
+pub fn partial_metadata_json(obj_value: &Value) -> Vec<u8> {
+    let mut m = Map::new();
+    m.insert("kind".into(), Value::String("PartialObjectMetadata".into()));
+    m.insert("apiVersion".into(), Value::String("meta.k8s.io/v1".into()));
+    m.insert("metadata".into(), obj_value.get("metadata").cloned().unwrap_or(Value::Null));
+    serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+}
+
+/// A copy of `obj` whose resourceVersion is `rv`: the apiserver sends the previous state with
+/// the event's RV when an object leaves a filtered watch.
+pub fn with_resource_version(kind: &Kind, obj: &Obj, rv: u64) -> Result<Obj, Status> {
+    let mut value = obj.value.clone();
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+    build(kind, value)
+}

@@ -1,0 +1,115 @@
+//! Response building for the fake apiserver: the apiserver's common headers, gzip for large
+//! bodies, streamed watch bodies and `Status` errors.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use tokio::sync::mpsc;
+
+use super::repr::Repr;
+use crate::wire::status::Status;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Content types as the apiserver writes them.
+pub const JSON: &str = "application/json";
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+// Priority-and-fairness identifiers: every apiserver response carries them; fixed per sim.
+const FLOWSCHEMA_UID: &str = "7c5d3a1e-2b64-4c0f-9d8e-5f1a2b3c4d5e";
+const PRIORITY_LEVEL_UID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+fn base(status: u16, content_type: &str) -> http::response::Builder {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("Audit-Id", uuid::Uuid::new_v4().to_string())
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_TYPE, content_type)
+        .header("X-Kubernetes-Pf-Flowschema-Uid", FLOWSCHEMA_UID)
+        .header("X-Kubernetes-Pf-Prioritylevel-Uid", PRIORITY_LEVEL_UID)
+}
+
+/// A complete (non-streamed) response; compressed like the apiserver when the client allows
+/// gzip and the body is large enough.
+pub fn body(
+    status: u16,
+    content_type: &str,
+    mut bytes: Vec<u8>,
+    req: &HeaderMap,
+) -> Response<Body> {
+    // Go's JSON encoder ends every document with a newline; clients see it in the bytes.
+    if content_type == JSON && bytes.last() != Some(&b'\n') {
+        bytes.push(b'\n');
+    }
+    let accept_encoding = req.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
+    let mut builder = base(status, content_type);
+    let bytes = match maybe_gzip(accept_encoding, &bytes) {
+        Some(compressed) => {
+            builder = builder
+                .header(header::CONTENT_ENCODING, "gzip")
+                .header(header::VARY, "Accept-Encoding");
+            compressed
+        }
+        None => bytes,
+    };
+    builder.body(full(bytes)).unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// A Status error, in the negotiated encoding.
+pub fn error(status: &Status, repr: Option<Repr>) -> Response<Body> {
+    let _ = repr;
+    let mut bytes = status.to_json();
+    bytes.push(b'\n');
+    let content_type = JSON;
+    let mut builder = base(status.code, content_type);
+    if let Some(secs) = status.retry_after() {
+        builder = builder.header(header::RETRY_AFTER, secs.to_string());
+    }
+    builder.body(full(bytes)).unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// A streamed watch body fed by a bounded channel: the writer task blocks (and so stops
+/// pulling events) when the client reads slowly, and ends when the client goes away.
+pub fn stream(content_type: &str) -> (mpsc::Sender<Bytes>, Response<Body>) {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let resp = base(200, content_type)
+        .body(StreamBody::new(frames).boxed())
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())));
+    (tx, resp)
+}
+
+/// `Content-Type` header value of a request, without parameters.
+pub fn request_content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v: &HeaderValue| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The apiserver compresses a response only above this size (responsewriters/writers.go).
+const GZIP_THRESHOLD: usize = 128 * 1024;
+
+fn maybe_gzip(accept_encoding: Option<&str>, bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Write;
+    let wants = accept_encoding?
+        .split(',')
+        .any(|e| e.split(';').next().is_some_and(|n| n.trim().eq_ignore_ascii_case("gzip")));
+    if !wants || bytes.len() <= GZIP_THRESHOLD {
+        return None;
+    }
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+    enc.write_all(bytes).ok()?;
+    enc.finish().ok()
+}

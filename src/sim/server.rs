@@ -1,0 +1,260 @@
+//! The fake apiserver's HTTP side: accept loop, routing and fault injection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::kinds::{Kind, Registry};
+use super::metrics::{RequestLabels, SimMetrics};
+use super::repr::{negotiate, Repr};
+use super::respond::{self, Body, JSON};
+use super::store::Store;
+use super::{read, watch as watch_handler, write};
+use crate::wire::request::{parse_path, ApiPath, ListOptions, ResourcePath};
+use crate::wire::status::Status;
+
+/// Tunables of the fake apiserver's behaviour.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// How often a watcher that allowed bookmarks gets one (the apiserver: about a minute).
+    pub bookmark_interval: Duration,
+    /// How often the store announces its RV to watchers (bookmark opportunities).
+    pub progress_interval: Duration,
+    /// How long a "not older than N" read waits for N before 504 (the apiserver: 3 s).
+    pub too_large_rv_wait: Duration,
+    /// Server-side watch timeout when the client gives none (the apiserver: 30–60 min).
+    pub min_request_timeout: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            bookmark_interval: Duration::from_secs(60),
+            progress_interval: Duration::from_secs(1),
+            too_large_rv_wait: Duration::from_secs(3),
+            min_request_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// Injected faults, switched by tests through the `Sim` handle.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// While set, every request waits before it is handled.
+    pub stalled: watch::Sender<bool>,
+}
+
+pub struct SimState {
+    pub store: Store,
+    pub registry: Registry,
+    pub metrics: SimMetrics,
+    pub config: SimConfig,
+    pub faults: Faults,
+    pub addr: SocketAddr,
+}
+
+/// Serves connections from `listener` until the returned task is aborted; aborting it drops
+/// every open connection with it (the JoinSet owns them).
+pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                // Reap finished connections so the set does not grow without bound.
+                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            };
+            let Ok((stream, _peer)) = accepted else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let state = state.clone();
+            conns.spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    })
+}
+
+async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {
+    let mut stalled = state.faults.stalled.subscribe();
+    // Wait out a stall fault; a dropped sender means no stall.
+    let _ = stalled.wait_for(|s| !*s).await;
+    let path = req.uri().path().to_string();
+    match parse_path(&path) {
+        ApiPath::Resource(rp) => resource_request(state, rp, req).await,
+        ApiPath::LegacyVersions => json_ok(super::discovery_glue::api_versions(&state), &req),
+        ApiPath::LegacyResources => {
+            json_ok(super::discovery_glue::resource_list(&state, "", "v1"), &req)
+        }
+        ApiPath::Groups => json_ok(super::discovery_glue::group_list(&state), &req),
+        ApiPath::Group(g) => json_ok(super::discovery_glue::group(&state, &g), &req),
+        ApiPath::GroupResources(g, v) => {
+            json_ok(super::discovery_glue::resource_list(&state, &g, &v), &req)
+        }
+        ApiPath::Other => other(&state, &path, &req),
+    }
+}
+
+fn json_ok(body: Option<Vec<u8>>, req: &Request<Incoming>) -> Response<Body> {
+    match body {
+        Some(b) => respond::body(200, JSON, b, req.headers()),
+        None => respond::error(&Status::path_not_found(), None),
+    }
+}
+
+fn other(state: &SimState, path: &str, req: &Request<Incoming>) -> Response<Body> {
+    match path {
+        "/metrics" => respond::body(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state.metrics.render(),
+            req.headers(),
+        ),
+        "/healthz" | "/readyz" | "/livez" => respond::body(200, "text/plain", b"ok".to_vec(), req.headers()),
+        "/version" => respond::body(
+            200,
+            JSON,
+            br#"{"major":"1","minor":"36","emulationMajor":"1","emulationMinor":"36","minCompatibilityMajor":"1","minCompatibilityMinor":"35","gitVersion":"v1.36.2-kubeplex-sim","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2026-11-01T00:00:00Z","goVersion":"go1.25.0","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
+            req.headers(),
+        ),
+        _ => respond::error(&Status::path_not_found(), None),
+    }
+}
+
+/// What a resource request is about, once routed.
+pub struct Target {
+    pub kind: Arc<Kind>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+async fn resource_request(
+    state: Arc<SimState>,
+    rp: ResourcePath,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
+        return respond::error(&Status::path_not_found(), None);
+    };
+    if kind.version != rp.version
+        || (rp.namespace.is_some() && !kind.namespaced)
+        || rp.subresource.as_ref().is_some_and(|s| !kind.subresources.contains(s))
+    {
+        return respond::error(&Status::path_not_found(), None);
+    }
+    let opts = match ListOptions::parse(req.uri().query()) {
+        Ok(o) => o,
+        Err(s) => return respond::error(&s, None),
+    };
+    let target = Target {
+        kind: kind.clone(),
+        namespace: rp.namespace.clone(),
+        name: rp.name.clone(),
+        subresource: rp.subresource.clone(),
+    };
+    let verb: &'static str = match (req.method().clone(), &rp.name, opts.watch) {
+        (Method::GET, _, true) => "WATCH",
+        (Method::GET, None, false) => "LIST",
+        (Method::GET, Some(_), false) => "GET",
+        (Method::POST, _, _) => "POST",
+        (Method::PUT, _, _) => "PUT",
+        (Method::PATCH, _, _) => "PATCH",
+        (Method::DELETE, None, _) => "DELETECOLLECTION",
+        (Method::DELETE, Some(_), _) => "DELETE",
+        _ => "UNKNOWN",
+    };
+    let labels = RequestLabels {
+        verb,
+        group: kind.group.clone(),
+        version: kind.version.clone(),
+        resource: kind.resource.clone(),
+        subresource: rp.subresource.clone().unwrap_or_default(),
+        scope: match (&rp.name, &rp.namespace) {
+            (Some(_), _) => "resource",
+            (None, Some(_)) => "namespace",
+            (None, None) => "cluster",
+        },
+    };
+    let repr = match negotiate(req.headers(), kind.protobuf) {
+        Ok(r) => r,
+        Err(s) => {
+            state.metrics.observe(&labels, s.code);
+            return respond::error(&s, None);
+        }
+    };
+    let result = dispatch(&state, &target, &opts, repr, verb, &labels, req).await;
+    let resp = result.unwrap_or_else(|s| respond::error(&s, Some(repr)));
+    state.metrics.observe(&labels, resp.status().as_u16());
+    resp
+}
+
+async fn dispatch(
+    state: &Arc<SimState>,
+    t: &Target,
+    opts: &ListOptions,
+    repr: Repr,
+    verb: &'static str,
+    labels: &RequestLabels,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Status> {
+    let need = |v: &str| {
+        if t.kind.supports(v) {
+            Ok(())
+        } else {
+            Err(Status::method_not_supported(&t.kind.group, &t.kind.resource, v))
+        }
+    };
+    match verb {
+        "GET" => read::get(state, t, opts, repr, req.headers()).await,
+        "LIST" => {
+            need("list")?;
+            read::list(state, t, opts, repr, req.headers()).await
+        }
+        "WATCH" => {
+            need("watch")?;
+            watch_handler::watch(state, t, opts, repr, labels).await
+        }
+        "POST" => {
+            need("create")?;
+            write::create(state, t, repr, req).await
+        }
+        "PUT" => {
+            need("update")?;
+            write::update(state, t, repr, req).await
+        }
+        "PATCH" => {
+            need("patch")?;
+            write::patch(state, t, repr, req).await
+        }
+        "DELETE" => {
+            need("delete")?;
+            write::delete(state, t, repr, req).await
+        }
+        "DELETECOLLECTION" => {
+            need("deletecollection")?;
+            write::delete_collection(state, t, opts, repr, req).await
+        }
+        _ => Err(Status::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}

@@ -1,0 +1,258 @@
+//! `meta.k8s.io/v1` Table responses, byte for byte as kube-apiserver 1.36 sends them for
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` asks for).
+//!
+//! The apiserver converts with the kind's TableConvertor (pkg/printers, always wide), then
+//! `asTable` (apiserver endpoints/handlers/response.go) replaces each row's object according
+//! to `includeObject`, and encoding/json writes the result. A watch converts every event's
+//! object on its own; only the first event carries `columnDefinitions`
+//! (`watchEmbeddedEncoder` sets `NoHeaders` after it), later ones send `null`.
+
+mod age;
+mod columns;
+mod fields;
+mod gojson;
+mod meta;
+mod pod;
+mod printers;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+pub use age::human_duration;
+
+use columns::Column;
+use gojson::{write_str, write_value};
+use printers::Printer;
+
+/// The `includeObject` query parameter: what each row's `object` holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `"object":null`.
+    None,
+    /// A PartialObjectMetadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object, as the client would get it from a plain get.
+    Object,
+}
+
+/// Why a Table request is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TableError {
+    /// 400 BadRequest from `optionsForTransform` (ValidateTableOptions). `value` is the bad
+    /// value JSON-quoted, as field.Invalid renders a named string type.
+    #[error(
+        "Unable to convert to Table as requested: includeObject: Invalid value: {value}: \
+         must be 'Metadata', 'Object', 'None', or empty"
+    )]
+    InvalidIncludeObject { value: String },
+}
+
+impl IncludeObject {
+    /// Parses the first `includeObject` query value (absent or empty means Metadata).
+    pub fn from_query(value: Option<&str>) -> Result<Self, TableError> {
+        match value.unwrap_or_default() {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            other => {
+                let mut quoted = Vec::new();
+                write_str(&mut quoted, other);
+                let value = String::from_utf8_lossy(&quoted).into_owned();
+                Err(TableError::InvalidIncludeObject { value })
+            }
+        }
+    }
+}
+
+/// The list's metadata, copied into the Table's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListMetaOut {
+    pub resource_version: String,
+    pub continue_token: Option<String>,
+    pub remaining_item_count: Option<i64>,
+}
+
+/// Whether this module reproduces the apiserver's table for a resource: the kinds with a
+/// printer here, and custom resources (any non-built-in group), assumed to have no
+/// additionalPrinterColumns. For other built-in resources the table functions fall back to
+/// the custom-resource layout, which the real apiserver would not send.
+pub fn supports(resource: &str, group: &str) -> bool {
+    Printer::for_resource(resource, group).is_some()
+}
+
+/// The response body (with encoding/json's trailing newline) of a list as a Table.
+/// `objects` are the stored objects in list order.
+pub fn table_for_list(
+    resource: &str,
+    group: &str,
+    objects: &[&Value],
+    list_meta: ListMetaOut,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Vec<u8> {
+    let mut out = write_table(resource, group, objects, &list_meta, true, include, now);
+    out.push(b'\n');
+    out
+}
+
+/// The response body (with encoding/json's trailing newline) of a get as a Table: one row,
+/// and the object's resourceVersion as the Table's.
+pub fn table_for_object(
+    resource: &str,
+    group: &str,
+    object: &Value,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Vec<u8> {
+    let mut out = table_for_watch_event(resource, group, object, include, now, true);
+    out.push(b'\n');
+    out
+}
+
+/// The Table object of one watch event (what goes after `"object":`, no newline). `first`
+/// is true for the stream's first event, the only one with column definitions.
+pub fn table_for_watch_event(
+    resource: &str,
+    group: &str,
+    object: &Value,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+    first: bool,
+) -> Vec<u8> {
+    // A single object's Table takes the object's resourceVersion (meta.CommonAccessor).
+    let meta = ListMetaOut {
+        resource_version: fields::str_at(object, &["metadata", "resourceVersion"]).to_string(),
+        ..ListMetaOut::default()
+    };
+    write_table(resource, group, &[object], &meta, first, include, now)
+}
+
+/// A cell: Go's `interface{}` values the printers produce.
+enum Cell {
+    Str(String),
+    Int(i64),
+    Null,
+}
+
+/// `metav1.TableRowCondition`.
+struct RowCondition {
+    kind: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: &'static str,
+}
+
+/// One printed row, before its object is attached.
+struct Row {
+    cells: Vec<Cell>,
+    conditions: &'static [RowCondition],
+}
+
+fn write_table(
+    resource: &str,
+    group: &str,
+    objects: &[&Value],
+    meta: &ListMetaOut,
+    headers: bool,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Vec<u8> {
+    let printer = Printer::for_resource(resource, group).unwrap_or(Printer::Custom);
+    let mut out = Vec::with_capacity(1024 + 512 * objects.len());
+    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"#);
+    // ListMeta: every field is omitempty; remainingItemCount is a pointer.
+    let mut sep = "";
+    if !meta.resource_version.is_empty() {
+        out.extend_from_slice(br#""resourceVersion":"#);
+        write_str(&mut out, &meta.resource_version);
+        sep = ",";
+    }
+    if let Some(token) = meta.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        out.extend_from_slice(format!(r#"{sep}"continue":"#).as_bytes());
+        write_str(&mut out, token);
+        sep = ",";
+    }
+    if let Some(n) = meta.remaining_item_count {
+        out.extend_from_slice(format!(r#"{sep}"remainingItemCount":{n}"#).as_bytes());
+    }
+    out.extend_from_slice(br#"},"columnDefinitions":"#);
+    if headers {
+        write_columns(&mut out, printer.columns());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(br#","rows":["#);
+    for (i, obj) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_row(&mut out, &printer.row(obj, now), obj, include);
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+fn write_columns(out: &mut Vec<u8>, columns: &[Column]) {
+    out.push(b'[');
+    for (i, c) in columns.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"name":"#);
+        write_str(out, c.name);
+        out.extend_from_slice(br#","type":"#);
+        write_str(out, c.kind);
+        out.extend_from_slice(br#","format":"#);
+        write_str(out, c.format);
+        out.extend_from_slice(br#","description":"#);
+        write_str(out, c.description);
+        out.extend_from_slice(format!(r#","priority":{}}}"#, c.priority).as_bytes());
+    }
+    out.push(b']');
+}
+
+fn write_row(out: &mut Vec<u8>, row: &Row, obj: &Value, include: IncludeObject) {
+    out.extend_from_slice(br#"{"cells":["#);
+    for (i, cell) in row.cells.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match cell {
+            Cell::Str(s) => write_str(out, s),
+            Cell::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Cell::Null => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b']');
+    if !row.conditions.is_empty() {
+        out.extend_from_slice(br#","conditions":["#);
+        for (i, c) in row.conditions.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#"{"type":"#);
+            write_str(out, c.kind);
+            out.extend_from_slice(br#","status":"#);
+            write_str(out, c.status);
+            out.extend_from_slice(br#","reason":"#);
+            write_str(out, c.reason);
+            out.extend_from_slice(br#","message":"#);
+            write_str(out, c.message);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(br#","object":"#);
+    match include {
+        // RawExtension with neither Raw nor Object marshals as null; omitempty cannot drop
+        // a struct.
+        IncludeObject::None => out.extend_from_slice(b"null"),
+        IncludeObject::Metadata => meta::write_partial_object_metadata(out, obj),
+        IncludeObject::Object => write_value(out, obj),
+    }
+    out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,7 @@
+//! The Kubernetes wire: formats and rules that both the proxy and the fake apiserver follow.
+//! Nothing here does I/O.
+
+pub mod continue_token;
+pub mod request;
+pub mod selector;
+pub mod status;

@@ -1,0 +1,261 @@
+//! The `k8s\0` + `runtime.Unknown` envelope around every protobuf body, and `<Kind>List` messages.
+
+use super::super::meta::ListMeta;
+use super::codec::{
+    expect_len, expect_str, expect_varint, len_field_size, put_bytes_field, put_len_header,
+    put_tag, put_varint, Fields,
+};
+use super::Error;
+
+/// The four bytes that open every Kubernetes protobuf body (`protobuf.Serializer`'s prefix).
+pub const MAGIC: &[u8; 4] = b"k8s\0";
+
+/// Media type of a protobuf response or request body.
+pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// A decoded envelope; every field borrows from the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unknown<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    /// The object's bare message.
+    pub raw: &'a [u8],
+    /// Always empty from the apiserver; kept so a non-empty one can be refused.
+    pub content_encoding: &'a str,
+    pub content_type: &'a str,
+}
+
+/// An item of a list being written: a cached message, or a message wrapped in one more field
+/// (a PartialObjectMetadata item is the object's ObjectMeta wrapped in field 1).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Item<'a> {
+    Message(&'a [u8]),
+    Wrapped(u32, &'a [u8]),
+}
+
+impl Item<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Item::Message(bytes) => bytes.len(),
+            Item::Wrapped(field, bytes) => len_field_size(*field, bytes.len()),
+        }
+    }
+
+    fn write(&self, buf: &mut Vec<u8>) {
+        match self {
+            Item::Message(bytes) => buf.extend_from_slice(bytes),
+            Item::Wrapped(field, bytes) => put_bytes_field(buf, *field, bytes),
+        }
+    }
+}
+
+/// Wraps an object's bare message in `k8s\0` + Unknown, as the apiserver sends a single object.
+pub fn encode_unknown(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let mut buf = start_envelope(api_version, kind, raw.len());
+    buf.extend_from_slice(raw);
+    finish_envelope(buf)
+}
+
+/// Writes everything up to and including the header of `raw` (field 2), sized for the rest.
+pub(super) fn start_envelope(api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
+    let type_meta_len = len_field_size(1, api_version.len()) + len_field_size(2, kind.len());
+    let total = MAGIC.len() + len_field_size(1, type_meta_len) + len_field_size(2, raw_len) + 4;
+    let mut buf = Vec::with_capacity(total);
+    buf.extend_from_slice(MAGIC);
+    put_len_header(&mut buf, 1, type_meta_len);
+    put_bytes_field(&mut buf, 1, api_version.as_bytes());
+    put_bytes_field(&mut buf, 2, kind.as_bytes());
+    put_len_header(&mut buf, 2, raw_len);
+    buf
+}
+
+/// Appends contentEncoding (3) and contentType (4): gogo writes these empty strings every time.
+pub(super) fn finish_envelope(mut buf: Vec<u8>) -> Vec<u8> {
+    buf.extend_from_slice(&[0x1a, 0x00, 0x22, 0x00]);
+    buf
+}
+
+/// Reads a `k8s\0` + Unknown body without copying.
+pub fn decode_unknown(body: &[u8]) -> Result<Unknown<'_>, Error> {
+    let message = body.strip_prefix(MAGIC.as_slice()).ok_or(Error::MissingMagic)?;
+    let mut unknown =
+        Unknown { api_version: "", kind: "", raw: &[], content_encoding: "", content_type: "" };
+    for field in Fields::new(message) {
+        match field? {
+            (1, value) => {
+                for field in Fields::new(expect_len(value, "typeMeta")?) {
+                    match field? {
+                        (1, value) => unknown.api_version = expect_str(value, "apiVersion")?,
+                        (2, value) => unknown.kind = expect_str(value, "kind")?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, value) => unknown.raw = expect_len(value, "raw")?,
+            (3, value) => unknown.content_encoding = expect_str(value, "contentEncoding")?,
+            (4, value) => unknown.content_type = expect_str(value, "contentType")?,
+            // Unknown fields are skipped, as protobuf readers must.
+            _ => {}
+        }
+    }
+    Ok(unknown)
+}
+
+/// Size of a ListMeta message. `selfLink` (1), `resourceVersion` (2) and `continue` (3) are
+/// always written, `remainingItemCount` (4) only when set (it is a pointer in Go).
+fn list_meta_len(meta: &ListMeta<'_>) -> usize {
+    len_field_size(1, 0)
+        + len_field_size(2, meta.resource_version.len())
+        + len_field_size(3, meta.continue_token.len())
+        + meta.remaining_item_count.map_or(0, |n| 1 + super::codec::varint_len(n as u64))
+}
+
+fn put_list_meta(buf: &mut Vec<u8>, meta: &ListMeta<'_>) {
+    put_len_header(buf, 1, list_meta_len(meta));
+    put_bytes_field(buf, 1, b"");
+    put_bytes_field(buf, 2, meta.resource_version.as_bytes());
+    put_bytes_field(buf, 3, meta.continue_token.as_bytes());
+    if let Some(count) = meta.remaining_item_count {
+        put_tag(buf, 4, super::codec::VARINT);
+        // Go writes `uint64(*RemainingItemCount)`: a negative count takes ten bytes.
+        put_varint(buf, count as u64);
+    }
+}
+
+/// Builds a `<Kind>List` body from bare item messages (the bytes each item has as `raw` of its
+/// own envelope): ListMeta is field 1 and each item one field 2, in the order given.
+pub fn encode_list(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: &[impl AsRef<[u8]>],
+) -> Vec<u8> {
+    encode_list_items(api_version, list_kind, meta, items.iter().map(|i| Item::Message(i.as_ref())))
+}
+
+pub(super) fn encode_list_items<'i>(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: impl Iterator<Item = Item<'i>> + Clone,
+) -> Vec<u8> {
+    let items_len: usize = items.clone().map(|item| len_field_size(2, item.len())).sum();
+    let raw_len = len_field_size(1, list_meta_len(meta)) + items_len;
+    let mut buf = start_envelope(api_version, list_kind, raw_len);
+    put_list_meta(&mut buf, meta);
+    for item in items {
+        put_len_header(&mut buf, 2, item.len());
+        item.write(&mut buf);
+    }
+    finish_envelope(buf)
+}
+
+/// A decoded `<Kind>List` body; items are the bare messages, ready to be cached as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRef<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub meta: ListMeta<'a>,
+    pub items: Vec<&'a [u8]>,
+}
+
+/// Reads a list body (as a reflector receives a page from the upstream) without copying items.
+pub fn decode_list(body: &[u8]) -> Result<ListRef<'_>, Error> {
+    let unknown = decode_unknown(body)?;
+    let mut list = ListRef {
+        api_version: unknown.api_version,
+        kind: unknown.kind,
+        meta: ListMeta::default(),
+        items: Vec::new(),
+    };
+    for field in Fields::new(unknown.raw) {
+        match field? {
+            (1, value) => {
+                for field in Fields::new(expect_len(value, "metadata")?) {
+                    match field? {
+                        (2, value) => {
+                            list.meta.resource_version = expect_str(value, "resourceVersion")?
+                        }
+                        (3, value) => list.meta.continue_token = expect_str(value, "continue")?,
+                        (4, value) => {
+                            list.meta.remaining_item_count =
+                                Some(expect_varint(value, "remainingItemCount")? as i64)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            (2, value) => list.items.push(expect_len(value, "items")?),
+            _ => {}
+        }
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_envelope_bytes() {
+        assert_eq!(
+            encode_unknown("v1", "Status", b""),
+            b"k8s\0\x0a\x0c\x0a\x02v1\x12\x06Status\x12\x00\x1a\x00\x22\x00"
+        );
+    }
+
+    #[test]
+    fn list_meta_with_continue_and_remaining_count() {
+        let meta = ListMeta {
+            resource_version: "7",
+            continue_token: "abc",
+            remaining_item_count: Some(2),
+        };
+        let body = encode_list("v1", "PodList", &meta, &[b"\x0a\x00"]);
+        let raw = decode_unknown(&body).unwrap().raw;
+        assert_eq!(raw, b"\x0a\x0c\x0a\x00\x12\x017\x1a\x03abc\x20\x02\x12\x02\x0a\x00");
+        let list = decode_list(&body).unwrap();
+        assert_eq!(list.meta, meta);
+        assert_eq!(list.items, vec![b"\x0a\x00".as_slice()]);
+    }
+
+    #[test]
+    fn rejects_bodies_without_magic() {
+        assert_eq!(decode_unknown(b"{\"kind\":\"Pod\"}"), Err(Error::MissingMagic));
+        assert_eq!(decode_unknown(b"k8s"), Err(Error::MissingMagic));
+    }
+
+    proptest! {
+        #[test]
+        fn unknown_round_trips(av in "[a-z./0-9]{0,40}", kind in "[A-Za-z]{0,20}",
+                               raw in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let body = encode_unknown(&av, &kind, &raw);
+            let unknown = decode_unknown(&body).unwrap();
+            prop_assert_eq!(unknown.api_version, av.as_str());
+            prop_assert_eq!(unknown.kind, kind.as_str());
+            prop_assert_eq!(unknown.raw, raw.as_slice());
+            prop_assert_eq!(body.capacity(), body.len());
+        }
+
+        #[test]
+        fn list_round_trips(rv in "[0-9]{0,12}", cont in "[A-Za-z0-9_-]{0,200}",
+                            count in proptest::option::of(any::<i64>()),
+                            items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..5)) {
+            let meta = ListMeta { resource_version: &rv, continue_token: &cont, remaining_item_count: count };
+            let body = encode_list("apps/v1", "DeploymentList", &meta, &items);
+            let list = decode_list(&body).unwrap();
+            prop_assert_eq!(list.meta, meta);
+            prop_assert_eq!(list.items, items.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn decoders_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut with_magic = MAGIC.to_vec();
+            with_magic.extend_from_slice(&body);
+            let _ = decode_unknown(&body);
+            let _ = decode_unknown(&with_magic);
+            let _ = decode_list(&with_magic);
+        }
+    }
+}

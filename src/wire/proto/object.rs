@@ -1,0 +1,215 @@
+//! What the proxy reads from and builds around an object's message: its ObjectMeta (field 1 of
+//! every Kubernetes object), PartialObjectMetadata views, and BOOKMARK objects.
+
+use std::borrow::Cow;
+
+use super::super::meta::{ListMeta, ObjectMetaRef, INITIAL_EVENTS_END_ANNOTATION};
+use super::codec::{
+    expect_len, expect_str, len_field_size, put_bytes_field, put_varint_field, Fields,
+};
+use super::envelope::{encode_list_items, finish_envelope, start_envelope, Item};
+use super::Error;
+
+/// The bytes of an object's ObjectMeta message (field 1 of its bare message).
+///
+/// gogo writes `metadata` exactly once and first; the first occurrence is the one returned.
+pub fn object_meta_bytes(raw_message: &[u8]) -> Result<&[u8], Error> {
+    for field in Fields::new(raw_message) {
+        if let (1, value) = field? {
+            return expect_len(value, "metadata");
+        }
+    }
+    Err(Error::MissingField("metadata"))
+}
+
+/// The routing fields of an object's ObjectMeta, borrowed from its bare message.
+pub fn object_meta(raw_message: &[u8]) -> Result<ObjectMetaRef<'_>, Error> {
+    let mut meta = ObjectMetaRef::default();
+    // ObjectMeta field numbers (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto).
+    for field in Fields::new(object_meta_bytes(raw_message)?) {
+        match field? {
+            (1, value) => meta.name = Cow::Borrowed(expect_str(value, "name")?),
+            (3, value) => meta.namespace = Cow::Borrowed(expect_str(value, "namespace")?),
+            (5, value) => meta.uid = Cow::Borrowed(expect_str(value, "uid")?),
+            (6, value) => {
+                meta.resource_version = Cow::Borrowed(expect_str(value, "resourceVersion")?)
+            }
+            (11, value) => meta.labels.push(map_entry(expect_len(value, "labels")?)?),
+            _ => {}
+        }
+    }
+    Ok(meta)
+}
+
+/// One `map<string, string>` entry (key = 1, value = 2; a missing one is the empty string).
+fn map_entry(entry: &[u8]) -> Result<(Cow<'_, str>, Cow<'_, str>), Error> {
+    let (mut key, mut value) = ("", "");
+    for field in Fields::new(entry) {
+        match field? {
+            (1, v) => key = expect_str(v, "labels key")?,
+            (2, v) => value = expect_str(v, "labels value")?,
+            _ => {}
+        }
+    }
+    Ok((Cow::Borrowed(key), Cow::Borrowed(value)))
+}
+
+/// The PartialObjectMetadata body (`k8s\0` envelope) of one object, as the apiserver answers
+/// `Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+/// `api_version` is `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as negotiated. The message is
+/// ObjectMeta in field 1, copied byte for byte from the object.
+pub fn partial_object_metadata(raw_message: &[u8], api_version: &str) -> Result<Vec<u8>, Error> {
+    let meta = object_meta_bytes(raw_message)?;
+    let mut buf =
+        start_envelope(api_version, "PartialObjectMetadata", len_field_size(1, meta.len()));
+    put_bytes_field(&mut buf, 1, meta);
+    Ok(finish_envelope(buf))
+}
+
+/// The PartialObjectMetadataList body for bare object messages, in the order given.
+pub fn partial_object_metadata_list(
+    api_version: &str,
+    meta: &ListMeta<'_>,
+    raw_messages: &[impl AsRef<[u8]>],
+) -> Result<Vec<u8>, Error> {
+    let metas = raw_messages
+        .iter()
+        .map(|raw| object_meta_bytes(raw.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let items = metas.iter().map(|meta| Item::Wrapped(1, meta));
+    Ok(encode_list_items(api_version, "PartialObjectMetadataList", meta, items))
+}
+
+/// The object of a BOOKMARK event in protobuf, as the watch cache sends it: an empty object of
+/// the kind whose ObjectMeta has only `resourceVersion` (and, for the bookmark that ends a
+/// `sendInitialEvents` stream, the `k8s.io/initial-events-end: "true"` annotation).
+///
+/// An empty object is not an empty message: gogo writes every non-pointer field, so an empty Pod
+/// still carries `spec` and `status` with their empty strings. `empty_tail` is that part (the
+/// fields after ObjectMeta), from [`empty_object_tail`] for built-in kinds, [`bookmark_tail`] of a
+/// bookmark the upstream sent, or empty for `PartialObjectMetadata`.
+pub fn bookmark(
+    api_version: &str,
+    kind: &str,
+    resource_version: &str,
+    initial_events_end: bool,
+    empty_tail: &[u8],
+) -> Vec<u8> {
+    // ObjectMeta: name, generateName, namespace, selfLink, uid are empty strings gogo still
+    // writes; resourceVersion; generation 0; creationTimestamp as an empty (zero) Time.
+    let mut meta = Vec::with_capacity(64 + resource_version.len());
+    for field in 1..=5 {
+        put_bytes_field(&mut meta, field, b"");
+    }
+    put_bytes_field(&mut meta, 6, resource_version.as_bytes());
+    put_varint_field(&mut meta, 7, 0);
+    put_bytes_field(&mut meta, 8, b"");
+    if initial_events_end {
+        let mut entry = Vec::with_capacity(INITIAL_EVENTS_END_ANNOTATION.len() + 8);
+        put_bytes_field(&mut entry, 1, INITIAL_EVENTS_END_ANNOTATION.as_bytes());
+        put_bytes_field(&mut entry, 2, b"true");
+        put_bytes_field(&mut meta, 12, &entry);
+    }
+    let raw_len = len_field_size(1, meta.len()) + empty_tail.len();
+    let mut buf = start_envelope(api_version, kind, raw_len);
+    put_bytes_field(&mut buf, 1, &meta);
+    buf.extend_from_slice(empty_tail);
+    finish_envelope(buf)
+}
+
+/// The fields after ObjectMeta in a bare message whose first field is ObjectMeta: for a bookmark
+/// received from the upstream, this is the kind's empty-object tail to pass to [`bookmark`].
+pub fn bookmark_tail(raw_message: &[u8]) -> Result<&[u8], Error> {
+    let mut fields = Fields::new(raw_message);
+    match fields.next() {
+        Some(Ok((1, value))) => {
+            let meta = expect_len(value, "metadata")?;
+            let start = len_field_size(1, meta.len());
+            raw_message.get(start..).ok_or(Error::Truncated)
+        }
+        Some(Err(err)) => Err(err),
+        _ => Err(Error::MissingField("metadata")),
+    }
+}
+
+/// What an empty object of a built-in kind has after its metadata, in each encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmptyObjectTails {
+    /// JSON members after `"metadata":{...}`, each with its leading comma (may be empty).
+    pub json: &'static str,
+    /// Protobuf fields after ObjectMeta (may be empty).
+    pub protobuf: &'static [u8],
+}
+
+/// The empty-object tails of a built-in kind (generated from k8s.io/api), or `None` for kinds
+/// this build does not know (custom resources have none: their bookmarks are `{apiVersion, kind,
+/// metadata}` only).
+pub fn empty_object_tail(api_version: &str, kind: &str) -> Option<EmptyObjectTails> {
+    let table = super::empty_objects::EMPTY_OBJECTS;
+    table
+        .binary_search_by(|(av, k, _, _)| (*av, *k).cmp(&(api_version, kind)))
+        .ok()
+        .and_then(|i| table.get(i))
+        .map(|(_, _, json, protobuf)| EmptyObjectTails { json, protobuf })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_object_table_is_sorted_and_has_core_kinds() {
+        let table = super::super::empty_objects::EMPTY_OBJECTS;
+        assert!(table.windows(2).all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
+        let cm = empty_object_tail("v1", "ConfigMap").unwrap();
+        assert_eq!((cm.json, cm.protobuf), ("", b"".as_slice()));
+        let pod = empty_object_tail("v1", "Pod").unwrap();
+        assert_eq!(pod.json, r#","spec":{"containers":null},"status":{}"#);
+        let slice = empty_object_tail("discovery.k8s.io/v1", "EndpointSlice").unwrap();
+        assert_eq!(slice.protobuf, b"\x22\x00");
+        assert_eq!(empty_object_tail("v1", "Widget"), None);
+        assert_eq!(empty_object_tail("example.com/v1", "Pod"), None);
+    }
+
+    #[test]
+    fn bookmark_tail_is_what_follows_metadata() {
+        let tails = empty_object_tail("v1", "Service").unwrap();
+        let body = bookmark("v1", "Service", "12", false, tails.protobuf);
+        let raw = super::super::decode_unknown(&body).unwrap().raw;
+        assert_eq!(bookmark_tail(raw).unwrap(), tails.protobuf);
+        assert_eq!(object_meta(raw).unwrap().resource_version, "12");
+        assert_eq!(bookmark_tail(b"\x12\x00"), Err(Error::MissingField("metadata")));
+    }
+
+    #[test]
+    fn missing_metadata_is_an_error() {
+        assert_eq!(object_meta(b"\x12\x02\x0a\x00"), Err(Error::MissingField("metadata")));
+        assert_eq!(
+            partial_object_metadata(b"", "meta.k8s.io/v1"),
+            Err(Error::MissingField("metadata"))
+        );
+        assert_eq!(object_meta(b"\x08\x01"), Err(Error::WrongWireType("metadata")));
+        assert_eq!(object_meta(b"\x0a\x02\x0a\xff"), Err(Error::Truncated));
+        assert_eq!(object_meta(b"\x0a\x03\x0a\x01\xff"), Err(Error::InvalidUtf8("name")));
+    }
+
+    proptest! {
+        #[test]
+        fn object_meta_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = object_meta(&raw);
+            let _ = partial_object_metadata(&raw, "meta.k8s.io/v1");
+            let _ = bookmark_tail(&raw);
+        }
+
+        #[test]
+        fn bookmark_round_trips(rv in "[0-9]{1,20}", end in any::<bool>()) {
+            let body = bookmark("apps/v1", "Deployment", &rv, end, b"");
+            let unknown = super::super::decode_unknown(&body).unwrap();
+            prop_assert_eq!(unknown.kind, "Deployment");
+            let meta = object_meta(unknown.raw).unwrap();
+            prop_assert_eq!(meta.resource_version.as_ref(), rv.as_str());
+            prop_assert_eq!(meta.name.as_ref(), "");
+        }
+    }
+}

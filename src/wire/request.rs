@@ -1,0 +1,319 @@
+//! Request classification: which API path a request addresses and which list/watch options it
+//! carries, validated with the apiserver's rules and messages.
+
+use super::status::{FieldError, Status};
+
+/// A path under `/api/v1` or `/apis/{group}/{version}` that names a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePath {
+    /// Empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// `namespaces/{ns}/...` prefix; `None` for cluster-scoped paths and all-namespace lists.
+    pub namespace: Option<String>,
+    pub resource: String,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// What a request path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiPath {
+    /// `/api`
+    LegacyVersions,
+    /// `/api/v1`
+    LegacyResources,
+    /// `/apis`
+    Groups,
+    /// `/apis/{group}`
+    Group(String),
+    /// `/apis/{group}/{version}`
+    GroupResources(String, String),
+    Resource(ResourcePath),
+    /// Anything else (`/version`, `/openapi/v2`, `/healthz`, ...).
+    Other,
+}
+
+/// Splits a request path into the parts the apiserver routes on.
+///
+/// `/api/v1/namespaces/{ns}` is the namespace object itself (cluster-scoped resource
+/// `namespaces`), while `/api/v1/namespaces/{ns}/{resource}` is a namespaced collection; the
+/// apiserver's router makes the same distinction.
+pub fn parse_path(path: &str) -> ApiPath {
+    let trimmed = path.trim_end_matches('/');
+    let segs: Vec<&str> = trimmed.split('/').skip(1).collect();
+    if segs.iter().any(|s| s.is_empty()) {
+        return ApiPath::Other;
+    }
+    let (group, version, rest) = match segs.as_slice() {
+        ["api"] => return ApiPath::LegacyVersions,
+        ["api", "v1"] => return ApiPath::LegacyResources,
+        ["apis"] => return ApiPath::Groups,
+        ["apis", g] => return ApiPath::Group(g.to_string()),
+        ["apis", g, v] => return ApiPath::GroupResources(g.to_string(), v.to_string()),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return ApiPath::Other,
+    };
+    let (namespace, rest) = match rest {
+        // `namespaces/{ns}/status` and `/finalize` are subresources of the namespace itself.
+        ["namespaces", _, "status" | "finalize"] => (None, rest),
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
+        _ => (None, rest),
+    };
+    let (resource, name, subresource) = match rest {
+        [r] => (*r, None, None),
+        [r, n] => (*r, Some(n.to_string()), None),
+        [r, n, s] => (*r, Some(n.to_string()), Some(s.to_string())),
+        _ => return ApiPath::Other,
+    };
+    ApiPath::Resource(ResourcePath {
+        group: group.to_string(),
+        version: version.to_string(),
+        namespace,
+        resource: resource.to_string(),
+        name,
+        subresource,
+    })
+}
+
+/// `resourceVersionMatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RvMatch {
+    NotOlderThan,
+    Exact,
+}
+
+/// The query parameters of a get, list or watch (`metav1.ListOptions` plus `timeoutSeconds`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<RvMatch>,
+    pub limit: Option<i64>,
+    pub continue_token: Option<String>,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub watch: bool,
+    pub allow_watch_bookmarks: bool,
+    pub send_initial_events: Option<bool>,
+    pub timeout_seconds: Option<i64>,
+    /// `includeObject` for Table output (`None`, `Metadata`, `Object`).
+    pub include_object: Option<String>,
+}
+
+impl ListOptions {
+    /// Parses a raw query string. Unknown parameters are ignored, as the apiserver does.
+    pub fn parse(query: Option<&str>) -> Result<ListOptions, Status> {
+        let mut o = ListOptions::default();
+        let mut rv_match_raw: Option<String> = None;
+        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let v = v.into_owned();
+            // The apiserver's query decoding keeps the first value of a repeated parameter.
+            match k.as_ref() {
+                "resourceVersion" if o.resource_version.is_none() => o.resource_version = Some(v),
+                "resourceVersionMatch" if rv_match_raw.is_none() => rv_match_raw = Some(v),
+                "limit" if o.limit.is_none() => o.limit = Some(parse_int(&v)?),
+                "continue" if o.continue_token.is_none() => o.continue_token = Some(v),
+                "labelSelector" if o.label_selector.is_none() => o.label_selector = Some(v),
+                "fieldSelector" if o.field_selector.is_none() => o.field_selector = Some(v),
+                "watch" => o.watch = parse_bool(&v),
+                "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v),
+                "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)),
+                "timeoutSeconds" if o.timeout_seconds.is_none() => {
+                    o.timeout_seconds = Some(parse_int(&v)?)
+                }
+                "includeObject" => o.include_object = Some(v),
+                _ => {}
+            }
+        }
+        // Empty strings mean "unset" for these string options, as in Go's zero values.
+        o.resource_version = o.resource_version.filter(|s| !s.is_empty());
+        o.continue_token = o.continue_token.filter(|s| !s.is_empty());
+        o.label_selector = o.label_selector.filter(|s| !s.is_empty());
+        o.field_selector = o.field_selector.filter(|s| !s.is_empty());
+        let rv_match_raw = rv_match_raw.filter(|s| !s.is_empty());
+        o.validate(rv_match_raw.as_deref())?;
+        o.resource_version_match = match rv_match_raw.as_deref() {
+            Some("NotOlderThan") => Some(RvMatch::NotOlderThan),
+            Some("Exact") => Some(RvMatch::Exact),
+            _ => None,
+        };
+        Ok(o)
+    }
+
+    /// apimachinery's `ValidateListOptions` (meta/internalversion/validation), which the
+    /// apiserver runs before any storage access and answers with 422 Invalid.
+    fn validate(&self, rv_match: Option<&str>) -> Result<(), Status> {
+        let mut errs = Vec::new();
+        const PATH: &str = "resourceVersionMatch";
+        if self.watch {
+            if self.send_initial_events.is_some() && rv_match != Some("NotOlderThan") {
+                errs.push(FieldError::forbidden(
+                    PATH,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if let Some(m) = rv_match {
+                if self.send_initial_events.is_none() {
+                    errs.push(FieldError::forbidden(
+                        PATH,
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if m != "NotOlderThan" {
+                    errs.push(FieldError::not_supported(PATH, m, &["NotOlderThan"]));
+                }
+                if self.continue_token.is_some() {
+                    errs.push(FieldError::forbidden(
+                        PATH,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(m) = rv_match {
+                if self.resource_version.is_none() {
+                    errs.push(FieldError::forbidden(
+                        PATH,
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if self.continue_token.is_some() {
+                    errs.push(FieldError::forbidden(
+                        PATH,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                match m {
+                    "Exact" if self.resource_version.as_deref() == Some("0") => {
+                        errs.push(FieldError::forbidden(
+                            PATH,
+                            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                        ))
+                    }
+                    "Exact" | "NotOlderThan" => {}
+                    other => errs.push(FieldError::not_supported(
+                        PATH,
+                        other,
+                        &["Exact", "NotOlderThan", ""],
+                    )),
+                }
+            }
+            if self.send_initial_events.is_some() {
+                errs.push(FieldError::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Status::invalid("meta.k8s.io", "ListOptions", "", errs))
+        }
+    }
+
+    /// The resourceVersion as a number, or the apiserver's 400 for a malformed one.
+    /// `None` when unset.
+    pub fn numeric_resource_version(&self) -> Result<Option<u64>, Status> {
+        match &self.resource_version {
+            None => Ok(None),
+            Some(s) => parse_resource_version(s).map(Some),
+        }
+    }
+}
+
+/// Parses an RV the way the apiserver's storage layer does (`ParseResourceVersion`).
+pub fn parse_resource_version(s: &str) -> Result<u64, Status> {
+    s.parse::<u64>().map_err(|_| {
+        Status::bad_request(format!(
+            "resourceVersion: Invalid value: {s:?}: strconv.ParseUint: parsing {s:?}: invalid syntax"
+        ))
+    })
+}
+
+/// Go's query conversion for booleans (`runtime.Convert_Slice_string_To_bool`): only "0" and
+/// "false" (any case) are false; everything else, including an empty value, is true.
+fn parse_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
+fn parse_int(v: &str) -> Result<i64, Status> {
+    v.parse::<i64>().map_err(|_| {
+        Status::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rp(path: &str) -> ResourcePath {
+        match parse_path(path) {
+            ApiPath::Resource(r) => r,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn paths_route_like_the_apiserver() {
+        assert_eq!(parse_path("/api"), ApiPath::LegacyVersions);
+        assert_eq!(parse_path("/api/v1/"), ApiPath::LegacyResources);
+        assert_eq!(
+            parse_path("/apis/discovery.k8s.io/v1"),
+            ApiPath::GroupResources("discovery.k8s.io".into(), "v1".into())
+        );
+        let r = rp("/api/v1/namespaces/fx/configmaps/cm-a");
+        assert_eq!(
+            (r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref()),
+            (Some("fx"), "configmaps", Some("cm-a"))
+        );
+        let r = rp("/api/v1/namespaces/fx");
+        assert_eq!(
+            (r.namespace, r.resource.as_str(), r.name.as_deref()),
+            (None, "namespaces", Some("fx"))
+        );
+        let r = rp("/api/v1/namespaces/fx/status");
+        assert_eq!((r.resource.as_str(), r.subresource.as_deref()), ("namespaces", Some("status")));
+        let r = rp("/api/v1/pods");
+        assert_eq!((r.namespace, r.name), (None, None));
+        let r = rp("/api/v1/namespaces/fx/pods/p/log");
+        assert_eq!(r.subresource.as_deref(), Some("log"));
+        assert_eq!(parse_path("/api/v1/namespaces/fx/pods/p/log/extra"), ApiPath::Other);
+        assert_eq!(parse_path("/version"), ApiPath::Other);
+        assert_eq!(parse_path("//api"), ApiPath::Other);
+    }
+
+    #[test]
+    fn options_parse_and_validate() {
+        let o =
+            ListOptions::parse(Some("watch=1&resourceVersion=5&allowWatchBookmarks=true")).unwrap();
+        assert!(o.watch && o.allow_watch_bookmarks);
+        assert_eq!(o.resource_version.as_deref(), Some("5"));
+        let e = ListOptions::parse(Some("resourceVersionMatch=Exact")).unwrap_err();
+        assert_eq!(e.code, 422);
+        let e =
+            ListOptions::parse(Some("resourceVersionMatch=Exact&resourceVersion=0")).unwrap_err();
+        assert!(
+            e.message.contains("resourceVersionMatch \\\"exact\\\"")
+                || e.message.contains("\"exact\"")
+        );
+        let e =
+            ListOptions::parse(Some("resourceVersionMatch=Bogus&resourceVersion=1")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: \
+             \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+        );
+        let e = ListOptions::parse(Some("sendInitialEvents=true")).unwrap_err();
+        assert_eq!(e.details.unwrap().causes[0].field, "sendInitialEvents");
+        let e = ListOptions::parse(Some("limit=x")).unwrap_err();
+        assert_eq!(e.code, 400);
+        let o = ListOptions::parse(Some(
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        ))
+        .unwrap();
+        assert_eq!(o.resource_version_match, Some(RvMatch::NotOlderThan));
+        assert_eq!(o.send_initial_events, Some(true));
+    }
+}

@@ -1,0 +1,395 @@
+//! Which fields each resource can be selected on, as kube-apiserver 1.36 decides it.
+//!
+//! Two tables in the apiserver matter and they differ:
+//! - the field label conversion (`AddFieldLabelConversionFunc` in
+//!   `pkg/apis/core/v1/conversion.go`; `runtime.DefaultMetaV1FieldSelectorConversion` for kinds
+//!   without one; `crConverter.ConvertFieldLabel` for custom resources) says which field names a
+//!   request may use, and words the 400 for any other;
+//! - the registry's `GetAttrs` / `ToSelectableFields` (`pkg/registry/*/strategy.go`) builds the
+//!   field set an object is matched against. A field the conversion accepts but the set lacks
+//!   (pods' `status.podIPs`) reads as "", like any missing field in `fields.Set.Get`.
+//!
+//! Custom resources may also declare `selectableFields` in their CRD; those are not modelled
+//! here, so a caller must pass such selectors through to the apiserver.
+
+use serde_json::Value;
+
+use super::{FieldRequirement, FieldSelector, SelectorError};
+
+/// The field selector rules of one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldRules {
+    Pods,
+    Nodes,
+    Namespaces,
+    Secrets,
+    Events,
+    Services,
+    ReplicationControllers,
+    PersistentVolumeClaims,
+    /// Built-in resources with no conversion function of their own (configmaps, endpoints,
+    /// endpointslices, and the other core resources): name and namespace only.
+    MetaOnly,
+    /// Custom resources: `metadata.name`, and `metadata.namespace` when namespaced.
+    Custom {
+        cluster_scoped: bool,
+    },
+}
+
+const POD_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+];
+const NODE_FIELDS: &[&str] = &["metadata.name", "spec.unschedulable"];
+const NAMESPACE_FIELDS: &[&str] = &["status.phase", "metadata.name"];
+const SECRET_FIELDS: &[&str] = &["type", "metadata.namespace", "metadata.name"];
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    "metadata.namespace",
+    "metadata.name",
+];
+const SERVICE_FIELDS: &[&str] =
+    &["metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"];
+const RC_FIELDS: &[&str] = &["metadata.name", "metadata.namespace", "status.replicas"];
+const META_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+const CLUSTER_META_FIELDS: &[&str] = &["metadata.name"];
+
+impl FieldRules {
+    /// The rules for a resource by API group ("" for core) and plural resource name. Unknown
+    /// core resources get [`FieldRules::MetaOnly`]; anything outside core and
+    /// `discovery.k8s.io` is taken for a namespaced custom resource.
+    pub fn for_resource(group: &str, resource: &str) -> Self {
+        match (group, resource) {
+            ("", "pods") => Self::Pods,
+            ("", "nodes") => Self::Nodes,
+            ("", "namespaces") => Self::Namespaces,
+            ("", "secrets") => Self::Secrets,
+            ("", "events") => Self::Events,
+            ("", "services") => Self::Services,
+            ("", "replicationcontrollers") => Self::ReplicationControllers,
+            ("", "persistentvolumeclaims") => Self::PersistentVolumeClaims,
+            ("", _) | ("discovery.k8s.io", "endpointslices") => Self::MetaOnly,
+            _ => Self::Custom { cluster_scoped: false },
+        }
+    }
+
+    /// The field names a request may select on (pods also accept `spec.host`, an old alias
+    /// that [`FieldRules::convert`] rewrites to `spec.nodeName`).
+    pub fn supported_fields(self) -> &'static [&'static str] {
+        match self {
+            Self::Pods => POD_FIELDS,
+            Self::Nodes => NODE_FIELDS,
+            Self::Namespaces => NAMESPACE_FIELDS,
+            Self::Secrets => SECRET_FIELDS,
+            Self::Events => EVENT_FIELDS,
+            Self::Services => SERVICE_FIELDS,
+            Self::ReplicationControllers => RC_FIELDS,
+            Self::PersistentVolumeClaims | Self::MetaOnly => META_FIELDS,
+            Self::Custom { cluster_scoped: false } => META_FIELDS,
+            Self::Custom { cluster_scoped: true } => CLUSTER_META_FIELDS,
+        }
+    }
+
+    /// The list handler's `FieldSelector.Transform(ConvertFieldLabel)`: the first term (in the
+    /// selector's order) whose field is refused gives the 400; accepted terms come back with
+    /// their canonical field name.
+    pub fn convert(self, selector: &FieldSelector) -> Result<FieldSelector, SelectorError> {
+        let mut out = Vec::with_capacity(selector.requirements().len());
+        for r in selector.requirements() {
+            let field = self.convert_label(&r.field)?;
+            out.push(FieldRequirement { field: field.to_owned(), ..r.clone() });
+        }
+        Ok(FieldSelector::from_requirements(out))
+    }
+
+    fn convert_label(self, label: &str) -> Result<&str, SelectorError> {
+        if self == Self::Pods && label == "spec.host" {
+            // Backwards compatibility with old v1 clients (pkg/apis/core/v1/conversion.go).
+            return Ok("spec.nodeName");
+        }
+        if self.supported_fields().contains(&label) {
+            return Ok(label);
+        }
+        Err(match self {
+            Self::PersistentVolumeClaims | Self::MetaOnly => {
+                SelectorError::FieldNotKnown(label.to_owned())
+            }
+            _ => SelectorError::FieldNotSupported(label.to_owned()),
+        })
+    }
+
+    /// The value `field` has in the object's apiserver field set, formatted as the apiserver
+    /// formats it (booleans and counts as text, defaults for absent fields); `None` when the
+    /// set has no such field, which a selector reads as "".
+    pub fn field_value(self, obj: &Value, field: &str) -> Option<String> {
+        let s = |path: &[&str]| str_at(obj, path);
+        let namespaced =
+            !matches!(self, Self::Nodes | Self::Namespaces | Self::Custom { cluster_scoped: true });
+        match field {
+            "metadata.name" => return Some(s(&["metadata", "name"])),
+            "metadata.namespace" if namespaced => return Some(s(&["metadata", "namespace"])),
+            _ => {}
+        }
+        let value = match (self, field) {
+            (Self::Pods, "spec.nodeName") => s(&["spec", "nodeName"]),
+            (Self::Pods, "spec.restartPolicy") => s(&["spec", "restartPolicy"]),
+            (Self::Pods, "spec.schedulerName") => s(&["spec", "schedulerName"]),
+            // v1 `serviceAccount` is the deprecated alias, used when the new field is empty.
+            (Self::Pods, "spec.serviceAccountName") => Some(s(&["spec", "serviceAccountName"]))
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| s(&["spec", "serviceAccount"])),
+            (Self::Pods, "spec.hostNetwork") => bool_at(obj, &["spec", "hostNetwork"]),
+            (Self::Pods, "status.phase") => s(&["status", "phase"]),
+            (Self::Pods, "status.podIP") => pod_ip(obj),
+            (Self::Pods, "status.nominatedNodeName") => s(&["status", "nominatedNodeName"]),
+            (Self::Nodes, "spec.unschedulable") => bool_at(obj, &["spec", "unschedulable"]),
+            (Self::Namespaces, "status.phase") => s(&["status", "phase"]),
+            // "name" is in these field sets as a kept-for-compatibility bug; the conversion
+            // refuses it, so only a caller skipping `convert` could ever ask for it.
+            (Self::Namespaces | Self::PersistentVolumeClaims, "name") => s(&["metadata", "name"]),
+            (Self::Secrets, "type") => s(&["type"]),
+            (Self::Events, _) => event_field(obj, field)?,
+            (Self::Services, "spec.clusterIP") => s(&["spec", "clusterIP"]),
+            (Self::Services, "spec.type") => s(&["spec", "type"]),
+            (Self::ReplicationControllers, "status.replicas") => {
+                obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0).to_string()
+            }
+            _ => return None,
+        };
+        Some(value)
+    }
+}
+
+/// `FieldRules::for_resource(group, resource).supported_fields()`.
+pub fn supported_fields(group: &str, resource: &str) -> &'static [&'static str] {
+    FieldRules::for_resource(group, resource).supported_fields()
+}
+
+/// Whether the apiserver accepts the selector's fields for this resource; the error's `Display`
+/// is its 400 message. Use [`FieldRules::convert`] to also get the canonical field names.
+pub fn validate(
+    group: &str,
+    resource: &str,
+    selector: &FieldSelector,
+) -> Result<(), SelectorError> {
+    FieldRules::for_resource(group, resource).convert(selector).map(|_| ())
+}
+
+/// `FieldRules::for_resource(group, resource).field_value(obj, field)`.
+pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Option<String> {
+    FieldRules::for_resource(group, resource).field_value(obj, field)
+}
+
+/// A string field of the v1 object, "" when absent (the Go struct's zero value).
+fn str_at(obj: &Value, path: &[&str]) -> String {
+    path.iter()
+        .try_fold(obj, |v, k| v.get(k))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A bool field as `strconv.FormatBool` prints it, "false" when absent.
+fn bool_at(obj: &Value, path: &[&str]) -> String {
+    let b = path.iter().try_fold(obj, |v, k| v.get(k)).and_then(Value::as_bool);
+    b.unwrap_or(false).to_string()
+}
+
+/// The internal pod's `Status.PodIPs[0].IP`: conversion from v1 makes `podIP` authoritative
+/// when set, and falls back to `podIPs[0].ip`.
+fn pod_ip(obj: &Value) -> String {
+    let ip = str_at(obj, &["status", "podIP"]);
+    if !ip.is_empty() {
+        return ip;
+    }
+    obj.pointer("/status/podIPs/0/ip").and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// core/v1 Event's field set (`pkg/registry/core/event/strategy.go`).
+fn event_field(obj: &Value, field: &str) -> Option<String> {
+    let s = |path: &[&str]| str_at(obj, path);
+    Some(match field {
+        "involvedObject.kind" => s(&["involvedObject", "kind"]),
+        "involvedObject.namespace" => s(&["involvedObject", "namespace"]),
+        "involvedObject.name" => s(&["involvedObject", "name"]),
+        "involvedObject.uid" => s(&["involvedObject", "uid"]),
+        "involvedObject.apiVersion" => s(&["involvedObject", "apiVersion"]),
+        "involvedObject.resourceVersion" => s(&["involvedObject", "resourceVersion"]),
+        "involvedObject.fieldPath" => s(&["involvedObject", "fieldPath"]),
+        "reason" => s(&["reason"]),
+        "reportingComponent" => s(&["reportingComponent"]),
+        // Events written through events.k8s.io/v1 have no source.component; the apiserver
+        // falls back to the reporting controller.
+        "source" => Some(s(&["source", "component"]))
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| s(&["reportingComponent"])),
+        "type" => s(&["type"]),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(group: &str, resource: &str, selector: &str) -> Result<String, String> {
+        let sel = FieldSelector::parse(selector).map_err(|e| e.to_string())?;
+        let rules = FieldRules::for_resource(group, resource);
+        rules.convert(&sel).map(|s| s.to_string()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn unsupported_fields_get_the_apiservers_message() {
+        // Fixture err-bad-fieldselector.
+        assert_eq!(
+            check("", "configmaps", "data.key=x"),
+            Err(r#""data.key" is not a known field selector: only "metadata.name", "metadata.namespace""#.into())
+        );
+        assert_eq!(
+            check("discovery.k8s.io", "endpointslices", "é\t=1"),
+            Err("\"é\\t\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"".into())
+        );
+        assert_eq!(
+            check("", "pods", "status.hostIP=1"),
+            Err("field label not supported: status.hostIP".into())
+        );
+        assert_eq!(
+            check("", "nodes", "metadata.namespace=x"),
+            Err("field label not supported: metadata.namespace".into())
+        );
+        assert_eq!(check("", "persistentvolumeclaims", "name=x"), Err(r#""name" is not a known field selector: only "metadata.name", "metadata.namespace""#.into()));
+        assert_eq!(
+            check("", "namespaces", "name=x"),
+            Err("field label not supported: name".into())
+        );
+        assert_eq!(
+            check("example.com", "widgets", "spec.size=1"),
+            Err("field label not supported: spec.size".into())
+        );
+        // The first refused term in sorted order is the one reported.
+        assert_eq!(check("", "pods", "zz=1,aa=2"), Err("field label not supported: aa".into()));
+    }
+
+    #[test]
+    fn supported_fields_pass_and_spec_host_becomes_node_name() {
+        assert_eq!(
+            check("", "pods", "spec.host=n1,status.podIPs=x"),
+            Ok("spec.nodeName=n1,status.podIPs=x".into())
+        );
+        assert_eq!(
+            check("", "events", "source=kubelet,involvedObject.uid!=u"),
+            Ok("involvedObject.uid!=u,source=kubelet".into())
+        );
+        assert_eq!(check("", "secrets", "type=Opaque"), Ok("type=Opaque".into()));
+        assert_eq!(
+            check("", "configmaps", "metadata.namespace=fx"),
+            Ok("metadata.namespace=fx".into())
+        );
+        let cluster_cr = FieldRules::Custom { cluster_scoped: true };
+        let sel = FieldSelector::parse("metadata.namespace=x").unwrap();
+        assert_eq!(
+            cluster_cr.convert(&sel).unwrap_err().to_string(),
+            "field label not supported: metadata.namespace"
+        );
+        assert_eq!(supported_fields("", "nodes"), ["metadata.name", "spec.unschedulable"]);
+        assert_eq!(supported_fields("", "endpoints"), ["metadata.name", "metadata.namespace"]);
+    }
+
+    #[test]
+    fn pod_field_values_follow_the_registry() {
+        let pod = json!({
+            "metadata": {"name": "p-1", "namespace": "fx"},
+            "spec": {"nodeName": "node-1", "restartPolicy": "Always", "serviceAccount": "old"},
+            "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.7"}, {"ip": "fd00::7"}]}
+        });
+        let v = |f: &str| field_value("", "pods", &pod, f);
+        assert_eq!(v("metadata.name").as_deref(), Some("p-1"));
+        assert_eq!(v("metadata.namespace").as_deref(), Some("fx"));
+        assert_eq!(v("spec.nodeName").as_deref(), Some("node-1"));
+        assert_eq!(v("spec.hostNetwork").as_deref(), Some("false"));
+        assert_eq!(v("spec.serviceAccountName").as_deref(), Some("old"));
+        assert_eq!(v("spec.schedulerName").as_deref(), Some(""));
+        assert_eq!(v("status.podIP").as_deref(), Some("10.0.0.7"));
+        assert_eq!(v("status.nominatedNodeName").as_deref(), Some(""));
+        // Accepted by the conversion but absent from the field set: reads as "".
+        assert_eq!(v("status.podIPs"), None);
+        let sel = FieldSelector::parse("status.podIPs=,spec.nodeName=node-1").unwrap();
+        assert!(sel.matches(v));
+        let sel = FieldSelector::parse("status.podIPs=10.0.0.7").unwrap();
+        assert!(!sel.matches(v));
+
+        let host = json!({"spec": {"hostNetwork": true, "serviceAccountName": "new", "serviceAccount": "old"}, "status": {"podIP": "1.2.3.4", "podIPs": [{"ip": "9.9.9.9"}]}});
+        assert_eq!(field_value("", "pods", &host, "spec.hostNetwork").as_deref(), Some("true"));
+        assert_eq!(
+            field_value("", "pods", &host, "spec.serviceAccountName").as_deref(),
+            Some("new")
+        );
+        assert_eq!(field_value("", "pods", &host, "status.podIP").as_deref(), Some("1.2.3.4"));
+    }
+
+    #[test]
+    fn other_kinds_field_values() {
+        let node = json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}});
+        assert_eq!(field_value("", "nodes", &node, "spec.unschedulable").as_deref(), Some("true"));
+        assert_eq!(
+            field_value("", "nodes", &json!({}), "spec.unschedulable").as_deref(),
+            Some("false")
+        );
+        assert_eq!(field_value("", "nodes", &node, "metadata.namespace"), None);
+        let rc = json!({"status": {"replicas": 3}});
+        assert_eq!(
+            field_value("", "replicationcontrollers", &rc, "status.replicas").as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            field_value("", "replicationcontrollers", &json!({}), "status.replicas").as_deref(),
+            Some("0")
+        );
+        let ev = json!({"metadata": {"name": "e", "namespace": "fx"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reportingComponent": "ctrl", "type": "Normal"});
+        assert_eq!(field_value("", "events", &ev, "source").as_deref(), Some("ctrl"));
+        assert_eq!(field_value("", "events", &ev, "involvedObject.kind").as_deref(), Some("Pod"));
+        assert_eq!(field_value("", "events", &ev, "involvedObject.uid").as_deref(), Some(""));
+        let ev2 = json!({"source": {"component": "kubelet"}, "reportingComponent": "ctrl"});
+        assert_eq!(field_value("", "events", &ev2, "source").as_deref(), Some("kubelet"));
+        let svc = json!({"spec": {"clusterIP": "None", "type": "ClusterIP"}});
+        assert_eq!(field_value("", "services", &svc, "spec.clusterIP").as_deref(), Some("None"));
+        let secret = json!({"type": "kubernetes.io/tls"});
+        assert_eq!(
+            field_value("", "secrets", &secret, "type").as_deref(),
+            Some("kubernetes.io/tls")
+        );
+        let cm = json!({"metadata": {"name": "cm-a", "namespace": "fx"}, "data": {"key": "v"}});
+        assert_eq!(field_value("", "configmaps", &cm, "metadata.namespace").as_deref(), Some("fx"));
+        assert_eq!(field_value("", "configmaps", &cm, "data.key"), None);
+        assert_eq!(
+            field_value(
+                "",
+                "namespaces",
+                &json!({"metadata": {"name": "fx"}, "status": {"phase": "Active"}}),
+                "status.phase"
+            )
+            .as_deref(),
+            Some("Active")
+        );
+    }
+}
