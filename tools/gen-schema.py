@@ -86,7 +86,7 @@ def strip_comment(line):
     return line if idx < 0 else line[:idx]
 
 
-def parse_file(path, pkg):
+def parse_file(path):
     """Return (imports alias->pkg id, structs name->fields, named name->type expr)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -151,7 +151,7 @@ class Model:
         for pkg, files in PACKAGES.items():
             imports, structs, named = {}, {}, {}
             for rel in files:
-                im, st, nm = parse_file(os.path.join(root, rel), pkg)
+                im, st, nm = parse_file(os.path.join(root, rel))
                 imports.update(im)
                 structs.update(st)
                 named.update(nm)

@@ -2,16 +2,37 @@
 
 use serde_json::Value;
 
+use super::codec::{self, TypeRef};
 use super::kinds::Kind;
 use super::object::order_type_and_meta;
 use crate::wire::status::Status;
 
-/// Canonical JSON for a built-in object.
-pub fn canonicalize(_kind: &Kind, value: Value) -> Result<Value, Status> {
-    Ok(order_type_and_meta(value))
+fn type_ref(kind: &Kind) -> Option<TypeRef> {
+    codec::type_for(&kind.api_version, &kind.kind)
+}
+
+fn codec_error(e: codec::CodecError) -> Status {
+    Status::bad_request(e.to_string())
+}
+
+/// Canonical JSON for a built-in object: Go struct order and omitempty rules (unknown fields
+/// are dropped, as the apiserver's decoder does with fieldValidation=Ignore).
+pub fn canonicalize(kind: &Kind, value: Value) -> Result<Value, Status> {
+    match type_ref(kind) {
+        Some(t) => codec::canonicalize(t, &value).map(|c| c.value).map_err(codec_error),
+        None => Ok(order_type_and_meta(value)),
+    }
 }
 
 /// The bare protobuf message of a built-in object, when the codec knows its type.
-pub fn to_protobuf(_kind: &Kind, _value: &Value) -> Result<Option<Vec<u8>>, Status> {
-    Ok(None)
+pub fn to_protobuf(kind: &Kind, value: &Value) -> Result<Option<Vec<u8>>, Status> {
+    match type_ref(kind) {
+        Some(t) => codec::to_protobuf(t, value).map(Some).map_err(codec_error),
+        None => Ok(None),
+    }
+}
+
+/// JSON bytes as Go's encoder writes them (HTML-safe escaping, Go float format).
+pub fn write_json(value: &Value) -> Vec<u8> {
+    codec::write_json(value)
 }

@@ -15,6 +15,7 @@
 //! immediate deletion without graceful periods or finalizers) is said in the module that
 //! does it; everything a reading client can observe aims to be byte-identical.
 
+pub mod codec;
 mod codec_glue;
 mod discovery_glue;
 mod encode;

@@ -35,7 +35,7 @@ pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
     let namespace = field("namespace").to_string();
     let name = field("name").to_string();
     let rv = field("resourceVersion").parse::<u64>().unwrap_or(0);
-    let json = serde_json::to_vec(&value).map_err(Status::internal)?;
+    let json = super::codec_glue::write_json(&value);
     let proto = if kind.protobuf { super::codec_glue::to_protobuf(kind, &value)? } else { None };
     Ok(Obj {
         key: object_key(&namespace, &name),
@@ -136,7 +136,7 @@ pub fn partial_metadata_json(obj_value: &Value) -> Vec<u8> {
     m.insert("kind".into(), Value::String("PartialObjectMetadata".into()));
     m.insert("apiVersion".into(), Value::String("meta.k8s.io/v1".into()));
     m.insert("metadata".into(), obj_value.get("metadata").cloned().unwrap_or(Value::Null));
-    serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+    super::codec_glue::write_json(&Value::Object(m))
 }
 
 /// A copy of `obj` whose resourceVersion is `rv`: the apiserver sends the previous state with

@@ -27,14 +27,16 @@ pub(super) fn parse(data: &[u8]) -> Result<Value, String> {
 }
 
 /// `json: cannot unmarshal <kind> into Go value of type <go_type>`: the error for a value of
-/// the wrong JSON kind at the top of a typed target (nil decodes into anything).
+/// the wrong JSON kind at the top of a typed target. (Go decodes null into anything; callers
+/// never ask for it.)
 pub(super) fn type_error(value: &Value, go_type: &str) -> String {
     let kind = match value {
         Value::Object(_) => "object",
         Value::Array(_) => "array",
         Value::String(_) => "string",
         Value::Number(_) => "number",
-        Value::Bool(_) | Value::Null => "bool",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
     };
     format!("json: cannot unmarshal {kind} into Go value of type {go_type}")
 }

@@ -9,12 +9,16 @@
 //! Shape rules (fixtures `cm-get-json`, `cm-list-json`, `watch-json`): a built-in object on its
 //! own (GET, watch event) starts with `"kind"` then `"apiVersion"`; the same object as a list item
 //! has neither. A body (GET, list) ends with `\n`; an object inside a list or event does not.
+//! Custom resources follow other rules (Go writes their maps with sorted keys): see
+//! [`unstructured`].
 
 use std::borrow::Cow;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+pub mod unstructured;
 
 /// Annotation on the BOOKMARK that ends the initial events of a `sendInitialEvents` watch.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
@@ -327,7 +331,7 @@ fn raw_metadata(object: &[u8]) -> Result<&str, Error> {
     Ok(shape.metadata.map_or("{}", RawValue::get))
 }
 
-fn push_partial(out: &mut Vec<u8>, api_version: &str, metadata: &str) {
+fn push_partial(out: &mut Vec<u8>, api_version: &str, metadata: &[u8]) {
     out.push(b'{');
     push_key(out, "kind");
     push_json_string(out, "PartialObjectMetadata");
@@ -336,7 +340,7 @@ fn push_partial(out: &mut Vec<u8>, api_version: &str, metadata: &str) {
     push_json_string(out, api_version);
     out.push(b',');
     push_key(out, "metadata");
-    out.extend_from_slice(metadata.as_bytes());
+    out.extend_from_slice(metadata);
     out.push(b'}');
 }
 
@@ -345,12 +349,12 @@ fn push_partial(out: &mut Vec<u8>, api_version: &str, metadata: &str) {
 /// negotiated `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
 ///
 /// The metadata bytes are copied as they are, which is exact for built-in kinds. A custom
-/// resource's JSON keeps its keys sorted, while the apiserver re-encodes ObjectMeta in struct
-/// order; pass those through instead.
+/// resource's JSON has its keys sorted while the apiserver writes ObjectMeta in struct order: use
+/// [`unstructured::partial_object_metadata_json`] for those.
 pub fn partial_object_metadata_json(object: &[u8], api_version: &str) -> Result<Vec<u8>, Error> {
     let metadata = raw_metadata(object)?;
     let mut out = Vec::with_capacity(metadata.len() + api_version.len() + 64);
-    push_partial(&mut out, api_version, metadata);
+    push_partial(&mut out, api_version, metadata.as_bytes());
     Ok(out)
 }
 
@@ -363,21 +367,26 @@ pub fn partial_object_metadata_list_json(
 ) -> Result<Vec<u8>, Error> {
     let metadata =
         objects.iter().map(|o| raw_metadata(o.as_ref())).collect::<Result<Vec<_>, _>>()?;
-    let size: usize = metadata.iter().map(|m| m.len() + api_version.len() + 64).sum();
+    Ok(partial_list(api_version, meta, &metadata))
+}
+
+/// A PartialObjectMetadataList from each item's `metadata` JSON.
+fn partial_list(api_version: &str, meta: &ListMeta<'_>, metadata: &[impl AsRef<[u8]>]) -> Vec<u8> {
+    let size: usize = metadata.iter().map(|m| m.as_ref().len() + api_version.len() + 64).sum();
     let mut out = start_list(api_version, "PartialObjectMetadataList", meta, size);
     if metadata.is_empty() {
         out.extend_from_slice(b"null}\n");
-        return Ok(out);
+        return out;
     }
     out.push(b'[');
     for (n, m) in metadata.iter().enumerate() {
         if n > 0 {
             out.push(b',');
         }
-        push_partial(&mut out, api_version, m);
+        push_partial(&mut out, api_version, m.as_ref());
     }
     out.extend_from_slice(b"]}\n");
-    Ok(out)
+    out
 }
 
 /// The object of a BOOKMARK event for a built-in kind (or PartialObjectMetadata), as the watch
@@ -407,32 +416,6 @@ pub fn bookmark_json(
     out.push(b'}');
     out.extend_from_slice(empty_tail.as_bytes());
     out.push(b'}');
-    out
-}
-
-/// The BOOKMARK object of a custom resource: the apiserver encodes an `Unstructured` map, whose
-/// keys Go writes sorted (`apiVersion`, `kind`, `metadata`; `annotations` before
-/// `resourceVersion`), and there is no schema-driven tail.
-pub fn bookmark_json_unstructured(
-    api_version: &str,
-    kind: &str,
-    resource_version: &str,
-    initial_events_end: bool,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(160);
-    out.push(b'{');
-    push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
-    out.push(b',');
-    push_key(&mut out, "kind");
-    push_json_string(&mut out, kind);
-    out.extend_from_slice(b",\"metadata\":{");
-    if initial_events_end {
-        out.extend_from_slice(b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"},");
-    }
-    push_key(&mut out, "resourceVersion");
-    push_json_string(&mut out, resource_version);
-    out.extend_from_slice(b"}}");
     out
 }
 

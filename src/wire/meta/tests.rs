@@ -157,10 +157,6 @@ fn bookmarks_match_the_apiserver() {
         bookmark_json("v1", "Pod", "1", false, r#","spec":{"containers":null},"status":{}"#),
         br#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"1"},"spec":{"containers":null},"status":{}}"#
     );
-    assert_eq!(
-        bookmark_json_unstructured("example.com/v1", "Widget", "7", true),
-        br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"7"}}"#
-    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod codec;
 mod empty_objects;
 mod envelope;
 mod object;
+mod status;
 mod watch;
 
 pub use codec::{put_bytes_field, put_varint, read_varint, varint_len, Fields, Value};
@@ -26,6 +27,7 @@ pub use object::{
     bookmark, bookmark_tail, empty_object_tail, object_meta, object_meta_bytes,
     partial_object_metadata, partial_object_metadata_list, EmptyObjectTails,
 };
+pub use status::{encode_status, StatusCause, StatusDetails, StatusRef};
 pub use watch::{
     decode_watch_event, encode_watch_frame, WatchEventRef, WatchFrameDecoder,
     DEFAULT_MAX_FRAME_LEN, STREAM_CONTENT_TYPE,

@@ -1,0 +1,289 @@
+//! Custom resources in JSON. The apiserver holds them as `Unstructured` maps, and Go writes a
+//! map's keys sorted: an object is `{"apiVersion":..,"kind":..,"metadata":{"annotations":..}..}`
+//! whether alone or as a list item, a list is `{"apiVersion","items","kind","metadata"}` with
+//! `continue` always present in its metadata, and a bookmark has no schema-driven members.
+//! PartialObjectMetadata, though, is a typed struct: its ObjectMeta comes out in struct order
+//! with Go's `omitempty` rules, so the sorted metadata of a custom resource is re-ordered here.
+
+use serde_json::value::RawValue;
+
+use super::{
+    partial_list, push_json_string, push_key, push_partial, raw_metadata, CowStr, Error, ListMeta,
+    Members,
+};
+
+/// A custom resource list body (with `\n`): keys sorted, items as cached (each a full object with
+/// its `apiVersion` and `kind`), `metadata.continue` written even when empty.
+pub fn list_json(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: &[impl AsRef<[u8]>],
+) -> Vec<u8> {
+    let size: usize = items.iter().map(|i| i.as_ref().len() + 1).sum();
+    let mut out = Vec::with_capacity(size + 128 + meta.continue_token.len());
+    out.push(b'{');
+    push_key(&mut out, "apiVersion");
+    push_json_string(&mut out, api_version);
+    out.extend_from_slice(b",\"items\":[");
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item.as_ref());
+    }
+    out.extend_from_slice(b"],");
+    push_key(&mut out, "kind");
+    push_json_string(&mut out, list_kind);
+    out.extend_from_slice(b",\"metadata\":{\"continue\":");
+    push_json_string(&mut out, meta.continue_token);
+    if let Some(count) = meta.remaining_item_count {
+        out.extend_from_slice(b",\"remainingItemCount\":");
+        out.extend_from_slice(count.to_string().as_bytes());
+    }
+    out.extend_from_slice(b",\"resourceVersion\":");
+    push_json_string(&mut out, meta.resource_version);
+    out.extend_from_slice(b"}}\n");
+    out
+}
+
+/// The BOOKMARK object of a custom resource: the watch cache's empty `Unstructured` with the
+/// kind, `metadata.resourceVersion` and possibly the initial-events-end annotation.
+pub fn bookmark_json(
+    api_version: &str,
+    kind: &str,
+    resource_version: &str,
+    initial_events_end: bool,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    out.push(b'{');
+    push_key(&mut out, "apiVersion");
+    push_json_string(&mut out, api_version);
+    out.push(b',');
+    push_key(&mut out, "kind");
+    push_json_string(&mut out, kind);
+    out.extend_from_slice(b",\"metadata\":{");
+    if initial_events_end {
+        out.extend_from_slice(b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"},");
+    }
+    push_key(&mut out, "resourceVersion");
+    push_json_string(&mut out, resource_version);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// A custom resource as PartialObjectMetadata (no trailing newline).
+pub fn partial_object_metadata_json(object: &[u8], api_version: &str) -> Result<Vec<u8>, Error> {
+    let metadata = typed_object_meta(raw_metadata(object)?)?;
+    let mut out = Vec::with_capacity(metadata.len() + api_version.len() + 64);
+    push_partial(&mut out, api_version, &metadata);
+    Ok(out)
+}
+
+/// A PartialObjectMetadataList body (with `\n`) of custom resources.
+pub fn partial_object_metadata_list_json(
+    api_version: &str,
+    meta: &ListMeta<'_>,
+    objects: &[impl AsRef<[u8]>],
+) -> Result<Vec<u8>, Error> {
+    let metadata = objects
+        .iter()
+        .map(|o| raw_metadata(o.as_ref()).and_then(typed_object_meta))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(partial_list(api_version, meta, &metadata))
+}
+
+/// When a member is left out of the typed encoding.
+#[derive(Clone, Copy)]
+enum Omit {
+    /// `omitempty` on a string, number, map or slice: absent, null, `""`, `0`, `{}`, `[]`.
+    Empty,
+    /// A pointer or `omitzero` time: absent or null.
+    Null,
+    /// No `omitempty`: always written, `""` when absent.
+    Never,
+}
+
+/// How a member's value is written.
+#[derive(Clone, Copy)]
+enum Value {
+    /// As it is (maps and scalars are already in Go's form).
+    Raw,
+    /// An array whose objects are re-ordered with these members.
+    Objects(&'static [(&'static str, Omit)]),
+}
+
+const OWNER_REFERENCE: &[(&str, Omit)] = &[
+    ("apiVersion", Omit::Never),
+    ("kind", Omit::Never),
+    ("name", Omit::Never),
+    ("uid", Omit::Never),
+    ("controller", Omit::Null),
+    ("blockOwnerDeletion", Omit::Null),
+];
+
+const MANAGED_FIELDS_ENTRY: &[(&str, Omit)] = &[
+    ("manager", Omit::Empty),
+    ("operation", Omit::Empty),
+    ("apiVersion", Omit::Empty),
+    ("time", Omit::Null),
+    ("fieldsType", Omit::Empty),
+    ("fieldsV1", Omit::Null),
+    ("subresource", Omit::Empty),
+];
+
+/// `metav1.ObjectMeta` in struct order (k8s.io/apimachinery types.go).
+const OBJECT_META: &[(&str, Omit, Value)] = &[
+    ("name", Omit::Empty, Value::Raw),
+    ("generateName", Omit::Empty, Value::Raw),
+    ("namespace", Omit::Empty, Value::Raw),
+    ("selfLink", Omit::Empty, Value::Raw),
+    ("uid", Omit::Empty, Value::Raw),
+    ("resourceVersion", Omit::Empty, Value::Raw),
+    ("generation", Omit::Empty, Value::Raw),
+    ("creationTimestamp", Omit::Null, Value::Raw),
+    ("deletionTimestamp", Omit::Null, Value::Raw),
+    ("deletionGracePeriodSeconds", Omit::Null, Value::Raw),
+    ("labels", Omit::Empty, Value::Raw),
+    ("annotations", Omit::Empty, Value::Raw),
+    ("ownerReferences", Omit::Empty, Value::Objects(OWNER_REFERENCE)),
+    ("finalizers", Omit::Empty, Value::Raw),
+    ("managedFields", Omit::Empty, Value::Objects(MANAGED_FIELDS_ENTRY)),
+];
+
+/// The value of `key` (the last one if repeated, as a Go map keeps), skipped per `omit`.
+fn member<'a>(members: &[(CowStr<'a>, &'a RawValue)], key: &str, omit: Omit) -> Option<&'a str> {
+    let value = members.iter().rev().find(|(k, _)| k.0 == key).map(|(_, v)| v.get());
+    match (omit, value) {
+        // A Go string without omitempty reads a missing or null value as "" and writes it.
+        (Omit::Never, None | Some("null")) => Some("\"\""),
+        (_, Some("null")) | (_, None) => None,
+        (Omit::Empty, Some("\"\"" | "0" | "{}" | "[]")) => None,
+        (_, value) => value,
+    }
+}
+
+/// Writes `members` picked and ordered by `fields`, as a Go struct is written.
+fn push_struct(out: &mut Vec<u8>, object: &str, fields: &[(&str, Omit)]) -> Result<(), Error> {
+    let Members(members) = serde_json::from_str(object)?;
+    out.push(b'{');
+    let mut first = true;
+    for (key, omit) in fields {
+        if let Some(value) = member(&members, key, *omit) {
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+            push_key(out, key);
+            out.extend_from_slice(value.as_bytes());
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// Re-encodes an unstructured `metadata` object the way `metav1.ObjectMeta` is written.
+fn typed_object_meta(metadata: &str) -> Result<Vec<u8>, Error> {
+    let Members(members) = serde_json::from_str(metadata)?;
+    let mut out = Vec::with_capacity(metadata.len());
+    out.push(b'{');
+    let mut first = true;
+    for (key, omit, value) in OBJECT_META {
+        let Some(raw) = member(&members, key, *omit) else { continue };
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        push_key(&mut out, key);
+        match value {
+            Value::Raw => out.extend_from_slice(raw.as_bytes()),
+            Value::Objects(fields) => {
+                let entries: Vec<&RawValue> = serde_json::from_str(raw)?;
+                out.push(b'[');
+                for (n, entry) in entries.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    push_struct(&mut out, entry.get(), fields)?;
+                }
+                out.push(b']');
+            }
+        }
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A custom resource as the apiserver writes it (Go, unstructured: keys sorted).
+    const WIDGET: &str = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"annotations":{"a\u003cb":"x\u0026y"},"creationTimestamp":"2026-11-22T10:18:33Z","deletionGracePeriodSeconds":0,"deletionTimestamp":"2026-11-22T10:19:33Z","finalizers":["example.com/f"],"generation":3,"labels":{"app":"web"},"managedFields":[{"apiVersion":"example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:size":{}}},"manager":"kubectl","operation":"Update","time":"2026-11-22T10:18:33Z"},{"apiVersion":"example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{}},"manager":"ctl","operation":"Update","subresource":"status","time":"2026-11-22T10:18:34Z"}],"name":"w1","namespace":"fx","ownerReferences":[{"apiVersion":"v1","blockOwnerDeletion":false,"controller":true,"kind":"ConfigMap","name":"cm","uid":"u-1"}],"resourceVersion":"42","uid":"0c-1"},"spec":{"size":1}}"#;
+
+    #[test]
+    fn partial_object_metadata_matches_go() {
+        // json.Marshal(meta.AsPartialObjectMetadata(u)) for WIDGET, apimachinery v0.36.4.
+        let expected = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"w1","namespace":"fx","uid":"0c-1","resourceVersion":"42","generation":3,"creationTimestamp":"2026-11-22T10:18:33Z","deletionTimestamp":"2026-11-22T10:19:33Z","deletionGracePeriodSeconds":0,"labels":{"app":"web"},"annotations":{"a\u003cb":"x\u0026y"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","uid":"u-1","controller":true,"blockOwnerDeletion":false}],"finalizers":["example.com/f"],"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"example.com/v1","time":"2026-11-22T10:18:33Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:size":{}}}},{"manager":"ctl","operation":"Update","apiVersion":"example.com/v1","time":"2026-11-22T10:18:34Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{}},"subresource":"status"}]}}"#;
+        let got = partial_object_metadata_json(WIDGET.as_bytes(), "meta.k8s.io/v1").unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), expected);
+    }
+
+    #[test]
+    fn empty_members_are_omitted_like_go() {
+        let object = br#"{"metadata":{"generation":0,"labels":{},"name":"","ownerReferences":[{"name":"o","uid":null}],"uid":"u","zz":1}}"#;
+        let got = partial_object_metadata_json(object, "meta.k8s.io/v1").unwrap();
+        let expected = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"uid":"u","ownerReferences":[{"apiVersion":"","kind":"","name":"o","uid":""}]}}"#;
+        assert_eq!(String::from_utf8(got).unwrap(), expected);
+        let meta = ListMeta { resource_version: "9", ..ListMeta::default() };
+        let list = partial_object_metadata_list_json("meta.k8s.io/v1", &meta, &[object]).unwrap();
+        let tail = b"\"ownerReferences\":[{\"apiVersion\":\"\",\"kind\":\"\",\"name\":\"o\",\"uid\":\"\"}]}}]}\n";
+        assert!(list.ends_with(tail));
+    }
+
+    #[test]
+    fn lists_match_go() {
+        // UnstructuredList encoded by the apiserver's JSON serializer (streaming or not).
+        let meta = ListMeta {
+            resource_version: "43",
+            continue_token: "tok",
+            remaining_item_count: Some(7),
+        };
+        let got = list_json("example.com/v1", "WidgetList", &meta, &[WIDGET, WIDGET]);
+        let expected = format!(
+            r#"{{"apiVersion":"example.com/v1","items":[{WIDGET},{WIDGET}],"kind":"WidgetList","metadata":{{"continue":"tok","remainingItemCount":7,"resourceVersion":"43"}}}}"#
+        ) + "\n";
+        assert_eq!(String::from_utf8(got).unwrap(), expected);
+        let meta = ListMeta { resource_version: "44", ..ListMeta::default() };
+        let empty: [&[u8]; 0] = [];
+        assert_eq!(
+            list_json("example.com/v1", "WidgetList", &meta, &empty),
+            b"{\"apiVersion\":\"example.com/v1\",\"items\":[],\"kind\":\"WidgetList\",\"metadata\":{\"continue\":\"\",\"resourceVersion\":\"44\"}}\n"
+        );
+    }
+
+    #[test]
+    fn bookmark_matches_go() {
+        assert_eq!(
+            bookmark_json("example.com/v1", "Widget", "45", true),
+            br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"45"}}"#
+        );
+        assert_eq!(
+            bookmark_json("example.com/v1", "Widget", "46", false),
+            br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"resourceVersion":"46"}}"#
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = partial_object_metadata_json(&data, "meta.k8s.io/v1");
+        }
+
+        #[test]
+        fn never_panics_on_odd_metadata(meta in "\\{(\"(name|ownerReferences|managedFields|labels)\":(1|null|\\[\\]|\\[1\\]|\\[\\{\\}\\]|\"x\"|\\{\\}),?){0,4}\\}") {
+            let object = format!("{{\"metadata\":{}}}", meta.trim_end_matches(",}").replace(",}", "}"));
+            let _ = partial_object_metadata_json(object.as_bytes(), "meta.k8s.io/v1");
+        }
+    }
+}
