@@ -22,7 +22,7 @@ fn fx_objects() -> Vec<Value> {
     }
     // Both pods, decoded from the protobuf capture (it holds them whole).
     let body = fixture("pod-list-protobuf").body;
-    let env = kubeplex::sim::codec::unwrap_unknown(&body).expect("envelope").expect("k8s magic");
+    let env = kubeplex::wire::proto::decode_unknown(&body).expect("envelope");
     let list_t = kubeplex::sim::codec::type_for("v1", "PodList").expect("PodList type");
     let list = kubeplex::sim::codec::from_protobuf(list_t, env.raw).expect("decode");
     for item in list["items"].as_array().expect("items") {

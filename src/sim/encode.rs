@@ -1,17 +1,21 @@
-//! Encoding objects, lists and watch events in the negotiated representation.
+//! Encoding objects, lists and watch events in the negotiated representation, assembled from
+//! each object's stored bytes with the shared `wire` builders (the proxy uses the same ones).
 
 use std::sync::Arc;
 
 use http::{HeaderMap, Response};
-use serde_json::Value;
 
 use super::kinds::Kind;
-use super::object::{list_item_json, partial_metadata_json};
+use super::object::list_item_json;
+use super::proto_glue;
 use super::repr::Repr;
 use super::respond::{self, Body, JSON, PROTOBUF};
 use super::store::Obj;
+use crate::wire::meta::{self, unstructured, ListMeta as WireListMeta};
 use crate::wire::request::ListOptions;
 use crate::wire::status::Status;
+
+const META_API_VERSION: &str = "meta.k8s.io/v1";
 
 /// `metadata` of a list response.
 #[derive(Debug, Clone, Default)]
@@ -22,17 +26,27 @@ pub struct ListMeta {
 }
 
 impl ListMeta {
-    fn json(&self) -> Value {
-        let mut m = serde_json::Map::new();
-        m.insert("resourceVersion".into(), Value::String(self.resource_version.clone()));
-        if let Some(c) = &self.continue_token {
-            m.insert("continue".into(), Value::String(c.clone()));
+    fn wire(&self) -> WireListMeta<'_> {
+        WireListMeta {
+            resource_version: &self.resource_version,
+            continue_token: self.continue_token.as_deref().unwrap_or(""),
+            remaining_item_count: self.remaining,
         }
-        if let Some(r) = self.remaining {
-            m.insert("remainingItemCount".into(), Value::from(r));
-        }
-        Value::Object(m)
     }
+}
+
+fn meta_error(e: meta::Error) -> Status {
+    Status::internal(e)
+}
+
+/// `PartialObjectMetadata` JSON of one object.
+fn partial_json(kind: &Kind, obj: &Obj) -> Result<Vec<u8>, Status> {
+    if kind.custom {
+        unstructured::partial_object_metadata_json(&obj.json, META_API_VERSION)
+    } else {
+        meta::partial_object_metadata_json(&obj.json, META_API_VERSION)
+    }
+    .map_err(meta_error)
 }
 
 pub fn object_response(
@@ -44,9 +58,10 @@ pub fn object_response(
 ) -> Result<Response<Body>, Status> {
     let (ct, bytes) = match repr {
         Repr::Json => (JSON, obj.json.to_vec()),
-        Repr::Meta => (JSON, partial_metadata_json(&obj.value)),
+        Repr::Meta => (JSON, partial_json(kind, obj)?),
         Repr::Table => (JSON, super::table_glue::object(kind, obj, opts)?),
-        Repr::Protobuf => (PROTOBUF, super::proto_glue::object(kind, obj)?),
+        Repr::Protobuf => (PROTOBUF, proto_glue::object(kind, obj, false)?),
+        Repr::MetaProtobuf => (PROTOBUF, proto_glue::object(kind, obj, true)?),
     };
     Ok(respond::body(200, ct, bytes, headers))
 }
@@ -54,54 +69,32 @@ pub fn object_response(
 pub fn list_response(
     kind: &Kind,
     items: &[Arc<Obj>],
-    meta: &ListMeta,
+    m: &ListMeta,
     repr: Repr,
     opts: &ListOptions,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Status> {
+    let wire = m.wire();
     let (ct, bytes) = match repr {
-        Repr::Json => (
-            JSON,
-            json_list(&kind.list_kind(), &kind.api_version, meta, items, |o| {
-                list_item_json(kind, o).to_vec()
-            }),
-        ),
-        Repr::Meta => (
-            JSON,
-            json_list("PartialObjectMetadataList", "meta.k8s.io/v1", meta, items, |o| {
-                partial_metadata_json(&o.value)
-            }),
-        ),
-        Repr::Table => (JSON, super::table_glue::list(kind, items, meta, opts)?),
-        Repr::Protobuf => (PROTOBUF, super::proto_glue::list(kind, items, meta)?),
+        Repr::Json => {
+            let bodies: Vec<_> = items.iter().map(|o| list_item_json(kind, o)).collect();
+            let list = if kind.custom { unstructured::list_json } else { meta::list_json };
+            (JSON, list(&kind.api_version, &kind.list_kind(), &wire, &bodies))
+        }
+        Repr::Meta => {
+            let bodies: Vec<&[u8]> = items.iter().map(|o| o.json.as_ref()).collect();
+            let list = if kind.custom {
+                unstructured::partial_object_metadata_list_json
+            } else {
+                meta::partial_object_metadata_list_json
+            };
+            (JSON, list(META_API_VERSION, &wire, &bodies).map_err(meta_error)?)
+        }
+        Repr::Table => (JSON, super::table_glue::list(kind, items, m, opts)?),
+        Repr::Protobuf => (PROTOBUF, proto_glue::list(kind, items, m, false)?),
+        Repr::MetaProtobuf => (PROTOBUF, proto_glue::list(kind, items, m, true)?),
     };
     Ok(respond::body(200, ct, bytes, headers))
-}
-
-/// A JSON list assembled from each item's stored bytes (never re-serialized).
-fn json_list(
-    list_kind: &str,
-    api_version: &str,
-    meta: &ListMeta,
-    items: &[Arc<Obj>],
-    item: impl Fn(&Obj) -> Vec<u8>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(items.iter().map(|o| o.json.len() + 1).sum::<usize>() + 256);
-    out.extend_from_slice(b"{\"kind\":");
-    out.extend_from_slice(Value::String(list_kind.into()).to_string().as_bytes());
-    out.extend_from_slice(b",\"apiVersion\":");
-    out.extend_from_slice(Value::String(api_version.into()).to_string().as_bytes());
-    out.extend_from_slice(b",\"metadata\":");
-    out.extend_from_slice(meta.json().to_string().as_bytes());
-    out.extend_from_slice(b",\"items\":[");
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&item(o));
-    }
-    out.extend_from_slice(b"]}");
-    out
 }
 
 /// One watch event's bytes in the stream's representation. `first` marks the first event of a
@@ -115,51 +108,47 @@ pub fn watch_event(
     first: bool,
 ) -> Result<Vec<u8>, Status> {
     match repr {
-        Repr::Json => Ok(json_event(event_type, &obj.json)),
-        Repr::Meta => Ok(json_event(event_type, &partial_metadata_json(&obj.value))),
-        Repr::Table => {
-            Ok(json_event(event_type, &super::table_glue::watch_event(kind, obj, opts, first)?))
-        }
-        Repr::Protobuf => super::proto_glue::watch_event(kind, event_type, obj),
+        Repr::Json => Ok(meta::watch_event_json(event_type, &obj.json)),
+        Repr::Meta => Ok(meta::watch_event_json(event_type, &partial_json(kind, obj)?)),
+        Repr::Table => Ok(meta::watch_event_json(
+            event_type,
+            &super::table_glue::watch_event(kind, obj, opts, first)?,
+        )),
+        Repr::Protobuf => proto_glue::watch_event(kind, event_type, obj, false),
+        Repr::MetaProtobuf => proto_glue::watch_event(kind, event_type, obj, true),
     }
 }
 
-/// A BOOKMARK event: only kind, apiVersion and resourceVersion, plus the initial-events-end
-/// annotation after `sendInitialEvents` (fixture `watchlist-json`).
+/// A BOOKMARK event: kind, apiVersion, resourceVersion and the kind's empty fields, plus the
+/// initial-events-end annotation after `sendInitialEvents` (fixture `watchlist-json`).
 pub fn bookmark(kind: &Kind, rv: u64, repr: Repr, initial_events_end: bool) -> Vec<u8> {
-    if repr == Repr::Protobuf {
-        return super::proto_glue::bookmark(kind, rv, initial_events_end);
-    }
-    let (k, av) = match repr {
-        Repr::Meta => ("PartialObjectMetadata", "meta.k8s.io/v1"),
-        _ => (kind.kind.as_str(), kind.api_version.as_str()),
+    let rv_s = rv.to_string();
+    let object = match repr {
+        Repr::Protobuf => return proto_glue::bookmark(kind, rv, initial_events_end, false),
+        Repr::MetaProtobuf => return proto_glue::bookmark(kind, rv, initial_events_end, true),
+        Repr::Meta => meta::bookmark_json(
+            META_API_VERSION,
+            "PartialObjectMetadata",
+            &rv_s,
+            initial_events_end,
+            "",
+        ),
+        _ if kind.custom => {
+            unstructured::bookmark_json(&kind.api_version, &kind.kind, &rv_s, initial_events_end)
+        }
+        _ => {
+            let tail = crate::wire::proto::empty_object_tail(&kind.api_version, &kind.kind)
+                .map_or("", |t| t.json);
+            meta::bookmark_json(&kind.api_version, &kind.kind, &rv_s, initial_events_end, tail)
+        }
     };
-    let mut meta = serde_json::Map::new();
-    meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-    if initial_events_end {
-        meta.insert("annotations".into(), serde_json::json!({"k8s.io/initial-events-end": "true"}));
-    }
-    let mut o = serde_json::Map::new();
-    o.insert("kind".into(), Value::String(k.into()));
-    o.insert("apiVersion".into(), Value::String(av.into()));
-    o.insert("metadata".into(), Value::Object(meta));
-    json_event("BOOKMARK", &serde_json::to_vec(&Value::Object(o)).unwrap_or_default())
+    meta::watch_event_json("BOOKMARK", &object)
 }
 
 /// An ERROR event carrying a Status.
 pub fn error_event(status: &Status, repr: Repr) -> Vec<u8> {
-    if repr == Repr::Protobuf {
-        return super::proto_glue::error_event(status);
+    if repr.is_protobuf() {
+        return proto_glue::error_event(status);
     }
-    json_event("ERROR", &status.to_json())
-}
-
-fn json_event(event_type: &str, object: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(object.len() + 32);
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(event_type.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
-    out.extend_from_slice(object);
-    out.extend_from_slice(b"}\n");
-    out
+    meta::watch_event_json("ERROR", &status.to_json())
 }

@@ -130,15 +130,6 @@ fn type_meta_prefix(kind: &Kind) -> String {
     )
 }
 
-/// `PartialObjectMetadata` for an object (JSON).
-pub fn partial_metadata_json(obj_value: &Value) -> Vec<u8> {
-    let mut m = Map::new();
-    m.insert("kind".into(), Value::String("PartialObjectMetadata".into()));
-    m.insert("apiVersion".into(), Value::String("meta.k8s.io/v1".into()));
-    m.insert("metadata".into(), obj_value.get("metadata").cloned().unwrap_or(Value::Null));
-    super::codec_glue::write_json(&Value::Object(m))
-}
-
 /// A copy of `obj` whose resourceVersion is `rv`: the apiserver sends the previous state with
 /// the event's RV when an object leaves a filtered watch.
 pub fn with_resource_version(kind: &Kind, obj: &Obj, rv: u64) -> Result<Obj, Status> {

@@ -49,10 +49,16 @@ pub(super) struct FieldMeta {
     pub(super) merge_key: &'static str,
 }
 
+/// A table of structs and their merge-relevant fields.
+pub(super) type Table = &'static [(&'static str, &'static [FieldMeta])];
+
 /// The schema at some point of an object: a Go struct with rows in the table, or nothing known
 /// (maps, scalars, structs without merge metadata), where every field is a plain field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Schema(Option<&'static str>);
+pub(super) struct Schema {
+    table: Table,
+    ty: Option<&'static str>,
+}
 
 /// What a lookup gives: the schema to recurse with, the field's strategy and merge key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,21 +75,27 @@ pub(super) fn root(group: &str, resource: &str) -> Option<Schema> {
     table::ROOTS
         .iter()
         .find(|(g, r, _)| *g == group && *r == resource)
-        .map(|(_, _, ty)| Schema(Some(ty)))
+        .map(|(_, _, ty)| Schema { table: table::STRUCTS, ty: Some(ty) })
 }
 
 impl Schema {
-    pub(super) const UNKNOWN: Schema = Schema(None);
+    pub(super) const UNKNOWN: Schema = Schema { table: &[], ty: None };
+
+    /// The schema of struct `ty` in another table (tests use the apimachinery test struct).
+    #[cfg(test)]
+    pub(super) fn of(table: Table, ty: &'static str) -> Schema {
+        Schema { table, ty: Some(ty) }
+    }
 
     /// `LookupPatchMetadataForStruct` / `ForSlice`: the metadata of field `key`.
     pub(super) fn lookup(self, key: &str) -> Lookup {
-        let row = self.0.and_then(|ty| {
-            let (_, fields) = table::STRUCTS.iter().find(|(name, _)| *name == ty)?;
+        let row = self.ty.and_then(|ty| {
+            let (_, fields) = self.table.iter().find(|(name, _)| *name == ty)?;
             fields.iter().find(|f| f.json == key)
         });
         match row {
             Some(f) => Lookup {
-                schema: Schema((!f.ty.is_empty()).then_some(f.ty)),
+                schema: Schema { table: self.table, ty: (!f.ty.is_empty()).then_some(f.ty) },
                 strategy: f.strategy,
                 merge_key: f.merge_key,
                 // Lists with a strategy but no merge key are lists of strings.

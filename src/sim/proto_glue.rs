@@ -5,28 +5,93 @@ use std::sync::Arc;
 use super::encode::ListMeta;
 use super::kinds::Kind;
 use super::store::Obj;
+use crate::wire::meta::ListMeta as WireListMeta;
+use crate::wire::proto;
 use crate::wire::status::Status;
 
-fn unavailable() -> Status {
-    Status::not_acceptable("protobuf is not available yet")
+const META_API_VERSION: &str = "meta.k8s.io/v1";
+
+fn message(o: &Obj) -> Result<&[u8], Status> {
+    o.proto.as_deref().ok_or_else(|| Status::internal("object has no protobuf encoding"))
 }
 
-pub fn object(_k: &Kind, _o: &Obj) -> Result<Vec<u8>, Status> {
-    Err(unavailable())
+fn proto_error(e: proto::Error) -> Status {
+    Status::internal(e)
 }
 
-pub fn list(_k: &Kind, _i: &[Arc<Obj>], _m: &ListMeta) -> Result<Vec<u8>, Status> {
-    Err(unavailable())
+pub fn object(k: &Kind, o: &Obj, metadata_only: bool) -> Result<Vec<u8>, Status> {
+    if metadata_only {
+        return proto::partial_object_metadata(message(o)?, META_API_VERSION).map_err(proto_error);
+    }
+    Ok(proto::encode_unknown(&k.api_version, &k.kind, message(o)?))
 }
 
-pub fn watch_event(_k: &Kind, _t: &str, _o: &Obj) -> Result<Vec<u8>, Status> {
-    Err(unavailable())
+pub fn list(
+    k: &Kind,
+    items: &[Arc<Obj>],
+    m: &ListMeta,
+    metadata_only: bool,
+) -> Result<Vec<u8>, Status> {
+    let meta = WireListMeta {
+        resource_version: &m.resource_version,
+        continue_token: m.continue_token.as_deref().unwrap_or(""),
+        remaining_item_count: m.remaining,
+    };
+    let raws = items.iter().map(|o| message(o)).collect::<Result<Vec<_>, _>>()?;
+    if metadata_only {
+        return proto::partial_object_metadata_list(META_API_VERSION, &meta, &raws)
+            .map_err(proto_error);
+    }
+    Ok(proto::encode_list(&k.api_version, &k.list_kind(), &meta, &raws))
 }
 
-pub fn bookmark(_k: &Kind, _rv: u64, _end: bool) -> Vec<u8> {
-    Vec::new()
+pub fn watch_event(
+    k: &Kind,
+    event_type: &str,
+    o: &Obj,
+    metadata_only: bool,
+) -> Result<Vec<u8>, Status> {
+    Ok(proto::encode_watch_frame(event_type, &object(k, o, metadata_only)?))
 }
 
-pub fn error_event(_s: &Status) -> Vec<u8> {
-    Vec::new()
+pub fn bookmark(k: &Kind, rv: u64, initial_events_end: bool, metadata_only: bool) -> Vec<u8> {
+    let rv = rv.to_string();
+    let object = if metadata_only {
+        proto::bookmark(META_API_VERSION, "PartialObjectMetadata", &rv, initial_events_end, b"")
+    } else {
+        let tail =
+            proto::empty_object_tail(&k.api_version, &k.kind).map_or(&[][..], |t| t.protobuf);
+        proto::bookmark(&k.api_version, &k.kind, &rv, initial_events_end, tail)
+    };
+    proto::encode_watch_frame("BOOKMARK", &object)
+}
+
+/// A Status in protobuf (`k8s\0` envelope), for errors to protobuf clients.
+pub fn status(s: &Status) -> Vec<u8> {
+    let causes: Vec<proto::StatusCause<'_>> = s
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| proto::StatusCause { reason: &c.reason, message: &c.message, field: &c.field })
+        .collect();
+    let details = s.details.as_ref().map(|d| proto::StatusDetails {
+        name: &d.name,
+        group: &d.group,
+        kind: &d.kind,
+        uid: "",
+        causes: &causes,
+        retry_after_seconds: d.retry_after_seconds.map_or(0, |r| r as i32),
+    });
+    proto::encode_status(&proto::StatusRef {
+        status: "Failure",
+        message: &s.message,
+        reason: &s.reason,
+        code: i32::from(s.code),
+        details,
+        continue_token: s.continue_token.as_deref().unwrap_or(""),
+    })
+}
+
+pub fn error_event(s: &Status) -> Vec<u8> {
+    proto::encode_watch_frame("ERROR", &status(s))
 }

@@ -9,7 +9,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use tokio::sync::mpsc;
 
-use super::repr::Repr;
+use crate::wire::gzip;
 use crate::wire::status::Status;
 
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -49,26 +49,27 @@ pub fn body(
     if content_type == JSON && bytes.last() != Some(&b'\n') {
         bytes.push(b'\n');
     }
-    let accept_encoding = req.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let mut builder = base(status, content_type);
-    let bytes = match maybe_gzip(accept_encoding, &bytes) {
-        Some(compressed) => {
-            builder = builder
-                .header(header::CONTENT_ENCODING, "gzip")
-                .header(header::VARY, "Accept-Encoding");
-            compressed
-        }
-        None => bytes,
+    let bytes = if gzip::should_compress(gzip::accepts_gzip(req), bytes.len()) {
+        builder = builder
+            .header(header::CONTENT_ENCODING, "gzip")
+            .header(header::VARY, "Accept-Encoding");
+        gzip::gzip(&bytes)
+    } else {
+        bytes
     };
     builder.body(full(bytes)).unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
-/// A Status error, in the negotiated encoding.
-pub fn error(status: &Status, repr: Option<Repr>) -> Response<Body> {
-    let _ = repr;
-    let mut bytes = status.to_json();
-    bytes.push(b'\n');
-    let content_type = JSON;
+/// A Status error, in protobuf for clients that negotiate it, else JSON.
+pub fn error(status: &Status, protobuf: bool) -> Response<Body> {
+    let (content_type, bytes) = if protobuf {
+        (PROTOBUF, super::proto_glue::status(status))
+    } else {
+        let mut b = status.to_json();
+        b.push(b'\n');
+        (JSON, b)
+    };
     let mut builder = base(status.code, content_type);
     if let Some(secs) = status.retry_after() {
         builder = builder.header(header::RETRY_AFTER, secs.to_string());
@@ -96,20 +97,4 @@ pub fn request_content_type(headers: &HeaderMap) -> String {
         .and_then(|v: &HeaderValue| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
         .unwrap_or_default()
-}
-
-/// The apiserver compresses a response only above this size (responsewriters/writers.go).
-const GZIP_THRESHOLD: usize = 128 * 1024;
-
-fn maybe_gzip(accept_encoding: Option<&str>, bytes: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Write;
-    let wants = accept_encoding?
-        .split(',')
-        .any(|e| e.split(';').next().is_some_and(|n| n.trim().eq_ignore_ascii_case("gzip")));
-    if !wants || bytes.len() <= GZIP_THRESHOLD {
-        return None;
-    }
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
-    enc.write_all(bytes).ok()?;
-    enc.finish().ok()
 }

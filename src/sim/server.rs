@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use super::kinds::{Kind, Registry};
 use super::metrics::{RequestLabels, SimMetrics};
-use super::repr::{negotiate, Repr};
+use super::repr::{error_is_protobuf, negotiate, Repr};
 use super::respond::{self, Body, JSON};
 use super::store::Store;
 use super::{read, watch as watch_handler, write};
@@ -114,7 +114,7 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
 fn json_ok(body: Option<Vec<u8>>, req: &Request<Incoming>) -> Response<Body> {
     match body {
         Some(b) => respond::body(200, JSON, b, req.headers()),
-        None => respond::error(&Status::path_not_found(), None),
+        None => respond::error(&Status::path_not_found(), false),
     }
 }
 
@@ -133,7 +133,7 @@ fn other(state: &SimState, path: &str, req: &Request<Incoming>) -> Response<Body
             br#"{"major":"1","minor":"36","emulationMajor":"1","emulationMinor":"36","minCompatibilityMajor":"1","minCompatibilityMinor":"35","gitVersion":"v1.36.2-kubeplex-sim","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2026-11-01T00:00:00Z","goVersion":"go1.25.0","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
             req.headers(),
         ),
-        _ => respond::error(&Status::path_not_found(), None),
+        _ => respond::error(&Status::path_not_found(), false),
     }
 }
 
@@ -151,17 +151,17 @@ async fn resource_request(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
-        return respond::error(&Status::path_not_found(), None);
+        return respond::error(&Status::path_not_found(), false);
     };
     if kind.version != rp.version
         || (rp.namespace.is_some() && !kind.namespaced)
         || rp.subresource.as_ref().is_some_and(|s| !kind.subresources.contains(s))
     {
-        return respond::error(&Status::path_not_found(), None);
+        return respond::error(&Status::path_not_found(), false);
     }
     let opts = match ListOptions::parse(req.uri().query()) {
         Ok(o) => o,
-        Err(s) => return respond::error(&s, None),
+        Err(s) => return respond::error(&s, error_is_protobuf(req.headers())),
     };
     let target = Target {
         kind: kind.clone(),
@@ -192,15 +192,16 @@ async fn resource_request(
             (None, None) => "cluster",
         },
     };
-    let repr = match negotiate(req.headers(), kind.protobuf) {
+    let protobuf_errors = kind.protobuf && error_is_protobuf(req.headers());
+    let repr = match negotiate(req.headers(), kind.protobuf, opts.watch) {
         Ok(r) => r,
         Err(s) => {
             state.metrics.observe(&labels, s.code);
-            return respond::error(&s, None);
+            return respond::error(&s, protobuf_errors);
         }
     };
     let result = dispatch(&state, &target, &opts, repr, verb, &labels, req).await;
-    let resp = result.unwrap_or_else(|s| respond::error(&s, Some(repr)));
+    let resp = result.unwrap_or_else(|s| respond::error(&s, protobuf_errors));
     state.metrics.observe(&labels, resp.status().as_u16());
     resp
 }

@@ -64,7 +64,7 @@ pub async fn watch(
             None
         }
     };
-    let content_type = if repr == Repr::Protobuf { PROTOBUF_WATCH } else { JSON };
+    let content_type = if repr.is_protobuf() { PROTOBUF_WATCH } else { JSON };
     let (tx, resp) = respond::stream(content_type);
     let guard = state.metrics.longrunning(labels);
     let deadline = Instant::now() + watch_timeout(state, opts);

@@ -2,6 +2,10 @@
 //! Nothing here does I/O.
 
 pub mod continue_token;
+pub mod gzip;
+pub mod meta;
+pub mod negotiate;
+pub mod proto;
 pub mod request;
 pub mod selector;
 pub mod status;

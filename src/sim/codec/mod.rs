@@ -33,7 +33,6 @@
 //! - Use [`write_json`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029 as Go does,
 //!   which `serde_json::to_vec` does not.
 
-mod envelope;
 mod gojson;
 mod json;
 #[cfg(test)]
@@ -51,7 +50,6 @@ mod tests;
 use serde_json::Value;
 use thiserror::Error;
 
-pub use envelope::{unwrap_unknown, wrap_unknown, Unknown, PROTOBUF_MAGIC};
 pub use gojson::write_json;
 
 /// One kind the codec knows: its apiVersion, kind and Go type.
@@ -114,7 +112,7 @@ pub fn canonicalize(t: TypeRef, v: &Value) -> Result<Canonical, CodecError> {
     json::canonicalize(t.0.def, v)
 }
 
-/// The protobuf message of `v` (no `k8s\0` + `Unknown` envelope; see [`wrap_unknown`]).
+/// The protobuf message of `v` (no `k8s\0` + `Unknown` envelope; see [`crate::wire::proto::encode_unknown`]).
 pub fn to_protobuf(t: TypeRef, v: &Value) -> Result<Vec<u8>, CodecError> {
     let canonical = canonicalize(t, v)?;
     proto::encode(t.0.def, &canonical.value)

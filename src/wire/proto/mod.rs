@@ -5,7 +5,8 @@
 //! `raw` holds the object's own message. A list's message is ListMeta (field 1) plus one field 2
 //! per item, each item being exactly the bare message its object would have in `raw`, so a list is
 //! built by concatenating cached item bytes. A watch stream is a sequence of 4-byte big-endian
-//! lengths each followed by a bare `WatchEvent` whose object is a full `k8s\0` envelope.
+//! lengths each followed by a bare `WatchEvent` whose object is a full `k8s\0` envelope. Errors
+//! reach protobuf clients as a protobuf `Status` (`v1`, `Status`).
 //!
 //! Everything here works on borrowed bytes: objects are never decoded into Rust structs beyond
 //! the few metadata fields used to route them. Encoders reproduce gogo-protobuf's output byte for

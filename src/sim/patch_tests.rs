@@ -1,0 +1,1 @@
+//! The patch entry points: content types, dispatch, and error responses.
