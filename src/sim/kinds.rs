@@ -51,7 +51,17 @@ impl Registry {
         const RW: &[&str] =
             &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
         // (group, version, resource, kind, namespaced, protobuf, generation, subresources)
-        let table: &[(&str, &str, &str, &str, bool, bool, bool, &[&str])] = &[
+        type Row = (
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            bool,
+            bool,
+            bool,
+            &'static [&'static str],
+        );
+        let table: &[Row] = &[
             ("", "v1", "pods", "Pod", true, true, true, &["status"]),
             ("", "v1", "configmaps", "ConfigMap", true, true, false, &[]),
             ("", "v1", "secrets", "Secret", true, true, false, &[]),

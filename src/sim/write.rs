@@ -168,13 +168,12 @@ fn apply_defaults(kind: &Kind, v: &mut Value, name: &str) {
             }
             v["status"] = json!({"phase": "Active"});
         }
-        ("", "pods") => {
-            if v.get("status").and_then(|s| s.get("phase")).is_none() {
-                let status = v.get("status").cloned().filter(Value::is_object).unwrap_or(json!({}));
-                let mut s = status.as_object().cloned().unwrap_or_default();
-                s.insert("phase".into(), json!("Pending"));
-                v["status"] = Value::Object(s);
-            }
+        // A new pod is Pending until a kubelet says otherwise.
+        ("", "pods") if v.get("status").and_then(|s| s.get("phase")).is_none() => {
+            let status = v.get("status").cloned().filter(Value::is_object).unwrap_or(json!({}));
+            let mut s = status.as_object().cloned().unwrap_or_default();
+            s.insert("phase".into(), json!("Pending"));
+            v["status"] = Value::Object(s);
         }
         _ => {}
     }

@@ -33,7 +33,7 @@ pub struct Status {
     /// `StatusReason`; empty for a 500 with no reason.
     pub reason: String,
     pub message: String,
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
     /// `metadata.continue` on a 410 for an expired continue token.
     pub continue_token: Option<String>,
 }
@@ -50,7 +50,7 @@ impl Status {
     }
 
     fn with_details(mut self, details: Details) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 

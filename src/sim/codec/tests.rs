@@ -380,7 +380,7 @@ fn protobuf_watch_objects_round_trip_byte_for_byte() {
         assert!(frames.len() >= 3, "{name}");
         for (event, object) in frames {
             let unknown = crate::wire::proto::decode_unknown(&object).unwrap();
-            let t = ty(&unknown.api_version, &unknown.kind);
+            let t = ty(unknown.api_version, unknown.kind);
             let decoded = from_protobuf(t, unknown.raw).unwrap();
             assert_eq!(to_protobuf(t, &decoded).unwrap(), unknown.raw, "{name} {event}");
             if event == "BOOKMARK" {
