@@ -35,6 +35,7 @@ pub(super) fn merge_set_element_order(
         let live = list_at(original, &list_key)?;
         let patched = list_at(patch, &list_key)?;
         let lookup = schema.lookup(&list_key);
+        let mut view = None;
         validate_order(patched.as_deref().unwrap_or_default(), &order, lookup.merge_key)?;
         let merged = match (&live, &patched) {
             (Some(live), None) => live.clone(),
@@ -44,7 +45,11 @@ pub(super) fn merge_set_element_order(
             },
             (Some(live), Some(patched)) => {
                 if lookup.strategy.merging() == Strategy::Merge {
-                    merge_slice(live.clone(), patched.clone(), lookup, false)?
+                    let merged = merge_into(live.clone(), patched.clone(), lookup, false)?;
+                    // Go keeps looking at the live slice, whose backing array the merge
+                    // rewrote in place.
+                    view = Some(merged.live_view);
+                    merged.items
                 } else {
                     patched.clone()
                 }
@@ -52,7 +57,7 @@ pub(super) fn merge_set_element_order(
             (None, None) => continue,
         };
         let (patch_items, server_only) = partition(merged, &order, lookup.merge_key)?;
-        let live = live.unwrap_or_default();
+        let live = view.or(live).unwrap_or_default();
         let kind = element_type(&live, patched.as_deref().unwrap_or_default())?;
         let ordered =
             normalize_element_order(patch_items, server_only, &order, &live, lookup.merge_key, kind)?;
@@ -78,36 +83,110 @@ pub(super) fn merge_slice(
     lookup: Lookup,
     is_delete_list: bool,
 ) -> Result<Vec<Value>> {
+    Ok(merge_into(original, patch, lookup, is_delete_list)?.items)
+}
+
+/// A merged list, and what the caller's view of the live slice shows afterwards.
+struct Merged {
+    items: Vec<Value>,
+    live_view: Vec<Value>,
+}
+
+fn merge_into(
+    original: Vec<Value>,
+    patch: Vec<Value>,
+    lookup: Lookup,
+    is_delete_list: bool,
+) -> Result<Merged> {
     if original.is_empty() && patch.is_empty() {
-        return Ok(original);
+        return Ok(Merged { items: Vec::new(), live_view: original });
     }
     let kind = element_type(&original, &patch)?;
     let merge_key = lookup.merge_key;
-    let (merged, server_order, patch) = if kind != GoType::Map {
+    if kind != GoType::Map {
         if is_delete_list {
-            return delete_from_slice(original, &patch);
+            let items = delete_from_slice(original.clone(), &patch)?;
+            return Ok(Merged { items, live_view: original });
         }
         let mut both = original.clone();
         both.extend(patch.iter().cloned());
-        (dedup_scalars(both), original, patch)
-    } else {
-        if merge_key.is_empty() {
-            return Err(PatchError::Internal(format!(
-                "cannot merge lists without merge key for {}",
-                lookup.element_name
-            )));
+        let (patch_items, server_only) = partition(dedup_scalars(both), &patch, merge_key)?;
+        let items =
+            normalize_element_order(patch_items, server_only, &patch, &original, merge_key, kind)?;
+        return Ok(Merged { items, live_view: original });
+    }
+    if merge_key.is_empty() {
+        return Err(PatchError::Internal(format!(
+            "cannot merge lists without merge key for {}",
+            lookup.element_name
+        )));
+    }
+    let mut live = LiveSlice::new(original);
+    let patch = merge_special_elements(&mut live, patch, merge_key)?;
+    // mergeSlice's `original` now has the post-deletion length (or is the replacing items).
+    let live_len = live.items.len();
+    merge_items(&mut live, &patch, merge_key, lookup.schema)?;
+    let server_order: Vec<Value> = live.items.iter().take(live_len).cloned().collect();
+    let (patch_items, server_only) = partition(live.items, &patch, merge_key)?;
+    let items =
+        normalize_element_order(patch_items, server_only, &patch, &server_order, merge_key, kind)?;
+    Ok(Merged { items, live_view: live.backing })
+}
+
+/// A Go slice over the live list's backing array, whose length is its capacity (the
+/// apiserver's conversions allocate exactly). Deleting shifts items left in place; appending
+/// writes into the slots that frees, until it outgrows them and Go reallocates; the caller's
+/// view of the full array (`backing`) sees all of that.
+struct LiveSlice {
+    backing: Vec<Value>,
+    items: Vec<Value>,
+    /// Whether `items` still lives in `backing`.
+    shared: bool,
+}
+
+impl LiveSlice {
+    fn new(original: Vec<Value>) -> Self {
+        LiveSlice { items: original.clone(), backing: original, shared: true }
+    }
+
+    /// `append(s[:idx], s[idx+1:]...)`: the tail moves one slot left, the last slot keeps its
+    /// old item.
+    fn remove(&mut self, idx: usize) {
+        if idx < self.items.len() {
+            self.items.remove(idx);
+            if self.shared {
+                for (slot, item) in self.backing.iter_mut().zip(&self.items).skip(idx) {
+                    *slot = item.clone();
+                }
+            }
         }
-        let (original, patch) = merge_special_elements(original, patch, merge_key)?;
-        let live_len = original.len();
-        let mut merged = original;
-        merge_items(&mut merged, &patch, merge_key, lookup.schema)?;
-        // Go merges into the live slice in place and appends new items past its end: the live
-        // order it sorts by is the first `live_len` items, merged.
-        let server_order = merged.iter().take(live_len).cloned().collect();
-        (merged, server_order, patch)
-    };
-    let (patch_items, server_only) = partition(merged, &patch, merge_key)?;
-    normalize_element_order(patch_items, server_only, &patch, &server_order, merge_key, kind)
+    }
+
+    fn set(&mut self, idx: usize, item: Value) {
+        if self.shared {
+            if let Some(slot) = self.backing.get_mut(idx) {
+                *slot = item.clone();
+            }
+        }
+        if let Some(slot) = self.items.get_mut(idx) {
+            *slot = item;
+        }
+    }
+
+    fn push(&mut self, item: Value) {
+        let len = self.items.len();
+        match self.backing.get_mut(len) {
+            Some(slot) if self.shared => *slot = item.clone(),
+            _ => self.shared = false,
+        }
+        self.items.push(item);
+    }
+
+    /// The slice becomes a fresh one (`$patch: replace`): no more writes reach the backing.
+    fn replace_with(&mut self, items: Vec<Value>) {
+        self.items = items;
+        self.shared = false;
+    }
 }
 
 /// `sliceElementType`: the one Go type of every item of both lists.
@@ -180,14 +259,13 @@ fn dedup_scalars(mut items: Vec<Value>) -> Vec<Value> {
     items
 }
 
-/// `mergeSliceWithSpecialElements`: applies `$patch: delete` items, notes `$patch: replace`.
-/// Returns the live list to merge into and the patch items left.
+/// `mergeSliceWithSpecialElements`: applies `$patch: delete` items to the live slice, notes
+/// `$patch: replace` (the other items then become the list). Returns the patch items left.
 fn merge_special_elements(
-    original: Vec<Value>,
+    live: &mut LiveSlice,
     patch: Vec<Value>,
     merge_key: &str,
-) -> Result<(Vec<Value>, Vec<Value>)> {
-    let mut original = original;
+) -> Result<Vec<Value>> {
     let mut rest = Vec::new();
     let mut replace = false;
     for item in patch {
@@ -201,8 +279,8 @@ fn merge_special_elements(
                 let Some(value) = map.get(merge_key) else {
                     return Err(no_merge_key(map, merge_key));
                 };
-                while let Some(idx) = find_by_key(&original, merge_key, value)? {
-                    original.remove(idx);
+                while let Some(idx) = find_by_key(&live.items, merge_key, value)? {
+                    live.remove(idx);
                 }
             }
             // Keep going: the remaining `$patch` items still have to be dropped.
@@ -215,28 +293,30 @@ fn merge_special_elements(
             _ => return Err(bad_patch_type(directive, map)),
         }
     }
-    Ok(if replace { (rest, Vec::new()) } else { (original, rest) })
+    if replace {
+        live.replace_with(rest);
+        return Ok(Vec::new());
+    }
+    Ok(rest)
 }
 
 /// `mergeSliceWithoutSpecialElements`: each patch item merges into the first live item with
 /// its key, or is appended (where later patch items can find it).
-fn merge_items(list: &mut Vec<Value>, patch: &[Value], merge_key: &str, schema: Schema) -> Result<()> {
+fn merge_items(live: &mut LiveSlice, patch: &[Value], merge_key: &str, schema: Schema) -> Result<()> {
     for item in patch {
         let Value::Object(patch_map) = item else { continue };
         let Some(value) = patch_map.get(merge_key) else {
             return Err(no_merge_key(patch_map, merge_key));
         };
-        match find_by_key(list, merge_key, value)? {
+        match find_by_key(&live.items, merge_key, value)? {
             Some(idx) => {
-                if let Some(slot) = list.get_mut(idx) {
-                    let live = match std::mem::take(slot) {
-                        Value::Object(live) => live,
-                        _ => Map::new(),
-                    };
-                    *slot = Value::Object(merge_map(live, patch_map.clone(), schema)?);
-                }
+                let current = match live.items.get(idx) {
+                    Some(Value::Object(map)) => map.clone(),
+                    _ => Map::new(),
+                };
+                live.set(idx, Value::Object(merge_map(current, patch_map.clone(), schema)?));
             }
-            None => list.push(item.clone()),
+            None => live.push(item.clone()),
         }
     }
     Ok(())
