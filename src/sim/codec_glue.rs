@@ -36,3 +36,12 @@ pub fn to_protobuf(kind: &Kind, value: &Value) -> Result<Option<Vec<u8>>, Status
 pub fn write_json(value: &Value) -> Vec<u8> {
     codec::write_json(value)
 }
+
+/// Fields of `value` the type does not have, named as the apiserver's strict decoder names
+/// them (`spec.foo`).
+pub fn unknown_fields(kind: &Kind, value: &Value) -> Vec<String> {
+    match type_ref(kind) {
+        Some(t) => codec::canonicalize(t, value).map(|c| c.unknown_fields).unwrap_or_default(),
+        None => Vec::new(),
+    }
+}

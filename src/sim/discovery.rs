@@ -103,7 +103,10 @@ pub fn api_versions(server_address: &str) -> Vec<u8> {
     encode(&ApiVersions {
         kind: "APIVersions",
         versions: versions_of(""),
-        server_address_by_client_cidrs: [ServerAddress { client_cidr: "0.0.0.0/0", server_address }],
+        server_address_by_client_cidrs: [ServerAddress {
+            client_cidr: "0.0.0.0/0",
+            server_address,
+        }],
     })
 }
 
@@ -166,9 +169,8 @@ fn served_groups() -> Vec<&'static str> {
             groups.push(r.group);
         }
     }
-    let rank = |g: &str| {
-        builtin_table::GROUP_ORDER.iter().position(|o| *o == g).unwrap_or(usize::MAX)
-    };
+    let rank =
+        |g: &str| builtin_table::GROUP_ORDER.iter().position(|o| *o == g).unwrap_or(usize::MAX);
     groups.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
     groups
 }

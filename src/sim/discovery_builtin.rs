@@ -7,17 +7,23 @@
 use super::{ApiResource, Subresource};
 
 /// Verbs of a resource with full REST storage, sorted as the installer lists them.
-const ALL: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const ALL: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 /// Namespaces cannot be deleted as a collection.
 const NO_COLLECTION: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 /// The verbs of a CRD, in the (unsorted) order the apiextensions discovery controller lists them.
-const CRD: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+const CRD: &[&str] =
+    &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
 const STATUS: &[&str] = &["get", "patch", "update"];
 const PROXY: &[&str] = &["create", "delete", "get", "patch", "update"];
 const CONNECT: &[&str] = &["create", "get"];
 const CREATE: &[&str] = &["create"];
 
-const fn sub(name: &'static str, kind: &'static str, verbs: &'static [&'static str]) -> Subresource {
+const fn sub(
+    name: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+) -> Subresource {
     Subresource { name, group: "", version: "", kind, verbs }
 }
 
@@ -82,7 +88,10 @@ pub(super) const RESOURCES: &[ApiResource] = &[
         storage_version_hash: "Q3oi5N2YM8M=",
         protobuf: true,
         custom: false,
-        subresources: &[sub("finalize", "Namespace", &["update"]), sub("status", "Namespace", STATUS)],
+        subresources: &[
+            sub("finalize", "Namespace", &["update"]),
+            sub("status", "Namespace", STATUS),
+        ],
     },
     ApiResource {
         group: "",
@@ -180,7 +189,10 @@ pub(super) const RESOURCES: &[ApiResource] = &[
         storage_version_hash: "0/CO1lhkEBI=",
         protobuf: true,
         custom: false,
-        subresources: &[sub("proxy", "ServiceProxyOptions", PROXY), sub("status", "Service", STATUS)],
+        subresources: &[
+            sub("proxy", "ServiceProxyOptions", PROXY),
+            sub("status", "Service", STATUS),
+        ],
     },
     ApiResource {
         group: "discovery.k8s.io",

@@ -37,13 +37,14 @@ fn api_versions_matches_fixture() {
 
 #[test]
 fn core_resource_list_matches_fixture_for_served_entries() {
-    let served: Vec<String> = serde_json::from_slice::<Value>(&api_resource_list("", "v1").unwrap())
-        .unwrap()["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap().to_owned())
-        .collect();
+    let served: Vec<String> =
+        serde_json::from_slice::<Value>(&api_resource_list("", "v1").unwrap()).unwrap()
+            ["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect();
     // Everything the sim has, with every subresource the apiserver lists for it.
     assert_eq!(
         served,
@@ -220,7 +221,9 @@ fn negotiation_follows_the_accept_header() {
         Legacy
     );
     assert_eq!(
-        negotiate("application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=watch"),
+        negotiate(
+            "application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=watch"
+        ),
         Legacy
     );
     assert_eq!(negotiate("text/plain;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"), Legacy);
@@ -241,9 +244,11 @@ fn aggregated_core_document() {
     ));
     assert!(body.ends_with("}],\"freshness\":\"Current\"}]}]}\n"));
     // The ETag hashes the list without kind and apiVersion.
-    let unhashed = body
-        .trim_end()
-        .replacen(r#""kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","#, "", 1);
+    let unhashed = body.trim_end().replacen(
+        r#""kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","#,
+        "",
+        1,
+    );
     assert_eq!(doc.etag, format!("\"{}\"", hash::etag(unhashed.as_bytes())));
     assert_eq!(doc.etag.len(), 130);
     assert!(doc.not_modified(Some(doc.etag.as_str())));

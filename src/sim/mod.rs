@@ -23,6 +23,7 @@ mod filter;
 pub mod kinds;
 pub mod metrics;
 mod object;
+mod openapi;
 mod patch_glue;
 mod proto_glue;
 mod read;

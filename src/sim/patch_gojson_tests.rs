@@ -56,7 +56,10 @@ fn nesting_past_the_limit_is_refused() {
 
 #[test]
 fn values_decode_as_go_does() {
-    assert_eq!(parse(br#" {"a": [1, -2, 1.5, true, null, "x"]} "#).unwrap(), json!({"a": [1, -2, 1.5, true, null, "x"]}));
+    assert_eq!(
+        parse(br#" {"a": [1, -2, 1.5, true, null, "x"]} "#).unwrap(),
+        json!({"a": [1, -2, 1.5, true, null, "x"]})
+    );
     // Integers beyond int64 become float64, as with PreserveInts.
     let big = parse(b"9223372036854775808").unwrap();
     assert_eq!(go_type(&big), GoType::Float64);
@@ -93,8 +96,14 @@ fn type_errors_name_the_json_kind() {
         "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
     );
     assert_eq!(type_error(&json!(1), "x"), "json: cannot unmarshal number into Go value of type x");
-    assert_eq!(type_error(&json!("s"), "x"), "json: cannot unmarshal string into Go value of type x");
-    assert_eq!(type_error(&json!(true), "x"), "json: cannot unmarshal bool into Go value of type x");
+    assert_eq!(
+        type_error(&json!("s"), "x"),
+        "json: cannot unmarshal string into Go value of type x"
+    );
+    assert_eq!(
+        type_error(&json!(true), "x"),
+        "json: cannot unmarshal bool into Go value of type x"
+    );
 }
 
 #[test]

@@ -209,7 +209,8 @@ fn take(container: &mut Value, key: &str) -> Result<Value, String> {
 }
 
 fn add(doc: &mut Value, op: &Map<String, Value>) -> Result<(), OpError> {
-    let path = path(op).map_err(|_| "add operation failed to decode path: missing value".to_owned())?;
+    let path =
+        path(op).map_err(|_| "add operation failed to decode path: missing value".to_owned())?;
     let (container, key) = find_object(doc, path).ok_or_else(|| {
         format!("add operation does not apply: doc is missing path: \"{path}\": missing value")
     })?;
@@ -251,7 +252,9 @@ fn replace(doc: &mut Value, op: &Map<String, Value>) -> Result<(), OpError> {
     match container {
         Value::Array(items) => {
             let idx = index(&key, items.len()).map_err(|_| {
-                format!("replace operation does not apply: doc is missing key: {path}: missing value")
+                format!(
+                    "replace operation does not apply: doc is missing key: {path}: missing value"
+                )
             })?;
             if let Some(slot) = items.get_mut(idx) {
                 *slot = val;
@@ -274,7 +277,9 @@ fn move_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), OpError> {
     let val = take(container, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
     let path = path(op).map_err(|e| format!("move operation failed to decode path: {e}"))?;
     let (container, key) = find_object(doc, path).ok_or_else(|| {
-        format!("move operation does not apply: doc is missing destination path: {path}: missing value")
+        format!(
+            "move operation does not apply: doc is missing destination path: {path}: missing value"
+        )
     })?;
     insert(container, key, val).map_err(|e| format!("error in move for path: '{path}': {e}"))?;
     Ok(())
@@ -322,7 +327,9 @@ fn copy(doc: &mut Value, op: &Map<String, Value>, copied: &mut usize) -> Result<
     let path =
         path(op).map_err(|_| "copy operation failed to decode path: missing value".to_owned())?;
     let (container, key) = find_object(doc, path).ok_or_else(|| {
-        format!("copy operation does not apply: doc is missing destination path: {path}: missing value")
+        format!(
+            "copy operation does not apply: doc is missing destination path: {path}: missing value"
+        )
     })?;
     // Null members are nil nodes there, and copying nil costs nothing.
     *copied += if val.is_null() { 0 } else { marshalled_len(&val) };
@@ -331,7 +338,8 @@ fn copy(doc: &mut Value, op: &Map<String, Value>, copied: &mut usize) -> Result<
             "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}"
         )));
     }
-    insert(container, key, val).map_err(|e| format!("error while adding value during copy: {e}"))?;
+    insert(container, key, val)
+        .map_err(|e| format!("error while adding value during copy: {e}"))?;
     Ok(())
 }
 

@@ -19,11 +19,31 @@ fn rejected(target: Value, patch: &str) -> String {
 #[test]
 fn rfc6902_appendix_a() {
     let ok = [
-        (json!({"foo":"bar"}), r#"[{"op":"add","path":"/baz","value":"qux"}]"#, json!({"foo":"bar","baz":"qux"})),
-        (json!({"foo":["bar","baz"]}), r#"[{"op":"add","path":"/foo/1","value":"qux"}]"#, json!({"foo":["bar","qux","baz"]})),
-        (json!({"baz":"qux","foo":"bar"}), r#"[{"op":"remove","path":"/baz"}]"#, json!({"foo":"bar"})),
-        (json!({"foo":["bar","qux","baz"]}), r#"[{"op":"remove","path":"/foo/1"}]"#, json!({"foo":["bar","baz"]})),
-        (json!({"baz":"qux","foo":"bar"}), r#"[{"op":"replace","path":"/baz","value":"boo"}]"#, json!({"baz":"boo","foo":"bar"})),
+        (
+            json!({"foo":"bar"}),
+            r#"[{"op":"add","path":"/baz","value":"qux"}]"#,
+            json!({"foo":"bar","baz":"qux"}),
+        ),
+        (
+            json!({"foo":["bar","baz"]}),
+            r#"[{"op":"add","path":"/foo/1","value":"qux"}]"#,
+            json!({"foo":["bar","qux","baz"]}),
+        ),
+        (
+            json!({"baz":"qux","foo":"bar"}),
+            r#"[{"op":"remove","path":"/baz"}]"#,
+            json!({"foo":"bar"}),
+        ),
+        (
+            json!({"foo":["bar","qux","baz"]}),
+            r#"[{"op":"remove","path":"/foo/1"}]"#,
+            json!({"foo":["bar","baz"]}),
+        ),
+        (
+            json!({"baz":"qux","foo":"bar"}),
+            r#"[{"op":"replace","path":"/baz","value":"boo"}]"#,
+            json!({"baz":"boo","foo":"bar"}),
+        ),
         (
             json!({"foo":{"bar":"baz","waldo":"fred"},"qux":{"corge":"grault"}}),
             r#"[{"op":"move","from":"/foo/waldo","path":"/qux/thud"}]"#,
@@ -44,10 +64,26 @@ fn rfc6902_appendix_a() {
             r#"[{"op":"add","path":"/child","value":{"grandchild":{}}}]"#,
             json!({"foo":"bar","child":{"grandchild":{}}}),
         ),
-        (json!({"foo":"bar"}), r#"[{"op":"add","path":"/baz","value":"qux","xyz":123}]"#, json!({"foo":"bar","baz":"qux"})),
-        (json!({"/":9,"~1":10}), r#"[{"op":"test","path":"/~01","value":10}]"#, json!({"/":9,"~1":10})),
-        (json!({"foo":["bar"]}), r#"[{"op":"add","path":"/foo/-","value":["abc","def"]}]"#, json!({"foo":["bar",["abc","def"]]})),
-        (json!({"a":{"b":1}}), r#"[{"op":"copy","from":"/a","path":"/c"}]"#, json!({"a":{"b":1},"c":{"b":1}})),
+        (
+            json!({"foo":"bar"}),
+            r#"[{"op":"add","path":"/baz","value":"qux","xyz":123}]"#,
+            json!({"foo":"bar","baz":"qux"}),
+        ),
+        (
+            json!({"/":9,"~1":10}),
+            r#"[{"op":"test","path":"/~01","value":10}]"#,
+            json!({"/":9,"~1":10}),
+        ),
+        (
+            json!({"foo":["bar"]}),
+            r#"[{"op":"add","path":"/foo/-","value":["abc","def"]}]"#,
+            json!({"foo":["bar",["abc","def"]]}),
+        ),
+        (
+            json!({"a":{"b":1}}),
+            r#"[{"op":"copy","from":"/a","path":"/c"}]"#,
+            json!({"a":{"b":1},"c":{"b":1}}),
+        ),
     ];
     for (target, patch, expected) in ok {
         assert_eq!(patched(target, patch).unwrap(), expected, "{patch}");
@@ -62,7 +98,10 @@ fn rfc6902_appendix_a() {
     );
     // A.13: the duplicate "op" is not detected; the last one wins.
     assert_eq!(
-        rejected(json!({"foo":"bar"}), r#"[{"op":"add","path":"/baz","value":"qux","op":"remove"}]"#),
+        rejected(
+            json!({"foo":"bar"}),
+            r#"[{"op":"add","path":"/baz","value":"qux","op":"remove"}]"#
+        ),
         "error in remove for path: '/baz': Unable to remove nonexistent key: baz: missing value"
     );
     assert_eq!(
@@ -98,14 +137,20 @@ fn evanphx_v4_quirks() {
     );
     // A missing or null member passes a test for null or for nothing.
     assert_eq!(
-        patched(json!({"a":null}), r#"[{"op":"test","path":"/b"},{"op":"test","path":"/a","value":null}]"#)
-            .unwrap(),
+        patched(
+            json!({"a":null}),
+            r#"[{"op":"test","path":"/b"},{"op":"test","path":"/a","value":null}]"#
+        )
+        .unwrap(),
         json!({"a":null})
     );
     // Copying a missing key copies null; an op without value writes null.
     assert_eq!(
-        patched(json!({"a":1}), r#"[{"op":"copy","from":"/x","path":"/y"},{"op":"add","path":"/z"}]"#)
-            .unwrap(),
+        patched(
+            json!({"a":1}),
+            r#"[{"op":"copy","from":"/x","path":"/y"},{"op":"add","path":"/z"}]"#
+        )
+        .unwrap(),
         json!({"a":1,"y":null,"z":null})
     );
     // The root can be replaced (by an object or array), not added to.
@@ -144,7 +189,11 @@ fn evanphx_v4_quirks() {
         "error in move for path: 'b': Unable to remove nonexistent key: b: missing value"
     );
     // A failed operation leaves nothing applied.
-    assert!(patched(json!({"a":1}), r#"[{"op":"add","path":"/b","value":1},{"op":"test","path":"/a","value":2}]"#).is_err());
+    assert!(patched(
+        json!({"a":1}),
+        r#"[{"op":"add","path":"/b","value":1},{"op":"test","path":"/a","value":2}]"#
+    )
+    .is_err());
 }
 
 #[test]
@@ -166,11 +215,18 @@ fn body_errors_are_400_with_the_decoder_message() {
     let cases = [
         ("{", "unexpected end of JSON input"),
         (r#"{"op":"add"}"#, "json: cannot unmarshal object into Go value of type jsonpatch.Patch"),
-        (r#"[{"op":"add"},"x"]"#, "json: cannot unmarshal string into Go value of type jsonpatch.Operation"),
+        (
+            r#"[{"op":"add"},"x"]"#,
+            "json: cannot unmarshal string into Go value of type jsonpatch.Operation",
+        ),
         ("[1,}", "invalid character '}' looking for beginning of value"),
     ];
     for (body, message) in cases {
-        assert_eq!(patched(json!({}), body), Err(PatchError::BadRequest(message.to_owned())), "{body}");
+        assert_eq!(
+            patched(json!({}), body),
+            Err(PatchError::BadRequest(message.to_owned())),
+            "{body}"
+        );
     }
     // null is an empty patch.
     assert_eq!(patched(json!({"a":1}), "null").unwrap(), json!({"a":1}));
@@ -196,7 +252,9 @@ fn copies_are_limited_to_3_mib() {
     let ops: Vec<String> =
         (0..4).map(|i| format!(r#"{{"op":"copy","from":"/big","path":"/c{i}"}}"#)).collect();
     let err = patched(json!({ "big": big }), &format!("[{}]", ops.join(","))).unwrap_err();
-    assert!(matches!(err, PatchError::Rejected(ref m) if m.starts_with("Unable to complete the copy")));
+    assert!(
+        matches!(err, PatchError::Rejected(ref m) if m.starts_with("Unable to complete the copy"))
+    );
     assert!(patched(json!({ "big": big }), &format!("[{}]", ops[..2].join(","))).is_ok());
 }
 

@@ -110,11 +110,7 @@ mod tests {
             (json!({"a":"b","b":"c"}), r#"{"a":null}"#, json!({"b":"c"})),
             (json!({"a":["b"]}), r#"{"a":"c"}"#, json!({"a":"c"})),
             (json!({"a":"c"}), r#"{"a":["b"]}"#, json!({"a":["b"]})),
-            (
-                json!({"a":{"b":"c"}}),
-                r#"{"a":{"b":"d","c":null}}"#,
-                json!({"a":{"b":"d"}}),
-            ),
+            (json!({"a":{"b":"c"}}), r#"{"a":{"b":"d","c":null}}"#, json!({"a":{"b":"d"}})),
             (json!({"a":[{"b":"c"}]}), r#"{"a":[1]}"#, json!({"a":[1]})),
             (json!({"e":null}), r#"{"a":1}"#, json!({"e":null,"a":1})),
             (json!({}), r#"{"a":{"bb":{"ccc":null}}}"#, json!({"a":{"bb":{}}})),
@@ -147,8 +143,8 @@ mod tests {
     fn configmap_label_removal_keeps_order() {
         let cm = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c",
             "labels":{"a":"1","b":"2","c":"3"}},"data":{"k":"v"}});
-        let out = merged(cm, r#"{"metadata":{"labels":{"b":null,"d":"4"}},"data":{"k":"w"}}"#)
-            .unwrap();
+        let out =
+            merged(cm, r#"{"metadata":{"labels":{"b":null,"d":"4"}},"data":{"k":"w"}}"#).unwrap();
         assert_eq!(
             serde_json::to_string(&out).unwrap(),
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","c":"3","d":"4"}},"data":{"k":"w"}}"#

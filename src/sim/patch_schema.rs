@@ -7,25 +7,23 @@
 #[path = "patch_schema_table.rs"]
 mod table;
 
-/// A field's `patchStrategy` tag.
+/// A field's `patchStrategy` tag. A lone `retainKeys` is recorded as `None`: it only matters
+/// to the client building the patch, the server acts on the `$retainKeys` directive wherever it
+/// finds one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Strategy {
     None,
     Merge,
     Replace,
-    RetainKeys,
     MergeRetainKeys,
 }
 
 impl Strategy {
     /// `extractRetainKeysPatchStrategy`: the strategy that decides list and map merging.
-    /// `retainKeys` only matters to the client building the patch; the server acts on the
-    /// `$retainKeys` directive wherever it finds one.
     pub(super) fn merging(self) -> Strategy {
         match self {
             Strategy::Merge | Strategy::MergeRetainKeys => Strategy::Merge,
-            Strategy::Replace => Strategy::Replace,
-            Strategy::None | Strategy::RetainKeys => Strategy::None,
+            other => other,
         }
     }
 }

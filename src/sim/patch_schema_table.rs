@@ -29,107 +29,474 @@ pub(super) const ROOTS: &[(&str, &str, &str)] = &[
 
 /// `(struct, fields)`, sorted by struct name; each struct's fields sorted by JSON name.
 pub(super) const STRUCTS: &[(&str, &[FieldMeta])] = &[
-    ("core.ConfigMap", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.Container", &[
-        FieldMeta { json: "env", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "ports", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "containerPort" },
-        FieldMeta { json: "volumeDevices", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "devicePath" },
-        FieldMeta { json: "volumeMounts", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "mountPath" },
-    ]),
-    ("core.ContainerStatus", &[
-        FieldMeta { json: "allocatedResourcesStatus", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "volumeMounts", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "mountPath" },
-    ]),
-    ("core.Endpoints", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.EphemeralContainer", &[
-        FieldMeta { json: "env", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "ports", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "containerPort" },
-        FieldMeta { json: "volumeDevices", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "devicePath" },
-        FieldMeta { json: "volumeMounts", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "mountPath" },
-    ]),
-    ("core.EphemeralVolumeSource", &[
-        FieldMeta { json: "volumeClaimTemplate", shape: FieldShape::Struct, ty: "core.PersistentVolumeClaimTemplate", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.Event", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.Namespace", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "status", shape: FieldShape::Struct, ty: "core.NamespaceStatus", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.NamespaceStatus", &[
-        FieldMeta { json: "conditions", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "type" },
-    ]),
-    ("core.Node", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "spec", shape: FieldShape::Struct, ty: "core.NodeSpec", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "status", shape: FieldShape::Struct, ty: "core.NodeStatus", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.NodeSpec", &[
-        FieldMeta { json: "podCIDRs", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "" },
-    ]),
-    ("core.NodeStatus", &[
-        FieldMeta { json: "addresses", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "type" },
-        FieldMeta { json: "conditions", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "type" },
-    ]),
-    ("core.PersistentVolumeClaimTemplate", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.Pod", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "spec", shape: FieldShape::Struct, ty: "core.PodSpec", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "status", shape: FieldShape::Struct, ty: "core.PodStatus", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.PodSpec", &[
-        FieldMeta { json: "containers", shape: FieldShape::List, ty: "core.Container", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "ephemeralContainers", shape: FieldShape::List, ty: "core.EphemeralContainer", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "hostAliases", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "ip" },
-        FieldMeta { json: "imagePullSecrets", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "initContainers", shape: FieldShape::List, ty: "core.Container", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "resourceClaims", shape: FieldShape::List, ty: "", strategy: Strategy::MergeRetainKeys, merge_key: "name" },
-        FieldMeta { json: "schedulingGates", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-        FieldMeta { json: "topologySpreadConstraints", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "topologyKey" },
-        FieldMeta { json: "volumes", shape: FieldShape::List, ty: "core.Volume", strategy: Strategy::MergeRetainKeys, merge_key: "name" },
-    ]),
-    ("core.PodStatus", &[
-        FieldMeta { json: "conditions", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "type" },
-        FieldMeta { json: "hostIPs", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "ip" },
-        FieldMeta { json: "podIPs", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "ip" },
-        FieldMeta { json: "resourceClaimStatuses", shape: FieldShape::List, ty: "", strategy: Strategy::MergeRetainKeys, merge_key: "name" },
-    ]),
-    ("core.Secret", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.Service", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "spec", shape: FieldShape::Struct, ty: "core.ServiceSpec", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "status", shape: FieldShape::Struct, ty: "core.ServiceStatus", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("core.ServiceAccount", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-        FieldMeta { json: "secrets", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "name" },
-    ]),
-    ("core.ServiceSpec", &[
-        FieldMeta { json: "ports", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "port" },
-    ]),
-    ("core.ServiceStatus", &[
-        FieldMeta { json: "conditions", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "type" },
-    ]),
-    ("core.Volume", &[
-        FieldMeta { json: "ephemeral", shape: FieldShape::Struct, ty: "core.EphemeralVolumeSource", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("discovery.EndpointSlice", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("events.Event", &[
-        FieldMeta { json: "metadata", shape: FieldShape::Struct, ty: "meta.ObjectMeta", strategy: Strategy::None, merge_key: "" },
-    ]),
-    ("meta.ObjectMeta", &[
-        FieldMeta { json: "finalizers", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "" },
-        FieldMeta { json: "ownerReferences", shape: FieldShape::List, ty: "", strategy: Strategy::Merge, merge_key: "uid" },
-    ]),
+    (
+        "core.ConfigMap",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.Container",
+        &[
+            FieldMeta {
+                json: "env",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "ports",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "containerPort",
+            },
+            FieldMeta {
+                json: "volumeDevices",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "devicePath",
+            },
+            FieldMeta {
+                json: "volumeMounts",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "mountPath",
+            },
+        ],
+    ),
+    (
+        "core.ContainerStatus",
+        &[
+            FieldMeta {
+                json: "allocatedResourcesStatus",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "volumeMounts",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "mountPath",
+            },
+        ],
+    ),
+    (
+        "core.Endpoints",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.EphemeralContainer",
+        &[
+            FieldMeta {
+                json: "env",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "ports",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "containerPort",
+            },
+            FieldMeta {
+                json: "volumeDevices",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "devicePath",
+            },
+            FieldMeta {
+                json: "volumeMounts",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "mountPath",
+            },
+        ],
+    ),
+    (
+        "core.EphemeralVolumeSource",
+        &[FieldMeta {
+            json: "volumeClaimTemplate",
+            shape: FieldShape::Struct,
+            ty: "core.PersistentVolumeClaimTemplate",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.Event",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.Namespace",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "core.NamespaceStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "core.NamespaceStatus",
+        &[FieldMeta {
+            json: "conditions",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "type",
+        }],
+    ),
+    (
+        "core.Node",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "core.NodeSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "core.NodeStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "core.NodeSpec",
+        &[FieldMeta {
+            json: "podCIDRs",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.NodeStatus",
+        &[
+            FieldMeta {
+                json: "addresses",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "type",
+            },
+            FieldMeta {
+                json: "conditions",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "type",
+            },
+        ],
+    ),
+    (
+        "core.PersistentVolumeClaimTemplate",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.Pod",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "core.PodSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "core.PodStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "core.PodSpec",
+        &[
+            FieldMeta {
+                json: "containers",
+                shape: FieldShape::List,
+                ty: "core.Container",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "ephemeralContainers",
+                shape: FieldShape::List,
+                ty: "core.EphemeralContainer",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "hostAliases",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "ip",
+            },
+            FieldMeta {
+                json: "imagePullSecrets",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "initContainers",
+                shape: FieldShape::List,
+                ty: "core.Container",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "resourceClaims",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::MergeRetainKeys,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "schedulingGates",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+            FieldMeta {
+                json: "topologySpreadConstraints",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "topologyKey",
+            },
+            FieldMeta {
+                json: "volumes",
+                shape: FieldShape::List,
+                ty: "core.Volume",
+                strategy: Strategy::MergeRetainKeys,
+                merge_key: "name",
+            },
+        ],
+    ),
+    (
+        "core.PodStatus",
+        &[
+            FieldMeta {
+                json: "conditions",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "type",
+            },
+            FieldMeta {
+                json: "hostIPs",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "ip",
+            },
+            FieldMeta {
+                json: "podIPs",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "ip",
+            },
+            FieldMeta {
+                json: "resourceClaimStatuses",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::MergeRetainKeys,
+                merge_key: "name",
+            },
+        ],
+    ),
+    (
+        "core.Secret",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "core.Service",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "core.ServiceSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "core.ServiceStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "core.ServiceAccount",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "secrets",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "name",
+            },
+        ],
+    ),
+    (
+        "core.ServiceSpec",
+        &[FieldMeta {
+            json: "ports",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "port",
+        }],
+    ),
+    (
+        "core.ServiceStatus",
+        &[FieldMeta {
+            json: "conditions",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "type",
+        }],
+    ),
+    (
+        "core.Volume",
+        &[FieldMeta {
+            json: "ephemeral",
+            shape: FieldShape::Struct,
+            ty: "core.EphemeralVolumeSource",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "discovery.EndpointSlice",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "events.Event",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "meta.ObjectMeta",
+        &[
+            FieldMeta {
+                json: "finalizers",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "ownerReferences",
+                shape: FieldShape::List,
+                ty: "",
+                strategy: Strategy::Merge,
+                merge_key: "uid",
+            },
+        ],
+    ),
 ];

@@ -28,6 +28,8 @@ use super::PatchError;
 
 #[path = "patch_strategic_list.rs"]
 mod list;
+#[path = "patch_strategic_order.rs"]
+mod order;
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
@@ -41,7 +43,10 @@ pub(super) fn apply(target: &Value, body: &[u8], root: Schema) -> Result<Value, 
         Value::Null => return Ok(target.clone()),
         Value::Object(patch) => patch,
         other => {
-            return Err(PatchError::BadRequest(gojson::type_error(&other, "map[string]interface {}")))
+            return Err(PatchError::BadRequest(gojson::type_error(
+                &other,
+                "map[string]interface {}",
+            )))
         }
     };
     let original = match target {

@@ -35,7 +35,7 @@ const MERGE_ITEM: &[(&str, &[FieldMeta])] = &[
                 json: "retainKeysMap",
                 shape: FieldShape::Struct,
                 ty: "RetainKeysMergeItem",
-                strategy: Strategy::RetainKeys,
+                strategy: Strategy::None, // patchStrategy:"retainKeys"
                 merge_key: "",
             },
             list("retainKeysMergingList", "MergeItem", Strategy::MergeRetainKeys, "name"),
@@ -71,7 +71,8 @@ fn apimachinery_raw_test_cases() {
             (Ok(got), Some(expected)) if error.is_empty() => {
                 let expected: Value = serde_json::from_str(expected).expect("case JSON");
                 if got != expected {
-                    failures.push(format!("{description}:\n  got      {got}\n  expected {expected}"));
+                    failures
+                        .push(format!("{description}:\n  got      {got}\n  expected {expected}"));
                 }
             }
             (Err(err), _) if !error.is_empty() => {
@@ -79,10 +80,17 @@ fn apimachinery_raw_test_cases() {
                     failures.push(format!("{description}: error {err:?}, expected {error:?}"));
                 }
             }
-            (got, _) => failures.push(format!("{description}: got {got:?}, expected {expected:?} / {error:?}")),
+            (got, _) => failures
+                .push(format!("{description}: got {got:?}, expected {expected:?} / {error:?}")),
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases fail:\n{}", failures.len(), gocases::CASES.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases fail:\n{}",
+        failures.len(),
+        gocases::CASES.len(),
+        failures.join("\n")
+    );
 }
 
 fn pod() -> Value {
@@ -154,8 +162,10 @@ fn kubectl_apply_changed_pod_image() {
     expected["spec"]["containers"][0]["image"] = json!("nginx:1.27");
     assert_eq!(out, expected);
     // Unchanged keys keep their place.
-    assert_eq!(serde_json::to_string(&out["spec"]["containers"][0]).unwrap(),
-        r#"{"name":"app","image":"nginx:1.27","ports":[{"containerPort":80,"protocol":"TCP"}],"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}"#);
+    assert_eq!(
+        serde_json::to_string(&out["spec"]["containers"][0]).unwrap(),
+        r#"{"name":"app","image":"nginx:1.27","ports":[{"containerPort":80,"protocol":"TCP"}],"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}"#
+    );
 }
 
 #[test]
@@ -164,8 +174,12 @@ fn kubectl_apply_reorders_adds_and_deletes_containers() {
     let patch = r#"{"spec":{"$setElementOrder/containers":[{"name":"metrics"},{"name":"app"}],
         "containers":[{"image":"prom","name":"metrics"},{"$patch":"delete","name":"sidecar"}]}}"#;
     let out = smp(&pod(), patch).unwrap();
-    let names: Vec<&str> =
-        out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = out["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["metrics", "app"]);
     assert_eq!(out["spec"]["containers"][0], json!({"image": "prom", "name": "metrics"}));
 }
@@ -209,11 +223,9 @@ fn metadata_lists() {
     // Finalizers merge as a set of strings; deleting uses the parallel list.
     let out = smp(&pod(), r#"{"metadata":{"finalizers":["c.example/f","a.example/f"]}}"#).unwrap();
     assert_eq!(out["metadata"]["finalizers"], json!(["c.example/f", "a.example/f", "b.example/f"]));
-    let out = smp(
-        &pod(),
-        r#"{"metadata":{"$deleteFromPrimitiveList/finalizers":["a.example/f"]}}"#,
-    )
-    .unwrap();
+    let out =
+        smp(&pod(), r#"{"metadata":{"$deleteFromPrimitiveList/finalizers":["a.example/f"]}}"#)
+            .unwrap();
     assert_eq!(out["metadata"]["finalizers"], json!(["b.example/f"]));
     // Owner references merge by uid.
     let out = smp(
@@ -251,8 +263,11 @@ fn map_directives() {
     let out = smp(&pod(), r#"{"metadata":{"labels":{"$patch":"delete"}}}"#).unwrap();
     assert_eq!(out["metadata"]["labels"], json!({}));
     // A list item replacing the whole list.
-    let out = smp(&pod(), r#"{"spec":{"containers":[{"name":"solo","image":"x"},{"$patch":"replace"}]}}"#)
-        .unwrap();
+    let out = smp(
+        &pod(),
+        r#"{"spec":{"containers":[{"name":"solo","image":"x"},{"$patch":"replace"}]}}"#,
+    )
+    .unwrap();
     assert_eq!(out["spec"]["containers"], json!([{"name": "solo", "image": "x"}]));
     // $retainKeys drops what it does not list (kubectl sends it for volumes).
     let out = smp(
@@ -280,7 +295,9 @@ fn errors_keep_the_apiserver_classes_and_messages() {
     );
     assert_eq!(
         err(r#"{"spec":{"containers":[{"$patch":"remove","name":"app"}]}}"#),
-        PatchError::Internal("unknown patch type: remove in map: map[$patch:remove name:app]".into())
+        PatchError::Internal(
+            "unknown patch type: remove in map: map[$patch:remove name:app]".into()
+        )
     );
     assert_eq!(
         err(r#"{"metadata":{"$deleteFromPrimitiveListfinalizers":["a"]}}"#),
@@ -340,10 +357,7 @@ fn errors_keep_the_apiserver_classes_and_messages() {
             "json: cannot unmarshal array into Go value of type map[string]interface {}".into()
         )
     );
-    assert_eq!(
-        err(r#"{"a":"#),
-        PatchError::BadRequest("unexpected end of JSON input".into())
-    );
+    assert_eq!(err(r#"{"a":"#), PatchError::BadRequest("unexpected end of JSON input".into()));
     // `null` leaves the object unchanged.
     assert_eq!(smp(&pod(), "null").unwrap(), pod());
 }

@@ -133,6 +133,10 @@ fn other(state: &SimState, path: &str, req: &Request<Incoming>) -> Response<Body
             br#"{"major":"1","minor":"36","emulationMajor":"1","emulationMinor":"36","minCompatibilityMajor":"1","minCompatibilityMinor":"35","gitVersion":"v1.36.2-kubeplex-sim","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2026-11-01T00:00:00Z","goVersion":"go1.25.0","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
             req.headers(),
         ),
+        p if p.starts_with("/openapi/v3") => match super::openapi::handle(state, p) {
+            Some(doc) => respond::body(200, JSON, doc, req.headers()),
+            None => respond::error(&Status::path_not_found(), false),
+        },
         _ => respond::error(&Status::path_not_found(), false),
     }
 }

@@ -52,6 +52,37 @@ fn decode_object(headers: &http::HeaderMap, body: &[u8]) -> Result<Value, Status
     }
 }
 
+/// `fieldValidation`: Strict refuses unknown fields with 400, Warn (the default) answers with
+/// a `Warning` header per field, Ignore drops them silently.
+fn field_validation(kind: &Kind, query: Option<&str>, v: &Value) -> Result<Vec<String>, Status> {
+    let mode = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "fieldValidation")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| "Warn".into());
+    let unknown = super::codec_glue::unknown_fields(kind, v);
+    match mode.as_str() {
+        "Strict" if !unknown.is_empty() => Err(Status::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.iter().map(|f| format!("unknown field {f:?}")).collect::<Vec<_>>().join(", ")
+        ))),
+        "Ignore" | "Strict" => Ok(Vec::new()),
+        "Warn" => Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect()),
+        other => Err(Status::bad_request(format!(
+            "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got {other:?}"
+        ))),
+    }
+}
+
+fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let value = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(h) = http::HeaderValue::from_str(&value) {
+            resp.headers_mut().append("Warning", h);
+        }
+    }
+    resp
+}
+
 fn dry_run(req_query: Option<&str>) -> bool {
     form_urlencoded::parse(req_query.unwrap_or("").as_bytes())
         .any(|(k, v)| k == "dryRun" && v == "All")
@@ -219,10 +250,12 @@ pub async fn create(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Status> {
     let dry = dry_run(req.uri().query());
+    let query = req.uri().query().map(str::to_string);
     let (headers, body) = read_body(req).await?;
     let v = decode_object(&headers, &body)?;
+    let warnings = field_validation(&t.kind, query.as_deref(), &v)?;
     let obj = store_create(state, &t.kind, v, t.namespace.as_deref(), dry)?;
-    object_reply(&t.kind, &obj, repr, 201, &headers)
+    Ok(with_warnings(object_reply(&t.kind, &obj, repr, 201, &headers)?, &warnings))
 }
 
 fn object_reply(
@@ -314,8 +347,10 @@ pub async fn update(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Status> {
     let name = name_of(t)?.to_string();
+    let query = req.uri().query().map(str::to_string);
     let (headers, body) = read_body(req).await?;
     let v = decode_object(&headers, &body)?;
+    let warnings = field_validation(&t.kind, query.as_deref(), &v)?;
     if let Some(body_name) = meta_str(&v, "name").filter(|n| *n != name) {
         return Err(Status::bad_request(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
@@ -330,7 +365,7 @@ pub async fn update(
     })?;
     let obj =
         event.map(|e| e.obj.clone()).ok_or_else(|| Status::internal("update stored nothing"))?;
-    object_reply(kind, &obj, repr, 200, &headers)
+    Ok(with_warnings(object_reply(kind, &obj, repr, 200, &headers)?, &warnings))
 }
 
 pub async fn patch(
