@@ -45,3 +45,16 @@ pub fn unknown_fields(kind: &Kind, value: &Value) -> Vec<String> {
         None => Vec::new(),
     }
 }
+
+/// Decodes a `k8s\0`-enveloped protobuf request body into the object's canonical JSON.
+pub fn decode_protobuf_object(body: &[u8]) -> Result<Value, Status> {
+    let env = crate::wire::proto::decode_unknown(body)
+        .map_err(|e| Status::bad_request(format!("the object provided is unrecognized ({e})")))?;
+    let t = codec::type_for(env.api_version, env.kind).ok_or_else(|| {
+        Status::bad_request(format!(
+            "no kind \"{}\" is registered for version \"{}\"",
+            env.kind, env.api_version
+        ))
+    })?;
+    codec::from_protobuf(t, env.raw).map_err(codec_error)
+}

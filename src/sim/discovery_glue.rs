@@ -1,68 +1,50 @@
-//! Discovery documents for the served kinds.
+//! Discovery documents for the served kinds (legacy and aggregated).
 
-use serde_json::{json, Value};
+use http::{header, HeaderMap, Response};
 
+use super::discovery::{self, DiscoveryRoot};
+use super::respond::{self, Body, JSON};
 use super::server::SimState;
+use crate::wire::status::Status;
 
-pub fn api_versions(state: &SimState) -> Option<Vec<u8>> {
-    let v = json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-        {"clientCIDR": "0.0.0.0/0", "serverAddress": state.addr.to_string()}]});
-    serde_json::to_vec(&v).ok()
-}
-
-pub fn resource_list(state: &SimState, group: &str, version: &str) -> Option<Vec<u8>> {
-    let mut kinds: Vec<_> =
-        state.registry.all().filter(|k| k.group == group && k.version == version).collect();
-    if kinds.is_empty() {
-        return None;
+/// Answers `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`.
+pub fn respond(
+    state: &SimState,
+    path: &crate::wire::request::ApiPath,
+    req: &HeaderMap,
+) -> Response<Body> {
+    use crate::wire::request::ApiPath;
+    let accept = req.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let root = match path {
+        ApiPath::LegacyVersions => Some(DiscoveryRoot::Api),
+        ApiPath::Groups => Some(DiscoveryRoot::Apis),
+        _ => None,
+    };
+    if let Some(root) = root.filter(|_| discovery::wants_aggregated(accept)) {
+        let doc = discovery::aggregated(root);
+        let if_none_match = req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+        let builder = Response::builder()
+            .header(header::CONTENT_TYPE, discovery::AGGREGATED_CONTENT_TYPE)
+            .header(header::CACHE_CONTROL, "public")
+            .header(header::VARY, "Accept")
+            .header(header::ETAG, doc.etag.as_str());
+        let resp = if doc.not_modified(if_none_match) {
+            builder.status(304).body(respond::full(Vec::new()))
+        } else {
+            builder.status(200).body(respond::full(doc.body))
+        };
+        return resp.unwrap_or_else(|_| respond::error(&Status::internal("discovery"), false));
     }
-    kinds.sort_by(|a, b| a.resource.cmp(&b.resource));
-    let mut resources = Vec::new();
-    for k in kinds {
-        resources.push(json!({"name": k.resource, "singularName": k.kind.to_lowercase(),
-            "namespaced": k.namespaced, "kind": k.kind, "verbs": k.verbs}));
-        for s in &k.subresources {
-            resources.push(json!({"name": format!("{}/{s}", k.resource), "singularName": "",
-                "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get", "patch", "update"]}));
-        }
+    let body = match path {
+        ApiPath::LegacyVersions => Some(discovery::api_versions(&state.addr.to_string())),
+        ApiPath::LegacyResources => discovery::api_resource_list("", "v1"),
+        ApiPath::Groups => Some(discovery::api_group_list()),
+        ApiPath::Group(g) => discovery::api_group(g),
+        ApiPath::GroupResources(g, v) => discovery::api_resource_list(g, v),
+        _ => None,
+    };
+    match body {
+        Some(b) => respond::body(200, JSON, b, req),
+        None => respond::error(&Status::path_not_found(), false),
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    let v = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources});
-    serde_json::to_vec(&v).ok()
-}
-
-fn group_value(group: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
-        .collect();
-    json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
-}
-
-fn groups(state: &SimState) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for k in state.registry.all().filter(|k| !k.group.is_empty()) {
-        match out.iter_mut().find(|(g, _)| *g == k.group) {
-            Some((_, vs)) if !vs.contains(&k.version) => vs.push(k.version.clone()),
-            Some(_) => {}
-            None => out.push((k.group.clone(), vec![k.version.clone()])),
-        }
-    }
-    out.sort();
-    out
-}
-
-pub fn group_list(state: &SimState) -> Option<Vec<u8>> {
-    let gs: Vec<Value> = groups(state).iter().map(|(g, vs)| group_value(g, vs)).collect();
-    serde_json::to_vec(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})).ok()
-}
-
-pub fn group(state: &SimState, group: &str) -> Option<Vec<u8>> {
-    let (g, vs) = groups(state).into_iter().find(|(g, _)| g == group)?;
-    let mut v = group_value(&g, &vs);
-    if let Some(o) = v.as_object_mut() {
-        o.insert("kind".into(), json!("APIGroup"));
-        o.insert("apiVersion".into(), json!("v1"));
-    }
-    serde_json::to_vec(&v).ok()
 }

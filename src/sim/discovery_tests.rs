@@ -278,3 +278,22 @@ fn aggregated_groups_document() {
         )
     );
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn negotiation_never_panics(accept in "[a-z/*;=,. 0-9qgvas-]{0,80}") {
+            let _ = negotiate(&accept);
+        }
+
+        #[test]
+        fn lookups_never_panic(group in "\\PC{0,20}", version in "\\PC{0,5}") {
+            let _ = api_resource_list(&group, &version);
+            let _ = api_group(&group);
+        }
+    }
+}

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::discovery;
+
 /// Everything the sim's handlers need to know about one served resource type.
 #[derive(Debug, Clone)]
 pub struct Kind {
@@ -46,56 +48,30 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in set: what the discovery documents advertise.
+    /// The served set: what the discovery documents advertise.
     pub fn builtin() -> Registry {
-        const RW: &[&str] =
-            &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
-        // (group, version, resource, kind, namespaced, protobuf, generation, subresources)
-        type Row = (
-            &'static str,
-            &'static str,
-            &'static str,
-            &'static str,
-            bool,
-            bool,
-            bool,
-            &'static [&'static str],
-        );
-        let table: &[Row] = &[
-            ("", "v1", "pods", "Pod", true, true, true, &["status"]),
-            ("", "v1", "configmaps", "ConfigMap", true, true, false, &[]),
-            ("", "v1", "secrets", "Secret", true, true, false, &[]),
-            ("", "v1", "services", "Service", true, true, false, &["status"]),
-            ("", "v1", "namespaces", "Namespace", false, true, false, &["status"]),
-            ("", "v1", "nodes", "Node", false, true, false, &["status"]),
-            ("", "v1", "events", "Event", true, true, false, &[]),
-            ("", "v1", "endpoints", "Endpoints", true, true, false, &[]),
-            ("", "v1", "serviceaccounts", "ServiceAccount", true, true, false, &[]),
-            ("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, true, true, &[]),
-            ("demo.kubeplex.io", "v1", "widgets", "Widget", true, false, true, &["status"]),
-        ];
         let mut reg = Registry::default();
-        for &(group, version, resource, kind, namespaced, protobuf, generation, subs) in table {
-            let api_version =
-                if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-            let verbs: Vec<String> = RW
-                .iter()
-                .filter(|v| !(resource == "namespaces" && **v == "deletecollection"))
-                .map(|v| v.to_string())
-                .collect();
+        for r in discovery::builtin() {
+            let api_version = if r.group.is_empty() {
+                r.version.to_string()
+            } else {
+                format!("{}/{}", r.group, r.version)
+            };
             let kind = Arc::new(Kind {
-                key: format!("{group}/{resource}"),
-                group: group.into(),
-                version: version.into(),
-                resource: resource.into(),
-                kind: kind.into(),
-                namespaced,
+                key: format!("{}/{}", r.group, r.resource),
+                group: r.group.into(),
+                version: r.version.into(),
+                resource: r.resource.into(),
+                kind: r.kind.into(),
+                namespaced: r.namespaced,
                 api_version,
-                protobuf,
-                custom: !protobuf,
-                generation,
-                verbs,
-                subresources: subs.iter().map(|s| s.to_string()).collect(),
+                protobuf: r.protobuf,
+                custom: r.custom,
+                // Registry strategies that set metadata.generation: pods (1.36),
+                // endpointslices, and every custom resource.
+                generation: r.custom || matches!(r.resource, "pods" | "endpointslices"),
+                verbs: r.verbs.iter().map(|v| v.to_string()).collect(),
+                subresources: r.subresources.iter().map(|s| s.name.to_string()).collect(),
             });
             reg.by_kind.insert((kind.api_version.clone(), kind.kind.clone()), kind.clone());
             reg.by_resource.insert((kind.group.clone(), kind.resource.clone()), kind);

@@ -17,6 +17,7 @@
 
 pub mod codec;
 mod codec_glue;
+pub mod discovery;
 mod discovery_glue;
 mod encode;
 mod filter;
@@ -24,6 +25,7 @@ pub mod kinds;
 pub mod metrics;
 mod object;
 mod openapi;
+pub mod patch;
 mod patch_glue;
 mod proto_glue;
 mod read;

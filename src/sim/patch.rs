@@ -1,12 +1,12 @@
 //! The PATCH request bodies kubectl and clients send, applied to stored objects the way
 //! kube-apiserver 1.36 applies them, with the status codes and messages it answers with.
 //!
-//! | `Content-Type`                            | [`PatchType`]      | semantics                 |
-//! |-------------------------------------------|--------------------|---------------------------|
-//! | `application/json-patch+json`             | `Json`             | RFC 6902 ([`json`])       |
-//! | `application/merge-patch+json`            | `Merge`            | RFC 7386 ([`merge`])      |
-//! | `application/strategic-merge-patch+json`  | `StrategicMerge`   | [`strategic`]             |
-//! | `application/apply-patch+yaml`            | `Apply`            | not served: 415           |
+//! | `Content-Type`                            | [`PatchType`]      | semantics (module)              |
+//! |-------------------------------------------|--------------------|---------------------------------|
+//! | `application/json-patch+json`             | `Json`             | RFC 6902 (`patch_json.rs`)      |
+//! | `application/merge-patch+json`            | `Merge`            | RFC 7386 (`patch_merge.rs`)     |
+//! | `application/strategic-merge-patch+json`  | `StrategicMerge`   | Kubernetes (`patch_strategic*`) |
+//! | `application/apply-patch+yaml`            | `Apply`            | not served: 415                 |
 //!
 //! The apiserver does not implement RFC 6902 and 7386 itself: it uses
 //! `gopkg.in/evanphx/json-patch.v4`, whose quirks are reproduced (negative array indices,
@@ -38,6 +38,10 @@
 //!   compared, so only integer-versus-float differences are kept.
 //! - **Depth.** Bodies nested deeper than 256 levels are refused (400, Go's "exceeded max
 //!   depth" message); Go allows 10000.
+//! - **Go slice aliasing.** Strategic merge writes into the live list's backing array, and
+//!   `$setElementOrder` orders by what it then holds; that is reproduced assuming the array is
+//!   exactly as long as the list (as the apiserver's conversions allocate). The one aliasing
+//!   left out: a live list of scalars holding duplicates, patched with an empty list.
 //!
 //! Panics of the Go code (a `replace` or `test` of the root without `value`, comparing two maps
 //! as merge keys, a list starting with `null` in a strategic merge...) are reproduced as the
@@ -48,13 +52,13 @@ use serde_json::Value;
 #[path = "patch_gojson.rs"]
 mod gojson;
 #[path = "patch_json.rs"]
-pub mod json;
+mod json;
 #[path = "patch_merge.rs"]
-pub mod merge;
+mod merge;
 #[path = "patch_schema.rs"]
 mod schema;
 #[path = "patch_strategic.rs"]
-pub mod strategic;
+mod strategic;
 
 /// Content types of the four patch kinds.
 pub const JSON_PATCH: &str = "application/json-patch+json";

@@ -190,3 +190,47 @@ fn every_served_builtin_kind_has_a_merge_schema() {
         assert_eq!(supports_strategic_merge(r.group, r.resource), !r.custom, "{}", r.resource);
     }
 }
+
+#[test]
+fn deepest_accepted_bodies_do_not_exhaust_the_stack() {
+    let body = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+    // A target as deep, built directly (serde_json's parser stops at 128 levels).
+    let mut target = json!(0);
+    for _ in 0..gojson::MAX_DEPTH {
+        target = json!({ "a": target });
+    }
+    for patch_type in [PatchType::Merge, PatchType::StrategicMerge] {
+        let patched = apply_patch(PODS, &target, patch_type, body(gojson::MAX_DEPTH).as_bytes());
+        assert!(patched.is_ok(), "{patch_type:?}");
+        let refused =
+            apply_patch(PODS, &target, patch_type, body(gojson::MAX_DEPTH + 1).as_bytes());
+        assert!(matches!(refused, Err(PatchError::BadRequest(_))), "{patch_type:?}");
+    }
+    // The operation array and object take two levels.
+    let value = body(gojson::MAX_DEPTH - 2);
+    let json_patch = format!(r#"[{{"op":"add","path":"/b","value":{value}}}]"#);
+    assert!(apply_patch(PODS, &json!({}), PatchType::Json, json_patch.as_bytes()).is_ok());
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn arbitrary_bodies_never_panic(body in prop::collection::vec(any::<u8>(), 0..80)) {
+            let target = json!({"metadata": {"name": "a", "finalizers": ["x"]},
+                "spec": {"containers": [{"name": "c"}]}});
+            for patch_type in [PatchType::Json, PatchType::Merge, PatchType::StrategicMerge,
+                PatchType::Apply] {
+                let _ = apply_patch(PODS, &target, patch_type, &body);
+            }
+        }
+
+        #[test]
+        fn arbitrary_content_types_never_panic(content_type in "\\PC{0,40}") {
+            let _ = patch_type(PODS, &content_type);
+        }
+    }
+}

@@ -98,23 +98,8 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     let path = req.uri().path().to_string();
     match parse_path(&path) {
         ApiPath::Resource(rp) => resource_request(state, rp, req).await,
-        ApiPath::LegacyVersions => json_ok(super::discovery_glue::api_versions(&state), &req),
-        ApiPath::LegacyResources => {
-            json_ok(super::discovery_glue::resource_list(&state, "", "v1"), &req)
-        }
-        ApiPath::Groups => json_ok(super::discovery_glue::group_list(&state), &req),
-        ApiPath::Group(g) => json_ok(super::discovery_glue::group(&state, &g), &req),
-        ApiPath::GroupResources(g, v) => {
-            json_ok(super::discovery_glue::resource_list(&state, &g, &v), &req)
-        }
         ApiPath::Other => other(&state, &path, &req),
-    }
-}
-
-fn json_ok(body: Option<Vec<u8>>, req: &Request<Incoming>) -> Response<Body> {
-    match body {
-        Some(b) => respond::body(200, JSON, b, req.headers()),
-        None => respond::error(&Status::path_not_found(), false),
+        p => super::discovery_glue::respond(&state, &p, req.headers()),
     }
 }
 

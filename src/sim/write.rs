@@ -48,6 +48,9 @@ fn decode_object(headers: &http::HeaderMap, body: &[u8]) -> Result<Value, Status
             }
             Ok(v)
         }
+        // client-go sends built-in objects as protobuf when it was configured for it
+        // (`kubectl create configmap` does).
+        "application/vnd.kubernetes.protobuf" => super::codec_glue::decode_protobuf_object(body),
         other => Err(Status::unsupported_media_type(other)),
     }
 }
