@@ -159,3 +159,30 @@ async fn kubectl_create_apply_delete_and_watch() {
     assert_eq!(demo.last(), Some(&"DELETED"), "{events:?}");
     let _ = child.kill().await;
 }
+
+#[tokio::test]
+async fn kubectl_manages_pods() {
+    let env = Env::new(2).await;
+    let manifest = |image: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: team-1\n  labels:\n    app: web\nspec:\n  containers:\n  - name: app\n    image: {image}\n    ports:\n    - containerPort: 80\n  - name: sidecar\n    image: proxy:1\n")
+    };
+    let f = env.file("pod.yaml", &manifest("nginx:1"));
+    assert_eq!(env.run(&["create", "-f", &f]).await.trim(), "pod/web created");
+    let f = env.file("pod.yaml", &manifest("nginx:2"));
+    assert!(env.run(&["apply", "-f", &f]).await.trim().ends_with("pod/web configured"));
+    let pod = env.sim.get("", "pods", "team-1", "web").expect("stored");
+    let images: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .filter_map(|c| c["image"].as_str())
+        .collect();
+    assert_eq!(images, ["nginx:2", "proxy:1"], "strategic merge by container name keeps the order");
+    let listed = env.run(&["get", "pods", "-n", "team-1", "-l", "app=web", "-o", "name"]).await;
+    assert_eq!(listed.trim(), "pod/web");
+    assert_eq!(
+        env.run(&["delete", "pod", "web", "-n", "team-1", "--wait=false"]).await.trim(),
+        "pod \"web\" deleted"
+    );
+    assert!(env.sim.get("", "pods", "team-1", "web").is_none());
+}

@@ -219,3 +219,44 @@ async fn field_selectors_on_pod_fields_and_names() {
     assert_eq!(bad.status, 400);
     assert_eq!(bad.json()["reason"], "BadRequest");
 }
+
+#[tokio::test]
+async fn watch_cache_paging_rules() {
+    let sim = sim_with(vec![
+        cm("w", "a1", "web"),
+        cm("w", "b1", "db"),
+        cm("w", "c1", "db"),
+        cm("w", "d1", "db"),
+    ])
+    .await;
+    let addr = sim.addr().to_string();
+    // resourceVersion=0 ignores limit (computeListLimit): the whole list, no token.
+    let all = get(&addr, "/api/v1/namespaces/w/configmaps?resourceVersion=0&limit=1").await.json();
+    assert_eq!(names(&all).len(), 4);
+    assert!(all["metadata"].get("continue").is_none());
+    // A full page followed by anything, matching or not, gets a token; the next page may be
+    // empty.
+    let p1 =
+        get(&addr, "/api/v1/namespaces/w/configmaps?limit=1&labelSelector=app%3Dweb").await.json();
+    assert_eq!(names(&p1), ["w/a1"]);
+    let c = p1["metadata"]["continue"]
+        .as_str()
+        .expect("a token although nothing else matches")
+        .to_string();
+    assert!(p1["metadata"].get("remainingItemCount").is_none());
+    let p2 = get(
+        &addr,
+        &format!("/api/v1/namespaces/w/configmaps?limit=1&labelSelector=app%3Dweb&continue={c}"),
+    )
+    .await
+    .json();
+    assert_eq!(names(&p2), Vec::<String>::new());
+    assert!(p2["metadata"].get("continue").is_none());
+    // metadata.name in a namespace is a single-key read: no paging.
+    let one =
+        get(&addr, "/api/v1/namespaces/w/configmaps?limit=1&fieldSelector=metadata.name%3Db1")
+            .await
+            .json();
+    assert_eq!(names(&one), ["w/b1"]);
+    assert!(one["metadata"].get("continue").is_none());
+}

@@ -18,6 +18,17 @@ fn fx_configmaps() -> Vec<Value> {
         }
         out.push(o);
     }
+    // Both pods, decoded from the protobuf capture (it holds them whole).
+    let body = fixture("pod-list-protobuf").body;
+    let env = decode_unknown(&body).expect("envelope");
+    let list = from_protobuf(type_for("v1", "PodList").expect("type"), env.raw).expect("decode");
+    for item in list["items"].as_array().expect("items") {
+        let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
+        for (k, v) in item.as_object().expect("object") {
+            o[k] = v.clone();
+        }
+        out.push(o);
+    }
     out
 }
 
@@ -32,7 +43,9 @@ fn decode(body: &[u8]) -> (String, String, Value) {
 async fn protobuf_gets_and_lists_match_the_captures() {
     let sim = SimBuilder::new().seed(fx_configmaps()).start().await.expect("sim");
     let addr = sim.addr().to_string();
-    for name in ["cm-get-protobuf", "cm-list-protobuf", "cm-list-protobuf-fallback"] {
+    for name in
+        ["cm-get-protobuf", "cm-list-protobuf", "cm-list-protobuf-fallback", "pod-list-protobuf"]
+    {
         let fx = fixture(name);
         let resp = get_accept(&addr, &fx.path, fx.request_header("Accept").unwrap_or("")).await;
         assert_eq!(resp.status, 200, "{name}");
@@ -113,6 +126,44 @@ async fn protobuf_watch_frames_match_the_capture() {
         v.iter().map(|(t, o)| format!("{t} {}", norm_bytes(o))).collect::<Vec<_>>()
     };
     assert_eq!(norm(&got), norm(&want));
+}
+
+#[tokio::test]
+async fn protobuf_streaming_list_matches_the_capture() {
+    let fx = fixture("watchlist-protobuf");
+    let mut dec = WatchFrameDecoder::new(1 << 20);
+    dec.push(&fx.body);
+    let mut want = Vec::new();
+    while let Ok(Some(frame)) = dec.next_frame() {
+        let e = decode_watch_event(&frame).expect("event");
+        want.push((e.event_type.to_string(), decode(e.object).2));
+    }
+    // The state at the start: the ADDED events before the initial-events-end bookmark.
+    let initial = want.iter().position(|(t, _)| t == "BOOKMARK").expect("end bookmark");
+    let mut seed =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fx"}})];
+    for (_, o) in &want[..initial] {
+        let mut o = o.clone();
+        for k in ["uid", "resourceVersion", "creationTimestamp"] {
+            o["metadata"].as_object_mut().expect("metadata").shift_remove(k);
+        }
+        seed.push(o);
+    }
+    let sim = SimBuilder::new().seed(seed).start().await.expect("sim");
+    let path = "/api/v1/namespaces/fx/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2";
+    let mut w =
+        watch(&sim.addr().to_string(), path, fx.request_header("Accept").unwrap_or("")).await;
+    let mut got = Vec::new();
+    for _ in 0..=initial {
+        let frame = w.next_frame().await.expect("frame");
+        let e = decode_watch_event(&frame).expect("event");
+        got.push((e.event_type.to_string(), decode(e.object).2));
+    }
+    let norm = |v: &[(String, Value)]| {
+        v.iter().map(|(t, o)| format!("{t} {}", norm_bytes(o))).collect::<Vec<_>>()
+    };
+    assert_eq!(norm(&got), norm(&want[..=initial]));
+    assert_eq!(got[initial].1["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
 }
 
 #[tokio::test]

@@ -40,6 +40,11 @@ impl Filter {
         Ok(Filter { label, field, namespace: namespace.map(str::to_string), name: None })
     }
 
+    /// The name a `metadata.name=X` field selector pins, if any.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.field.as_ref()?.exact_value("metadata.name")
+    }
+
     pub fn with_name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
         self

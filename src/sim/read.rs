@@ -73,7 +73,11 @@ pub async fn list(
 ) -> Result<Response<Body>, Status> {
     let kind = &t.kind;
     let filter = Filter::new(kind, opts, t.namespace.as_deref())?;
-    let limit = opts.limit.filter(|l| *l > 0).map(|l| l as usize);
+    // The watch cache ignores `limit` at resourceVersion=0 (`computeListLimit`).
+    let limit = opts
+        .limit
+        .filter(|l| *l > 0 && opts.resource_version.as_deref() != Some("0"))
+        .map(|l| l as usize);
 
     let (at, start) = match &opts.continue_token {
         Some(token) => {
@@ -115,6 +119,9 @@ pub async fn list(
         },
     };
 
+    // `metadata.name=X` where the key can be built is a single-key read: no paging.
+    let single_key = filter.exact_name().is_some() && (t.namespace.is_some() || !kind.namespaced);
+    let limit = if single_key { None } else { limit };
     let page = select_page(kind, &items, &filter, t, start.as_deref(), limit);
     let continue_token =
         page.last_key.as_ref().map(|k| continue_token::encode(rv as i64, &start_key(t, k)));
@@ -160,8 +167,10 @@ struct Page {
     remaining: usize,
 }
 
-/// Filter-then-paginate, as the watch cache serves lists: a page holds `limit` matching items
-/// and a continue token is issued only when more matching items exist.
+/// Filter-then-paginate, as the watch cache serves lists (`Cacher.GetList`): a page holds
+/// `limit` matching items, and a continue token is issued as soon as any object — matching or
+/// not — follows a full page (so the next page may be empty). `remainingItemCount` is known
+/// only when nothing is filtered.
 fn select_page(
     kind: &Kind,
     items: &Items,
@@ -177,20 +186,20 @@ fn select_page(
         (None, None) => String::new(),
     };
     let in_scope = |k: &String| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str()));
-    let mut iter = items
-        .range(lower..)
-        .take_while(|(k, _)| in_scope(k))
-        .filter(|(_, o)| filter.matches(kind, o))
-        .map(|(_, o)| o);
-    let mut page = Vec::new();
+    let mut iter = items.range(lower..).take_while(|(k, _)| in_scope(k)).map(|(_, o)| o);
+    let mut page: Vec<Arc<Obj>> = Vec::new();
+    let mut has_more = false;
     for o in iter.by_ref() {
-        page.push(o.clone());
         if limit.is_some_and(|l| page.len() >= l) {
+            has_more = true;
             break;
         }
+        if filter.matches(kind, o) {
+            page.push(o.clone());
+        }
     }
-    let remaining = if limit.is_some() { iter.count() } else { 0 };
-    let last_key = if remaining > 0 { page.last().map(|o| o.key.clone()) } else { None };
+    let remaining = if has_more { 1 + iter.count() } else { 0 };
+    let last_key = if has_more { page.last().map(|o| o.key.clone()) } else { None };
     Page { items: page, last_key, remaining }
 }
 
