@@ -13,6 +13,4 @@ mod write;
 pub use quote::quote;
 pub use syntax::{check_valid, is_space, SyntaxError, MAX_NESTING_DEPTH};
 pub use unquote::unquote;
-pub use write::{
-    format_float, push_string, to_vec, write_object, write_sorted_map, write_value,
-};
+pub use write::{format_float, push_string, to_vec, write_object, write_sorted_map, write_value};
