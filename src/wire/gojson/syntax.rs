@@ -307,6 +307,7 @@ mod tests {
             (b"\xc2\xa0", "invalid character '\u{c2}' looking for beginning of value"),
             (b"\xc3\xa9", "invalid character '\u{c3}' looking for beginning of value"),
             (b"\x80", "invalid character '\\u0080' looking for beginning of value"),
+            (b"'", "invalid character '\\'' looking for beginning of value"),
             (b"'a'", "invalid character '\\'' looking for beginning of value"),
             (b"\\", "invalid character '\\\\' looking for beginning of value"),
             (b"[}", "invalid character '}' looking for beginning of value"),
