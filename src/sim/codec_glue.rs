@@ -32,11 +32,6 @@ pub fn to_protobuf(kind: &Kind, value: &Value) -> Result<Option<Vec<u8>>, Status
     }
 }
 
-/// JSON bytes as Go's encoder writes them (HTML-safe escaping, Go float format).
-pub fn write_json(value: &Value) -> Vec<u8> {
-    codec::write_json(value)
-}
-
 /// Fields of `value` the type does not have, named as the apiserver's strict decoder names
 /// them (`spec.foo`).
 pub fn unknown_fields(kind: &Kind, value: &Value) -> Vec<String> {

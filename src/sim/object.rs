@@ -35,7 +35,7 @@ pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
     let namespace = field("namespace").to_string();
     let name = field("name").to_string();
     let rv = field("resourceVersion").parse::<u64>().unwrap_or(0);
-    let json = super::codec_glue::write_json(&value);
+    let json = crate::wire::gojson::to_vec(&value);
     let proto = if kind.protobuf { super::codec_glue::to_protobuf(kind, &value)? } else { None };
     Ok(Obj {
         key: object_key(&namespace, &name),

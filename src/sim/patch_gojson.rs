@@ -2,8 +2,8 @@
 //! patches) does with a patch body, where it shows in the apiserver's answers:
 //!
 //! - syntax errors carry the Go scanner's exact message ("invalid character 'x' looking for
-//!   beginning of value", "unexpected end of JSON input"), which the apiserver returns as the
-//!   400 message;
+//!   beginning of value", "unexpected end of JSON input", from [`gojson::check_valid`]), which
+//!   the apiserver returns as the 400 message;
 //! - strings decode the Go way: each invalid UTF-8 byte and each unpaired `\u` surrogate becomes
 //!   U+FFFD (serde_json would reject both);
 //! - numbers decode as `UnmarshalCaseSensitivePreserveInts` does: integers that fit int64 stay
@@ -14,10 +14,9 @@
 //! Nesting is limited to [`MAX_DEPTH`] levels (Go allows 10000): past it the body is refused
 //! with Go's "exceeded max depth" message, which keeps every later recursion shallow.
 
-use serde_json::Value;
+use serde_json::{Map, Number, Value};
 
-#[path = "patch_gojson_scan.rs"]
-mod scan;
+use crate::wire::gojson;
 
 /// Deepest nesting accepted in a patch body.
 pub(super) const MAX_DEPTH: usize = 256;
@@ -25,8 +24,110 @@ pub(super) const MAX_DEPTH: usize = 256;
 /// Parses a patch body as Go's `json.Unmarshal` into `interface{}` would, or returns the
 /// `Error()` text of what it fails with.
 pub(super) fn parse(data: &[u8]) -> Result<Value, String> {
-    scan::validate(data)?;
-    scan::build(data)
+    gojson::check_valid(data, MAX_DEPTH).map_err(|e| e.to_string())?;
+    Builder { data, pos: 0 }.document()
+}
+
+/// Decodes a body `check_valid` accepted, so it only meets well-formed input; it still never
+/// indexes out of bounds on its own.
+struct Builder<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Builder<'_> {
+    fn peek(&self) -> u8 {
+        self.data.get(self.pos).copied().unwrap_or(b' ')
+    }
+
+    fn skip_space(&mut self) {
+        while self.pos < self.data.len() && gojson::is_space(self.peek()) {
+            self.pos += 1;
+        }
+    }
+
+    fn document(mut self) -> Result<Value, String> {
+        self.value()
+    }
+
+    fn value(&mut self) -> Result<Value, String> {
+        self.skip_space();
+        // Depth is bounded by the scanner's MAX_DEPTH, so this recursion stays shallow.
+        match self.peek() {
+            b'{' => {
+                self.pos += 1;
+                let mut map = Map::new();
+                loop {
+                    self.skip_space();
+                    match self.peek() {
+                        b'}' => {
+                            self.pos += 1;
+                            return Ok(Value::Object(map));
+                        }
+                        b',' => self.pos += 1,
+                        b'"' => {
+                            let key = self.string();
+                            self.skip_space();
+                            self.pos += 1; // ':'
+                            let value = self.value()?;
+                            map.insert(key, value);
+                        }
+                        _ => return Err("unexpected end of JSON input".to_owned()),
+                    }
+                }
+            }
+            b'[' => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                loop {
+                    self.skip_space();
+                    match self.peek() {
+                        b']' => {
+                            self.pos += 1;
+                            return Ok(Value::Array(items));
+                        }
+                        b',' => self.pos += 1,
+                        _ if self.pos < self.data.len() => items.push(self.value()?),
+                        _ => return Err("unexpected end of JSON input".to_owned()),
+                    }
+                }
+            }
+            b'"' => Ok(Value::String(self.string())),
+            b't' => self.literal(4, Value::Bool(true)),
+            b'f' => self.literal(5, Value::Bool(false)),
+            b'n' => self.literal(4, Value::Null),
+            _ => self.number(),
+        }
+    }
+
+    fn literal(&mut self, len: usize, value: Value) -> Result<Value, String> {
+        self.pos += len;
+        Ok(value)
+    }
+
+    fn number(&mut self) -> Result<Value, String> {
+        let start = self.pos;
+        while self.pos < self.data.len()
+            && matches!(self.peek(), b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+        {
+            self.pos += 1;
+        }
+        let text = std::str::from_utf8(self.data.get(start..self.pos).unwrap_or_default())
+            .unwrap_or_default();
+        if let Ok(i) = text.parse::<i64>() {
+            return Ok(Value::Number(i.into()));
+        }
+        text.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number).ok_or_else(|| {
+            format!("json: cannot unmarshal number {text} into Go value of type float64")
+        })
+    }
+
+    /// A string at `pos` (on its opening quote), unquoted the way Go's `unquoteBytes` does.
+    fn string(&mut self) -> String {
+        let (s, len) = gojson::unquote(self.data.get(self.pos..).unwrap_or_default());
+        self.pos += len;
+        s
+    }
 }
 
 /// `json: cannot unmarshal <kind> into Go value of type <go_type>`: the error for a value of
@@ -178,60 +279,10 @@ fn format_float(f: f64) -> String {
 pub(super) fn atoi(s: &str) -> Result<i64, String> {
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("strconv.Atoi: parsing {}: invalid syntax", go_quote(s)));
+        return Err(format!("strconv.Atoi: parsing {}: invalid syntax", gojson::quote(s)));
     }
     s.parse::<i64>()
-        .map_err(|_| format!("strconv.Atoi: parsing {}: value out of range", go_quote(s)))
-}
-
-/// `strconv.Quote`: double quotes, Go escapes for control and non-printable characters.
-pub(super) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        push_escaped(&mut out, c, '"');
-    }
-    out.push('"');
-    out
-}
-
-fn push_escaped(out: &mut String, c: char, quote: char) {
-    match c {
-        '\\' => out.push_str("\\\\"),
-        c if c == quote => {
-            out.push('\\');
-            out.push(c);
-        }
-        '\u{7}' => out.push_str("\\a"),
-        '\u{8}' => out.push_str("\\b"),
-        '\u{c}' => out.push_str("\\f"),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        '\u{b}' => out.push_str("\\v"),
-        c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-        // unicode.IsPrint for the Latin-1 range a scanner error can show: C1 controls,
-        // no-break space and soft hyphen are escaped.
-        c if ('\u{80}'..='\u{a0}').contains(&c) || c == '\u{ad}' => {
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        }
-        c => out.push(c),
-    }
-}
-
-/// The scanner's `quoteChar`: the offending byte, read as a Latin-1 code point, in single
-/// quotes.
-fn quote_char(c: u8) -> String {
-    match c {
-        b'\'' => r"'\''".to_owned(),
-        b'"' => "'\"'".to_owned(),
-        _ => {
-            let mut out = String::from("'");
-            push_escaped(&mut out, char::from(c), '"');
-            out.push('\'');
-            out
-        }
-    }
+        .map_err(|_| format!("strconv.Atoi: parsing {}: value out of range", gojson::quote(s)))
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use std::cmp::Ordering;
 
 use base64::Engine as _;
 
+use super::gojson;
+
 /// The token's fields, after the apiserver's checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinueToken {
@@ -58,12 +60,12 @@ const VERSION: &str = "meta.k8s.io/v1";
 /// The token the apiserver would hand out for a page served at `rv` whose next page starts at
 /// `start_key` (see [`start_key`]).
 pub fn encode(rv: i64, start_key: &str) -> String {
-    let mut json = String::with_capacity(start_key.len() + 48);
-    json.push_str(r#"{"v":"meta.k8s.io/v1","rv":"#);
-    json.push_str(&rv.to_string());
-    json.push_str(r#","start":"#);
-    push_go_json_string(&mut json, start_key);
-    json.push('}');
+    let mut json = Vec::with_capacity(start_key.len() + 48);
+    json.extend_from_slice(br#"{"v":"meta.k8s.io/v1","rv":"#);
+    json.extend_from_slice(rv.to_string().as_bytes());
+    json.extend_from_slice(br#","start":"#);
+    gojson::push_string(&mut json, start_key);
+    json.push(b'}');
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
@@ -154,27 +156,6 @@ impl ContinueToken {
     }
 }
 
-/// Go's `encoding/json` string encoding (with its default HTML escaping).
-fn push_go_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
-                out.push_str(&format!("\\u{:04x}", u32::from(c)));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// Go's `base64.RawURLEncoding.DecodeString`: it skips `\r` and `\n`, does not check the
 /// unused trailing bits, and reports the offset of the first bad byte.
 fn go_base64_url_decode(src: &[u8]) -> Result<Vec<u8>, usize> {
@@ -222,8 +203,6 @@ fn go_base64_url_decode(src: &[u8]) -> Result<Vec<u8>, usize> {
 
 #[path = "continue_token/go_json.rs"]
 mod go_json;
-#[path = "continue_token/json_syntax.rs"]
-mod json_syntax;
 
 #[cfg(test)]
 #[path = "continue_token/tests.rs"]

@@ -4,7 +4,8 @@
 //!
 //! Objects themselves are never re-serialized: their bytes (as the upstream sent them) are
 //! spliced in. Only short strings the proxy chooses (kinds, resourceVersions, continue tokens) are
-//! encoded here, with Go's `encoding/json` escaping so they match the apiserver's bytes.
+//! encoded here, with Go's `encoding/json` escaping ([`super::gojson::push_string`]) so they match
+//! the apiserver's bytes.
 //!
 //! Shape rules (fixtures `cm-get-json`, `cm-list-json`, `watch-json`): a built-in object on its
 //! own (GET, watch event) starts with `"kind"` then `"apiVersion"`; the same object as a list item
@@ -17,6 +18,8 @@ use std::borrow::Cow;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use super::gojson::push_string;
 
 pub mod unstructured;
 
@@ -173,48 +176,9 @@ pub fn object_meta_json(object: &[u8]) -> Result<ObjectMetaRef<'_>, Error> {
     })
 }
 
-/// Appends `s` as a JSON string exactly as Go's `encoding/json` (which the apiserver uses, with
-/// HTML escaping on) writes it.
-pub fn push_json_string(buf: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    buf.push(b'"');
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let escape: Option<&[u8]> = match c {
-            '"' => Some(b"\\\""),
-            '\\' => Some(b"\\\\"),
-            '\u{8}' => Some(b"\\b"),
-            '\u{c}' => Some(b"\\f"),
-            '\n' => Some(b"\\n"),
-            '\r' => Some(b"\\r"),
-            '\t' => Some(b"\\t"),
-            '\u{2028}' => Some(b"\\u2028"),
-            '\u{2029}' => Some(b"\\u2029"),
-            _ => None,
-        };
-        let needs_u00 = c < ' ' || matches!(c, '<' | '>' | '&');
-        if escape.is_none() && !needs_u00 {
-            continue;
-        }
-        buf.extend_from_slice(s.get(start..i).unwrap_or_default().as_bytes());
-        match escape {
-            Some(e) => buf.extend_from_slice(e),
-            None => {
-                let b = c as u8;
-                buf.extend_from_slice(b"\\u00");
-                buf.push(HEX[usize::from(b >> 4)]);
-                buf.push(HEX[usize::from(b & 0xf)]);
-            }
-        }
-        start = i + c.len_utf8();
-    }
-    buf.extend_from_slice(s.get(start..).unwrap_or_default().as_bytes());
-    buf.push(b'"');
-}
-
 /// Appends `"key":` with Go escaping.
 fn push_key(buf: &mut Vec<u8>, key: &str) {
-    push_json_string(buf, key);
+    push_string(buf, key);
     buf.push(b':');
 }
 
@@ -244,10 +208,10 @@ pub fn with_type_meta(item: &[u8], api_version: &str, kind: &str) -> Result<Vec<
     let mut out = Vec::with_capacity(item.len() + kind.len() + api_version.len() + 26);
     out.push(b'{');
     push_key(&mut out, "kind");
-    push_json_string(&mut out, kind);
+    push_string(&mut out, kind);
     out.push(b',');
     push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
+    push_string(&mut out, api_version);
     if rest.trim_ascii_start().first() != Some(&b'}') {
         out.push(b',');
     }
@@ -267,12 +231,12 @@ fn push_list_meta(buf: &mut Vec<u8>, meta: &ListMeta<'_>) {
     if !meta.resource_version.is_empty() {
         sep(buf);
         push_key(buf, "resourceVersion");
-        push_json_string(buf, meta.resource_version);
+        push_string(buf, meta.resource_version);
     }
     if !meta.continue_token.is_empty() {
         sep(buf);
         push_key(buf, "continue");
-        push_json_string(buf, meta.continue_token);
+        push_string(buf, meta.continue_token);
     }
     if let Some(count) = meta.remaining_item_count {
         sep(buf);
@@ -287,10 +251,10 @@ fn start_list(api_version: &str, list_kind: &str, meta: &ListMeta<'_>, capacity:
     let mut out = Vec::with_capacity(capacity + 96 + meta.continue_token.len());
     out.push(b'{');
     push_key(&mut out, "kind");
-    push_json_string(&mut out, list_kind);
+    push_string(&mut out, list_kind);
     out.push(b',');
     push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
+    push_string(&mut out, api_version);
     out.push(b',');
     push_key(&mut out, "metadata");
     push_list_meta(&mut out, meta);
@@ -334,10 +298,10 @@ fn raw_metadata(object: &[u8]) -> Result<&str, Error> {
 fn push_partial(out: &mut Vec<u8>, api_version: &str, metadata: &[u8]) {
     out.push(b'{');
     push_key(out, "kind");
-    push_json_string(out, "PartialObjectMetadata");
+    push_string(out, "PartialObjectMetadata");
     out.push(b',');
     push_key(out, "apiVersion");
-    push_json_string(out, api_version);
+    push_string(out, api_version);
     out.push(b',');
     push_key(out, "metadata");
     out.extend_from_slice(metadata);
@@ -404,12 +368,12 @@ pub fn bookmark_json(
     let mut out = Vec::with_capacity(160 + empty_tail.len());
     out.push(b'{');
     push_key(&mut out, "kind");
-    push_json_string(&mut out, kind);
+    push_string(&mut out, kind);
     out.push(b',');
     push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
+    push_string(&mut out, api_version);
     out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":");
-    push_json_string(&mut out, resource_version);
+    push_string(&mut out, resource_version);
     if initial_events_end {
         out.extend_from_slice(b",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}");
     }
@@ -423,7 +387,7 @@ pub fn bookmark_json(
 pub fn watch_event_json(event_type: &str, object: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(object.len() + event_type.len() + 24);
     out.extend_from_slice(b"{\"type\":");
-    push_json_string(&mut out, event_type);
+    push_string(&mut out, event_type);
     out.extend_from_slice(b",\"object\":");
     out.extend_from_slice(object);
     out.extend_from_slice(b"}\n");

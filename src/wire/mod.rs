@@ -2,6 +2,7 @@
 //! Nothing here does I/O.
 
 pub mod continue_token;
+pub mod gojson;
 pub mod gzip;
 pub mod meta;
 pub mod negotiate;

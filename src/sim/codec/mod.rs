@@ -30,10 +30,9 @@
 //!   with their key order, which matches what the apiserver stores (compact JSON).
 //! - Strings from protobuf that are not UTF-8 are converted lossily (Go's JSON encoder also
 //!   writes U+FFFD, though per byte).
-//! - Use [`write_json`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029 as Go does,
-//!   which `serde_json::to_vec` does not.
+//! - Use [`crate::wire::gojson::to_vec`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029
+//!   as Go does, which `serde_json::to_vec` does not.
 
-mod gojson;
 mod json;
 #[cfg(test)]
 mod proptests;
@@ -49,8 +48,6 @@ mod tests;
 
 use serde_json::Value;
 use thiserror::Error;
-
-pub use gojson::write_json;
 
 /// One kind the codec knows: its apiVersion, kind and Go type.
 #[derive(Debug, Clone, Copy)]

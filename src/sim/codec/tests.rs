@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::proto_decode::Reader;
 use super::*;
+use crate::wire::gojson;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
@@ -137,7 +138,7 @@ fn canonicalize_is_the_identity_on_captured_objects() {
             String::from_utf8(bytes.clone()).unwrap(),
             "{name}"
         );
-        assert_eq!(write_json(&canonical.value), bytes, "{name} through write_json");
+        assert_eq!(gojson::to_vec(&canonical.value), bytes, "{name} through write_json");
     }
 }
 
@@ -402,7 +403,7 @@ fn json_watch_objects_are_canonical_and_survive_protobuf() {
         for line in lines {
             let event: Value = serde_json::from_slice(line).unwrap();
             let canonical = canonicalize(watch_event, &event).unwrap();
-            assert_eq!(write_json(&canonical.value), line, "{name}");
+            assert_eq!(gojson::to_vec(&canonical.value), line, "{name}");
             let object = &event["object"];
             let t = ty(object["apiVersion"].as_str().unwrap(), object["kind"].as_str().unwrap());
             assert_eq!(canonicalize(t, object).unwrap().value, *object, "{name}");

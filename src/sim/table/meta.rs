@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::gojson::{write_sorted_map, write_str, write_value};
+use crate::wire::gojson::{push_string, write_sorted_map, write_value};
 
 /// How Go decides whether an `omitempty` field is written.
 #[derive(Clone, Copy)]
@@ -99,12 +99,12 @@ fn write_struct(out: &mut Vec<u8>, obj: Option<&Map<String, Value>>, fields: &[F
             out.push(b',');
         }
         first = false;
-        write_str(out, key);
+        push_string(out, key);
         out.push(b':');
         match (written, shape) {
             // A required string field that is unset.
-            (None, _) => write_str(out, ""),
-            (Some(Value::Object(m)), Shape::SortedMap) => write_sorted_map(out, m),
+            (None, _) => push_string(out, ""),
+            (Some(Value::Object(m)), Shape::SortedMap) => write_sorted_map(m, out),
             (Some(Value::Array(items)), Shape::OwnerRefs | Shape::ManagedFields) => {
                 let nested = match shape {
                     Shape::OwnerRefs => OWNER_REFERENCE,
@@ -119,7 +119,7 @@ fn write_struct(out: &mut Vec<u8>, obj: Option<&Map<String, Value>>, fields: &[F
                 }
                 out.push(b']');
             }
-            (Some(v), _) => write_value(out, v),
+            (Some(v), _) => write_value(v, out),
         }
     }
     out.push(b'}');

@@ -10,7 +10,6 @@
 mod age;
 mod columns;
 mod fields;
-mod gojson;
 mod meta;
 mod pod;
 mod printers;
@@ -18,10 +17,11 @@ mod printers;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::wire::gojson::{push_string, write_value};
+
 pub use age::human_duration;
 
 use columns::Column;
-use gojson::{write_str, write_value};
 use printers::Printer;
 
 /// The `includeObject` query parameter: what each row's `object` holds.
@@ -57,7 +57,7 @@ impl IncludeObject {
             "Object" => Ok(IncludeObject::Object),
             other => {
                 let mut quoted = Vec::new();
-                write_str(&mut quoted, other);
+                push_string(&mut quoted, other);
                 let value = String::from_utf8_lossy(&quoted).into_owned();
                 Err(TableError::InvalidIncludeObject { value })
             }
@@ -165,12 +165,12 @@ fn write_table(
     let mut sep = "";
     if !meta.resource_version.is_empty() {
         out.extend_from_slice(br#""resourceVersion":"#);
-        write_str(&mut out, &meta.resource_version);
+        push_string(&mut out, &meta.resource_version);
         sep = ",";
     }
     if let Some(token) = meta.continue_token.as_deref().filter(|t| !t.is_empty()) {
         out.extend_from_slice(format!(r#"{sep}"continue":"#).as_bytes());
-        write_str(&mut out, token);
+        push_string(&mut out, token);
         sep = ",";
     }
     if let Some(n) = meta.remaining_item_count {
@@ -200,13 +200,13 @@ fn write_columns(out: &mut Vec<u8>, columns: &[Column]) {
             out.push(b',');
         }
         out.extend_from_slice(br#"{"name":"#);
-        write_str(out, c.name);
+        push_string(out, c.name);
         out.extend_from_slice(br#","type":"#);
-        write_str(out, c.kind);
+        push_string(out, c.kind);
         out.extend_from_slice(br#","format":"#);
-        write_str(out, c.format);
+        push_string(out, c.format);
         out.extend_from_slice(br#","description":"#);
-        write_str(out, c.description);
+        push_string(out, c.description);
         out.extend_from_slice(format!(r#","priority":{}}}"#, c.priority).as_bytes());
     }
     out.push(b']');
@@ -219,7 +219,7 @@ fn write_row(out: &mut Vec<u8>, row: &Row, obj: &Value, include: IncludeObject) 
             out.push(b',');
         }
         match cell {
-            Cell::Str(s) => write_str(out, s),
+            Cell::Str(s) => push_string(out, s),
             Cell::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
             Cell::Null => out.extend_from_slice(b"null"),
         }
@@ -232,13 +232,13 @@ fn write_row(out: &mut Vec<u8>, row: &Row, obj: &Value, include: IncludeObject) 
                 out.push(b',');
             }
             out.extend_from_slice(br#"{"type":"#);
-            write_str(out, c.kind);
+            push_string(out, c.kind);
             out.extend_from_slice(br#","status":"#);
-            write_str(out, c.status);
+            push_string(out, c.status);
             out.extend_from_slice(br#","reason":"#);
-            write_str(out, c.reason);
+            push_string(out, c.reason);
             out.extend_from_slice(br#","message":"#);
-            write_str(out, c.message);
+            push_string(out, c.message);
             out.push(b'}');
         }
         out.push(b']');
@@ -249,7 +249,7 @@ fn write_row(out: &mut Vec<u8>, row: &Row, obj: &Value, include: IncludeObject) 
         // a struct.
         IncludeObject::None => out.extend_from_slice(b"null"),
         IncludeObject::Metadata => meta::write_partial_object_metadata(out, obj),
-        IncludeObject::Object => write_value(out, obj),
+        IncludeObject::Object => write_value(obj, out),
     }
     out.push(b'}');
 }

@@ -3,7 +3,7 @@
 //! decode with its type errors. The apiserver is built with encoding/json v1 (fixture
 //! err-bad-continue shows v1's `'\u0081'` where v2 would print `'\x81'`).
 
-use super::json_syntax::{check_valid, is_space};
+use crate::wire::gojson::{check_valid, is_space, unquote, MAX_NESTING_DEPTH};
 
 /// The three fields of `storage.continueToken`, zero-valued when absent.
 #[derive(Debug, Default)]
@@ -15,7 +15,7 @@ pub(super) struct Fields {
 
 /// `json.Unmarshal(data, &continueToken{})`; the error is Go's message.
 pub(super) fn unmarshal(data: &[u8]) -> Result<Fields, String> {
-    check_valid(data)?;
+    check_valid(data, MAX_NESTING_DEPTH).map_err(|e| e.to_string())?;
     let mut d = Decoder { data, pos: 0, error: None };
     let mut fields = Fields::default();
     d.top_level(&mut fields);
@@ -178,67 +178,11 @@ impl Decoder<'_> {
         }
     }
 
-    /// A string literal at the cursor, unquoted as Go does: bad UTF-8 bytes and lone
-    /// surrogates become U+FFFD.
+    /// A string literal at the cursor, unquoted as Go does.
     fn string(&mut self) -> String {
-        self.pos += 1; // opening quote
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let c = self.peek();
-            self.pos += 1;
-            match c {
-                b'"' | 0 => break,
-                b'\\' => {
-                    let e = self.peek();
-                    self.pos += 1;
-                    let simple = match e {
-                        b'b' => Some(b'\x08'),
-                        b'f' => Some(b'\x0c'),
-                        b'n' => Some(b'\n'),
-                        b'r' => Some(b'\r'),
-                        b't' => Some(b'\t'),
-                        b'u' => None,
-                        other => Some(other),
-                    };
-                    match simple {
-                        Some(b) => out.push(b),
-                        None => {
-                            let ch = self.unicode_escape();
-                            out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
-                        }
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        go_utf8_lossy(&out)
-    }
-
-    /// The rune of a `\uXXXX` escape (the `\u` already consumed), pairing surrogates.
-    fn unicode_escape(&mut self) -> char {
-        let Some(first) = self.hex4() else { return '\u{fffd}' };
-        if !(0xd800..0xe000).contains(&first) {
-            return char::from_u32(first).unwrap_or('\u{fffd}');
-        }
-        if (0xd800..0xdc00).contains(&first)
-            && self.data.get(self.pos..self.pos + 2) == Some(b"\\u".as_slice())
-        {
-            let save = self.pos;
-            self.pos += 2;
-            if let Some(second) = self.hex4().filter(|s| (0xdc00..0xe000).contains(s)) {
-                let c = 0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00);
-                return char::from_u32(c).unwrap_or('\u{fffd}');
-            }
-            self.pos = save;
-        }
-        '\u{fffd}'
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let digits = self.data.get(self.pos..self.pos + 4)?;
-        let value = u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()?;
-        self.pos += 4;
-        Some(value)
+        let (s, len) = unquote(self.data.get(self.pos..).unwrap_or_default());
+        self.pos += len;
+        s
     }
 }
 
@@ -262,23 +206,4 @@ fn field_for(key: &str) -> Option<Target> {
 
 fn type_error(kind: &str, field: &str, go_type: &str) -> String {
     format!("json: cannot unmarshal {kind} into Go struct field continueToken.{field} of type {go_type}")
-}
-
-/// Go replaces each byte of an invalid UTF-8 sequence with U+FFFD, one per byte.
-fn go_utf8_lossy(mut bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    loop {
-        match std::str::from_utf8(bytes) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
-            Err(e) => {
-                let (good, rest) = bytes.split_at(e.valid_up_to());
-                out.push_str(std::str::from_utf8(good).unwrap_or_default());
-                out.push('\u{fffd}');
-                bytes = rest.get(1..).unwrap_or_default();
-            }
-        }
-    }
 }

@@ -75,23 +75,10 @@ fn base64_errors_report_go_offsets() {
 #[test]
 fn json_errors_are_go_encoding_json_v1_messages() {
     let cases = [
+        // The scanner's other messages are checked in `wire::gojson`.
         ("{", "unexpected end of JSON input"),
         ("x", "invalid character 'x' looking for beginning of value"),
         ("{\"v\":\"a\"}x", "invalid character 'x' after top-level value"),
-        ("[1 2]", "invalid character '2' after array element"),
-        ("{\"a\" 1}", "invalid character '1' after object key"),
-        ("{\"a\":1 \"b\":2}", "invalid character '\"' after object key:value pair"),
-        ("{1:2}", "invalid character '1' looking for beginning of object key string"),
-        ("\"a\u{1}\"", r"invalid character '\x01' in string literal"),
-        ("\"\\x\"", "invalid character 'x' in string escape code"),
-        ("\"\\u12g4\"", r"invalid character 'g' in \u hexadecimal character escape"),
-        ("-", "invalid character ' ' in numeric literal"),
-        ("1.", "invalid character ' ' after decimal point in numeric literal"),
-        ("1e+", "invalid character ' ' in exponent of numeric literal"),
-        ("tr", "invalid character ' ' in literal true (expecting 'u')"),
-        ("nulx", "invalid character 'x' in literal null (expecting 'l')"),
-        ("'", r"invalid character '\'' looking for beginning of value"),
-        ("\u{a0}", r"invalid character 'Â' looking for beginning of value"),
         ("true", "json: cannot unmarshal bool into Go value of type storage.continueToken"),
         ("[]", "json: cannot unmarshal array into Go value of type storage.continueToken"),
         ("{\"rv\":\"1\"}", "json: cannot unmarshal string into Go struct field continueToken.rv of type int64"),

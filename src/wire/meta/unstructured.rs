@@ -7,10 +7,8 @@
 
 use serde_json::value::RawValue;
 
-use super::{
-    partial_list, push_json_string, push_key, push_partial, raw_metadata, CowStr, Error, ListMeta,
-    Members,
-};
+use super::{partial_list, push_key, push_partial, raw_metadata, CowStr, Error, ListMeta, Members};
+use crate::wire::gojson::push_string;
 
 /// A custom resource list body (with `\n`): keys sorted, items as cached (each a full object with
 /// its `apiVersion` and `kind`), `metadata.continue` written even when empty.
@@ -24,7 +22,7 @@ pub fn list_json(
     let mut out = Vec::with_capacity(size + 128 + meta.continue_token.len());
     out.push(b'{');
     push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
+    push_string(&mut out, api_version);
     out.extend_from_slice(b",\"items\":[");
     for (n, item) in items.iter().enumerate() {
         if n > 0 {
@@ -34,15 +32,15 @@ pub fn list_json(
     }
     out.extend_from_slice(b"],");
     push_key(&mut out, "kind");
-    push_json_string(&mut out, list_kind);
+    push_string(&mut out, list_kind);
     out.extend_from_slice(b",\"metadata\":{\"continue\":");
-    push_json_string(&mut out, meta.continue_token);
+    push_string(&mut out, meta.continue_token);
     if let Some(count) = meta.remaining_item_count {
         out.extend_from_slice(b",\"remainingItemCount\":");
         out.extend_from_slice(count.to_string().as_bytes());
     }
     out.extend_from_slice(b",\"resourceVersion\":");
-    push_json_string(&mut out, meta.resource_version);
+    push_string(&mut out, meta.resource_version);
     out.extend_from_slice(b"}}\n");
     out
 }
@@ -58,16 +56,16 @@ pub fn bookmark_json(
     let mut out = Vec::with_capacity(160);
     out.push(b'{');
     push_key(&mut out, "apiVersion");
-    push_json_string(&mut out, api_version);
+    push_string(&mut out, api_version);
     out.push(b',');
     push_key(&mut out, "kind");
-    push_json_string(&mut out, kind);
+    push_string(&mut out, kind);
     out.extend_from_slice(b",\"metadata\":{");
     if initial_events_end {
         out.extend_from_slice(b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"},");
     }
     push_key(&mut out, "resourceVersion");
-    push_json_string(&mut out, resource_version);
+    push_string(&mut out, resource_version);
     out.extend_from_slice(b"}}");
     out
 }

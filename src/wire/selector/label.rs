@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{go_quote, SelectorError};
+use super::SelectorError;
+use crate::wire::gojson;
 
 #[path = "label/lexer.rs"]
 mod lexer;
@@ -423,7 +424,7 @@ fn requirement(message: String) -> SelectorError {
 
 /// `field.Invalid(path, value, detail).Error()`.
 fn invalid(path: &str, value: &str, details: &[String]) -> String {
-    format!("{path}: Invalid value: {}: {}", go_quote(value), details.join("; "))
+    format!("{path}: Invalid value: {}: {}", gojson::quote(value), details.join("; "))
 }
 
 #[cfg(test)]
