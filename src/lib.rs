@@ -5,8 +5,13 @@
 //!   selectors, continue tokens, Status errors, encoders and watch framing);
 //! - [`sim`]: a fake kube-apiserver, faithful on the wire, for tests and the demo.
 //!
-//! The proxy itself (`upstream`, `cache`, `serve`) is built on these.
+//! - [`upstream`]: talks to the apiserver (credentials, TLS, HTTP/2) and runs the reflectors;
+//! - [`cache`]: owns state — per resource and encoding, the objects' upstream bytes, snapshots;
+//! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise.
 #![forbid(unsafe_code)]
 
+pub mod cache;
+pub mod serve;
 pub mod sim;
+pub mod upstream;
 pub mod wire;

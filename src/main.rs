@@ -1,4 +1,4 @@
-//! The `kubeplex` command: `sim` (a fake apiserver) and `demo`.
+//! The `kubeplex` command: `serve` (the proxy), `sim` (a fake apiserver) and `demo`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,8 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use kubeplex::cache::resource::CachesConfig;
+use kubeplex::cache::store::StoreLimits;
+use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex::upstream::{Upstream, UpstreamConfig};
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -23,10 +27,76 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the proxy in front of an apiserver (kubeconfig, in-cluster, $KUBECONFIG, ~/.kube/config).
+    Serve(ServeArgs),
     /// Run the built-in fake kube-apiserver (for tests and trying clients).
     Sim(SimArgs),
     /// Run the demo: the fake apiserver seeded with a realistic cluster and light churn.
     Demo(DemoArgs),
+}
+
+/// The proxy's settings: command line first, then `KUBEPLEX_*` environment variables, then
+/// the defaults below — resolved here, before any socket is bound.
+#[derive(Args)]
+struct ServeArgs {
+    /// Kubeconfig of the upstream apiserver; without it: in-cluster, $KUBECONFIG, ~/.kube/config.
+    #[arg(long, env = "KUBEPLEX_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: its current-context).
+    #[arg(long, env = "KUBEPLEX_CONTEXT")]
+    context: Option<String>,
+    /// Where clients connect (HTTP/1.1 and HTTP/2).
+    #[arg(long, env = "KUBEPLEX_LISTEN", default_value = "127.0.0.1:8001")]
+    listen: SocketAddr,
+    /// Admin endpoints: /metrics, /healthz, /readyz.
+    #[arg(long, env = "KUBEPLEX_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
+    admin_listen: SocketAddr,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Args, Clone)]
+struct CacheArgs {
+    /// Stop a resource's cache (and its upstream watch) after this long without readers.
+    #[arg(long, env = "KUBEPLEX_CACHE_IDLE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    cache_idle_timeout: std::time::Duration,
+    /// How long past states are kept for exact-resourceVersion lists and continue tokens.
+    #[arg(long, env = "KUBEPLEX_SNAPSHOT_WINDOW", default_value = "5m", value_parser = parse_duration)]
+    snapshot_window: std::time::Duration,
+    /// At most this many past states are kept per cache.
+    #[arg(long, env = "KUBEPLEX_SNAPSHOT_MAX", default_value_t = 10_000)]
+    snapshot_max: usize,
+    /// Caches to start at start-up and keep running (readiness waits for them):
+    /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache.
+    #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',')]
+    preload: Vec<String>,
+}
+
+impl CacheArgs {
+    fn config(&self) -> CachesConfig {
+        CachesConfig {
+            limits: StoreLimits {
+                max_snapshots: self.snapshot_max,
+                max_snapshot_age: self.snapshot_window,
+            },
+            idle_timeout: self.cache_idle_timeout,
+            preload: self.preload.clone(),
+        }
+    }
+}
+
+/// `90s`, `15m`, `1h`.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 =
+        num.parse().map_err(|_| format!("{s:?}: expected a number and a unit (s, m, h)"))?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: unit must be s, m or h")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 #[derive(Args)]
@@ -48,9 +118,15 @@ struct SimArgs {
 
 #[derive(Args)]
 struct DemoArgs {
-    /// Address of the demo apiserver.
+    /// Where kubeplex listens (the kubeconfig points here).
     #[arg(long, default_value = "127.0.0.1:8001")]
     listen: SocketAddr,
+    /// Where the fake apiserver behind it listens.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    upstream_listen: SocketAddr,
+    /// kubeplex's admin endpoints.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    admin_listen: SocketAddr,
     /// Where to write the demo kubeconfig.
     #[arg(long, default_value = "kubeplex-demo.kubeconfig")]
     write_kubeconfig: PathBuf,
@@ -74,6 +150,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {
+            Command::Serve(a) => run_serve(a).await,
             Command::Sim(a) => run_sim(a).await,
             Command::Demo(a) => run_demo(a).await,
         }
@@ -128,23 +205,47 @@ async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let cfg = UpstreamConfig::resolve(a.kubeconfig.as_deref(), a.context.as_deref())
+        .context("finding the upstream apiserver")?;
+    let upstream = Upstream::new(cfg).context("building the upstream client")?;
+    let base = upstream.base_url().to_string();
+    let proxy = Proxy::start(upstream, a.listen, Some(a.admin_listen), a.cache.config()).await?;
+    tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
 async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     let shape = ClusterShape { pods: a.pods, ..ClusterShape::default() };
-    let sim = start(a.listen, seed::cluster(shape), Some(&a.write_kubeconfig)).await?;
+    let upstream_kubeconfig = a.write_kubeconfig.with_extension("upstream.kubeconfig");
+    let sim = start(a.upstream_listen, seed::cluster(shape), Some(&upstream_kubeconfig)).await?;
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
+    let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
+    let defaults = CacheArgs {
+        cache_idle_timeout: parse_duration("15m").map_err(anyhow::Error::msg)?,
+        snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
+        snapshot_max: 10_000,
+        preload: vec!["pods".into(), "configmaps".into()],
+    };
+    let proxy =
+        Proxy::start(Upstream::new(cfg)?, a.listen, Some(a.admin_listen), defaults.config())
+            .await?;
+    std::fs::write(
+        &a.write_kubeconfig,
+        kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),
+    )?;
     let kc = a.write_kubeconfig.display();
-    println!(
-        "kubeplex demo: a fake kube-apiserver with {} pods on {} nodes, {} writes/s of churn",
-        shape.pods, shape.nodes, a.churn
-    );
-    println!("  listening on {}", sim.url());
-    println!("  NOTE: the caching proxy's read path is not built yet, so the demo serves the fake apiserver alone.");
+    println!("kubeplex demo: kubeplex on http://{} in front of a fake kube-apiserver (http://{}) with {} pods on {} nodes, {} writes/s of churn", proxy.addr, sim.addr(), shape.pods, shape.nodes, a.churn);
+    println!("  admin: http://{}/metrics", a.admin_listen);
     println!();
-    println!("Try:");
-    println!("  kubectl --kubeconfig {kc} get nodes");
+    println!("Try (through kubeplex):");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500");
+    println!(
+        "  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?resourceVersion=0' | head -c 300"
+    );
     println!("  kubectl --kubeconfig {kc} get pods -n team-0 -w");
-    println!("  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?resourceVersion=0&limit=2'");
+    println!("  curl -s http://{}/metrics | grep kubeplex_requests_total", a.admin_listen);
     println!();
     println!("Ctrl-C to stop.");
     tokio::signal::ctrl_c().await?;

@@ -1,0 +1,26 @@
+//! The resource cache: per resource type and wire encoding, the objects exactly as the upstream
+//! sent them, kept as point-in-time states so every page of a list is served at one
+//! resourceVersion.
+//!
+//! - [`object`]: one cached object (bytes + the fields it is routed and filtered by);
+//! - [`store`]: the current state, the RV the cache is at, and a window of past states;
+//! - [`select`]: a list page from a state, as kube-apiserver's watch cache answers it;
+//! - [`resource`]: a live cache (store + lock + reflector task) and the set of them.
+//!
+//! Pure data structures: no I/O, no locks; the caller serialises access.
+
+pub mod object;
+pub mod resource;
+pub mod select;
+pub mod store;
+
+pub use object::{CachedObject, Encoding, ObjectError};
+pub use select::{select, Page, Query};
+pub use store::{Applied, ApplyError, Change, Snapshot, SnapshotError, Store, StoreLimits};
+
+#[cfg(test)]
+mod fixture_tests;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testutil;

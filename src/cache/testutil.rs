@@ -1,0 +1,32 @@
+//! Objects for tests, built through the same constructors as the upstream's.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::object::CachedObject;
+
+/// A configmap JSON list item (cluster-scoped "namespaces" objects when `ns` is empty).
+pub fn cm(ns: &str, name: &str, rv: u64, labels: &[(&str, &str)]) -> Arc<CachedObject> {
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+    let ns_member = if ns.is_empty() { String::new() } else { format!(r#","namespace":{ns:?}"#) };
+    let body = format!(
+        r#"{{"metadata":{{"name":{name:?}{ns_member},"resourceVersion":"{rv}","labels":{{{}}}}},"data":{{"k":"v{rv}"}}}}"#,
+        labels.join(",")
+    );
+    let resource = if ns.is_empty() { "namespaces" } else { "configmaps" };
+    Arc::new(CachedObject::from_json_item("", resource, Bytes::from(body)).unwrap())
+}
+
+/// A pod JSON list item on `node`.
+pub fn pod(ns: &str, name: &str, rv: u64, node: &str) -> Arc<CachedObject> {
+    let body = format!(
+        r#"{{"metadata":{{"name":{name:?},"namespace":{ns:?},"resourceVersion":"{rv}"}},"spec":{{"nodeName":{node:?}}},"status":{{"phase":"Running"}}}}"#
+    );
+    Arc::new(CachedObject::from_json_item("", "pods", Bytes::from(body)).unwrap())
+}
+
+/// The keys of objects, in order.
+pub fn keys<'a>(objects: impl IntoIterator<Item = &'a Arc<CachedObject>>) -> Vec<String> {
+    objects.into_iter().map(|o| o.key.clone()).collect()
+}

@@ -1,0 +1,42 @@
+//! Response bodies and the headers every kube-apiserver response carries.
+
+use bytes::Bytes;
+use http::{header, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+
+use crate::wire::status::Status;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Body = BoxBody<Bytes, BoxError>;
+
+pub const JSON: &str = "application/json";
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+/// A response answered by kubeplex itself, with the apiserver's common headers; the request id
+/// in `Audit-Id` is kubeplex's own.
+pub fn respond(status: u16, content_type: &str, bytes: Vec<u8>) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("Audit-Id", uuid::Uuid::new_v4().to_string())
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_TYPE, content_type)
+        .body(full(bytes))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// A Status error as JSON (kubeplex's own errors; upstream errors pass through as they are).
+pub fn status(s: &Status) -> Response<Body> {
+    let mut bytes = s.to_json();
+    bytes.push(b'\n');
+    let mut resp = respond(s.code, JSON, bytes);
+    if let Some(secs) = s.retry_after() {
+        if let Ok(v) = secs.to_string().parse() {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    resp
+}

@@ -1,0 +1,276 @@
+//! Gets and lists answered from the cache, byte-compatible with kube-apiserver — or declined,
+//! in which case the caller passes the request through. Declining is always safe; answering
+//! is only done where the cache's answer is exactly what the apiserver would give.
+//!
+//! resourceVersion rules (DESIGN.md §2) as the cache applies them:
+//! - `"0"` (any): the cache's current state;
+//! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait briefly for
+//!   the cache to reach N, then its current state; if it does not, the upstream decides (it
+//!   may know N, or answer 504 itself);
+//! - `N` exact (list with N and a limit; `Exact`; a continue token): the snapshot at N when it
+//!   is still in the window, else pass through;
+//! - unset (most recent, consistent): passed through until freshness can be proven.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{header, HeaderMap, Response};
+
+use super::body::{self, Body, JSON, PROTOBUF};
+use super::resources::ResourceInfo;
+use super::ProxyState;
+use crate::cache::resource::{Encoding, ResourceCache};
+use crate::cache::select::{self, Query};
+use crate::cache::store::Snapshot;
+use crate::cache::CachedObject;
+use crate::wire::meta::{self, unstructured, ListMeta};
+use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
+use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
+use crate::wire::selector::{fields_by_kind, FieldSelector, LabelSelector};
+use crate::wire::status::Status;
+use crate::wire::{continue_token, gzip, proto};
+
+/// How long a not-older-than read waits for the cache before deferring to the upstream.
+const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
+const META_API_VERSION: &str = "meta.k8s.io/v1";
+
+/// What the client asked to get back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Object,
+    Metadata,
+}
+
+/// Answers the request from the cache, or returns `None` to have it passed through.
+pub async fn try_answer(
+    state: &Arc<ProxyState>,
+    info: &Arc<ResourceInfo>,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Response<Body>> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
+    let neg = negotiate::negotiate_output(accept, endpoint).ok()?;
+    let user_agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let pretty = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "pretty")
+        .map(|(_, v)| v.into_owned());
+    // Indented JSON is the apiserver's to write.
+    if neg.pretty(pretty.as_deref(), user_agent) {
+        return None;
+    }
+    let (encoding, shape) = match (neg.media_type, neg.representation) {
+        (MediaType::Json, Representation::Object) => (Encoding::Json, Shape::Object),
+        (MediaType::Protobuf, Representation::Object) => (Encoding::Protobuf, Shape::Object),
+        (
+            MediaType::Json,
+            Representation::PartialObjectMetadata(MetaVersion::V1)
+            | Representation::PartialObjectMetadataList(MetaVersion::V1),
+        ) => (Encoding::Json, Shape::Metadata),
+        (
+            MediaType::Protobuf,
+            Representation::PartialObjectMetadata(MetaVersion::V1)
+            | Representation::PartialObjectMetadataList(MetaVersion::V1),
+        ) if info.is_builtin() => (Encoding::Protobuf, Shape::Metadata),
+        // Table (per-kind printers), YAML and the v1beta1 meta types: the apiserver's job.
+        _ => return None,
+    };
+    let cache = state.caches.get_or_start(info, encoding);
+    if !cache.is_synced() {
+        return None;
+    }
+    let out = Out { info, encoding, shape, headers };
+    match &rp.name {
+        Some(name) => get(&cache, rp, opts, name, &out).await,
+        None => list(&cache, rp, opts, &out).await,
+    }
+}
+
+struct Out<'a> {
+    info: &'a ResourceInfo,
+    encoding: Encoding,
+    shape: Shape,
+    headers: &'a HeaderMap,
+}
+
+/// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
+async fn not_older_than(cache: &ResourceCache, rv: u64) -> Option<Snapshot> {
+    cache.wait_for(rv, FRESHNESS_WAIT).await.ok()?;
+    Some(cache.current())
+}
+
+async fn get(
+    cache: &ResourceCache,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+    name: &str,
+    out: &Out<'_>,
+) -> Option<Response<Body>> {
+    let snap = match opts.resource_version.as_deref() {
+        Some("0") => cache.current(),
+        Some(rv) => not_older_than(cache, rv.parse().ok()?).await?,
+        None => return None,
+    };
+    let ns = rp.namespace.as_deref().unwrap_or("");
+    let key = if ns.is_empty() { name.to_string() } else { format!("{ns}/{name}") };
+    let Some(obj) = snap.get(&key).cloned() else {
+        return Some(body::status(&Status::not_found(&out.info.group, &out.info.resource, name)));
+    };
+    Some(encode_object(&obj, out))
+}
+
+async fn list(
+    cache: &ResourceCache,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+    out: &Out<'_>,
+) -> Option<Response<Body>> {
+    // Selectors the cache cannot evaluate exactly (or malformed ones, whose 400 the upstream
+    // words) are the upstream's.
+    let label = match &opts.label_selector {
+        Some(s) => Some(LabelSelector::parse(s).ok()?),
+        None => None,
+    };
+    let field = match &opts.field_selector {
+        Some(s) => {
+            let f = FieldSelector::parse(s).ok()?;
+            fields_by_kind::validate(&out.info.group, &out.info.resource, &f).ok()?;
+            // The selector as the cache evaluates it (old field names converted), when the
+            // cache holds every field it names.
+            Some(select::cacheable_field_selector(
+                out.encoding,
+                &out.info.group,
+                &out.info.resource,
+                &f,
+            )?)
+        }
+        None => None,
+    };
+    // The watch cache ignores `limit` at resourceVersion=0 (`computeListLimit`).
+    let limit = opts
+        .limit
+        .filter(|l| *l > 0 && opts.resource_version.as_deref() != Some("0"))
+        .map(|l| l as usize);
+    let (snap, start) = match &opts.continue_token {
+        Some(token) => {
+            if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
+                return None;
+            }
+            let tok = continue_token::decode(token).ok()?;
+            if tok.rv <= 0 {
+                return None;
+            }
+            (cache.at(tok.rv as u64).ok()?, Some(tok.start))
+        }
+        None => {
+            let rv = opts.resource_version.as_deref();
+            let snap = match (rv, opts.resource_version_match, limit) {
+                (None, _, _) => return None,
+                (Some("0"), _, _) => cache.current(),
+                (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
+                    cache.at(rv.parse().ok()?).ok()?
+                }
+                (Some(rv), _, _) => not_older_than(cache, rv.parse().ok()?).await?,
+            };
+            (snap, None)
+        }
+    };
+    let query = Query {
+        namespace: select::list_namespace(rp.namespace.as_deref(), field.as_ref(), start.is_some()),
+        namespaced: out.info.namespaced,
+        label: label.as_ref(),
+        field: field.as_ref(),
+        limit,
+        start: start.as_deref(),
+    };
+    let page = select::select(&snap, &query);
+    let rv = snap.resource_version().to_string();
+    let meta = ListMeta {
+        resource_version: &rv,
+        continue_token: page.continue_token.as_deref().unwrap_or(""),
+        remaining_item_count: page.remaining_item_count,
+    };
+    Some(encode_list(&page.items, &meta, out))
+}
+
+fn encode_object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
+    let info = out.info;
+    let result = match (out.encoding, out.shape) {
+        (Encoding::Json, Shape::Object) if info.is_builtin() => {
+            meta::with_type_meta(&obj.body, &info.api_version(), &info.kind)
+                .map_err(|e| e.to_string())
+        }
+        (Encoding::Json, Shape::Object) => Ok(obj.body.to_vec()),
+        (Encoding::Json, Shape::Metadata) => if info.is_builtin() {
+            meta::partial_object_metadata_json(&obj.body, META_API_VERSION)
+        } else {
+            unstructured::partial_object_metadata_json(&obj.body, META_API_VERSION)
+        }
+        .map_err(|e| e.to_string()),
+        (Encoding::Protobuf, Shape::Object) => {
+            Ok(proto::encode_unknown(&info.api_version(), &info.kind, &obj.body))
+        }
+        (Encoding::Protobuf, Shape::Metadata) => {
+            proto::partial_object_metadata(&obj.body, META_API_VERSION).map_err(|e| e.to_string())
+        }
+    };
+    finish(result, out)
+}
+
+fn encode_list(
+    items: &[Arc<CachedObject>],
+    meta_out: &ListMeta<'_>,
+    out: &Out<'_>,
+) -> Response<Body> {
+    let info = out.info;
+    let bodies: Vec<&[u8]> = items.iter().map(|o| o.body.as_ref()).collect();
+    let result = match (out.encoding, out.shape) {
+        (Encoding::Json, Shape::Object) => Ok(if info.is_builtin() {
+            meta::list_json(&info.api_version(), &info.list_kind(), meta_out, &bodies)
+        } else {
+            unstructured::list_json(&info.api_version(), &info.list_kind(), meta_out, &bodies)
+        }),
+        (Encoding::Json, Shape::Metadata) => if info.is_builtin() {
+            meta::partial_object_metadata_list_json(META_API_VERSION, meta_out, &bodies)
+        } else {
+            unstructured::partial_object_metadata_list_json(META_API_VERSION, meta_out, &bodies)
+        }
+        .map_err(|e| e.to_string()),
+        (Encoding::Protobuf, Shape::Object) => {
+            Ok(proto::encode_list(&info.api_version(), &info.list_kind(), meta_out, &bodies))
+        }
+        (Encoding::Protobuf, Shape::Metadata) => {
+            proto::partial_object_metadata_list(META_API_VERSION, meta_out, &bodies)
+                .map_err(|e| e.to_string())
+        }
+    };
+    finish(result, out)
+}
+
+/// Content type, Go's trailing newline for JSON, and gzip as the apiserver applies it.
+fn finish(result: Result<Vec<u8>, String>, out: &Out<'_>) -> Response<Body> {
+    let mut bytes = match result {
+        Ok(b) => b,
+        Err(e) => return body::status(&Status::internal(e)),
+    };
+    let ct = match out.encoding {
+        Encoding::Json => {
+            if bytes.last() != Some(&b'\n') {
+                bytes.push(b'\n');
+            }
+            JSON
+        }
+        Encoding::Protobuf => PROTOBUF,
+    };
+    if gzip::should_compress(gzip::accepts_gzip(out.headers), bytes.len()) {
+        let mut resp = body::respond(200, ct, gzip::gzip(&bytes));
+        resp.headers_mut()
+            .insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+        resp.headers_mut()
+            .insert(header::VARY, header::HeaderValue::from_static("Accept-Encoding"));
+        return resp;
+    }
+    body::respond(200, ct, bytes)
+}

@@ -1,0 +1,113 @@
+//! kubeplex's Prometheus metrics, registered in an injected registry (STYLE.md rule 9) and
+//! exposed on the admin listener.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+/// Where an answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Cache,
+    Upstream,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Cache => "cache",
+            Source::Upstream => "upstream",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    pub cache_objects: IntGaugeVec,
+    pub cache_bytes: IntGaugeVec,
+    pub cache_resource_version: IntGaugeVec,
+    pub upstream_calls: IntCounterVec,
+    pub relists: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new(registry: Registry) -> Result<Self, prometheus::Error> {
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_requests_total",
+                "Requests served, by resource, verb, HTTP code and source (cache or upstream).",
+            ),
+            &["resource", "verb", "code", "source"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "kubeplex_request_duration_seconds",
+                "Time to the response headers, by verb and source.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["verb", "source"],
+        )?;
+        let cache_objects = IntGaugeVec::new(
+            Opts::new("kubeplex_cache_objects", "Objects held per resource cache."),
+            &["resource", "encoding"],
+        )?;
+        let cache_bytes = IntGaugeVec::new(
+            Opts::new("kubeplex_cache_bytes", "Bytes of object data held per resource cache."),
+            &["resource", "encoding"],
+        )?;
+        let cache_resource_version = IntGaugeVec::new(
+            Opts::new("kubeplex_cache_resource_version", "The resourceVersion each cache has reached (compare with the upstream's to see lag)."),
+            &["resource", "encoding"],
+        )?;
+        let upstream_calls = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_upstream_calls_total",
+                "List and watch calls the caches made to the upstream.",
+            ),
+            &["resource", "encoding", "verb"],
+        )?;
+        let relists = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_relists_total",
+                "Relists after the upstream's watch history expired (410).",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(cache_objects.clone()))?;
+        registry.register(Box::new(cache_bytes.clone()))?;
+        registry.register(Box::new(cache_resource_version.clone()))?;
+        registry.register(Box::new(upstream_calls.clone()))?;
+        registry.register(Box::new(relists.clone()))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            latency,
+            cache_objects,
+            cache_bytes,
+            cache_resource_version,
+            upstream_calls,
+            relists,
+        })
+    }
+
+    pub fn observe(&self, resource: &str, verb: &str, code: u16, source: Source, seconds: f64) {
+        self.requests
+            .with_label_values(&[resource, verb, &code.to_string(), source.as_str()])
+            .inc();
+        self.latency.with_label_values(&[verb, source.as_str()]).observe(seconds);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> Vec<u8> {
+        use prometheus::Encoder;
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}

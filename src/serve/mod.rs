@@ -1,0 +1,281 @@
+//! `serve`: the proxy's downstream side — accepts clients (HTTP/1.1 and HTTP/2), answers the
+//! reads the cache can answer exactly, passes everything else through, and exposes admin
+//! endpoints.
+//!
+//! The request path, top to bottom (STYLE.md rule 1):
+//! 1. [`handle`] times the request and counts it by resource, verb, code and source;
+//! 2. [`route`] classifies it: a GET of a resource collection or object (not a watch, not a
+//!    subresource) whose resource supports list+watch is offered to the cache;
+//! 3. [`cached::try_answer`] answers it when the cache can do so exactly, or declines;
+//! 4. [`passthrough::forward`] streams everything else to the upstream and back.
+
+pub mod body;
+mod cached;
+pub mod metrics;
+pub mod passthrough;
+pub mod resources;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use self::body::Body;
+use self::metrics::{Metrics, Source};
+use self::resources::Resources;
+use crate::cache::resource::{Caches, CachesConfig};
+use crate::upstream::Upstream;
+use crate::wire::request::{parse_path, ApiPath, ListOptions};
+
+/// Shared by every connection.
+pub struct ProxyState {
+    /// Caches named in the configuration; readiness waits for them.
+    pub preload_specs: Vec<String>,
+    pub upstream: Arc<Upstream>,
+    pub resources: Resources,
+    pub caches: Arc<Caches>,
+    pub metrics: Metrics,
+}
+
+/// How often idle caches are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(30);
+
+/// A running proxy. Dropping it stops the listeners, the connections and the caches.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub state: Arc<ProxyState>,
+    tasks: JoinSet<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.tasks.abort_all();
+        self.state.caches.stop_all();
+    }
+}
+
+impl Proxy {
+    /// Binds the listeners and starts serving.
+    pub async fn start(
+        upstream: Upstream,
+        listen: SocketAddr,
+        admin_listen: Option<SocketAddr>,
+        caches: CachesConfig,
+    ) -> anyhow::Result<Proxy> {
+        let preload = caches.preload.clone();
+        let upstream = Arc::new(upstream);
+        let metrics = Metrics::new(prometheus::Registry::new())?;
+        let state = Arc::new(ProxyState {
+            preload_specs: preload.clone(),
+            upstream: upstream.clone(),
+            resources: Resources::new(upstream.clone()),
+            caches: Caches::new(upstream, metrics.clone(), caches),
+            metrics,
+        });
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let mut tasks = JoinSet::new();
+        tasks.spawn(serve_connections(listener, state.clone(), handle));
+        let admin_addr = match admin_listen {
+            Some(a) => {
+                let l = TcpListener::bind(a).await?;
+                let admin_addr = l.local_addr()?;
+                tasks.spawn(serve_connections(l, state.clone(), admin));
+                Some(admin_addr)
+            }
+            None => None,
+        };
+        for spec in preload {
+            let state = state.clone();
+            tasks.spawn(async move { preload_cache(&state, &spec).await });
+        }
+        let reaper = state.caches.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(REAP_EVERY);
+            loop {
+                tick.tick().await;
+                reaper.reap_idle();
+            }
+        });
+        Ok(Proxy { addr, admin_addr, state, tasks })
+    }
+}
+
+type Handler = fn(
+    Arc<ProxyState>,
+    Request<Incoming>,
+) -> futures_util::future::BoxFuture<'static, Response<Body>>;
+
+/// Accepts connections until aborted; each connection is a task owned by this one, so aborting
+/// it ends them all.
+async fn serve_connections(listener: TcpListener, state: Arc<ProxyState>, handler: Handler) {
+    let mut conns = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        conns.spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, std::convert::Infallible>(handler(state, req).await) }
+            });
+            // HTTP/1.1 and HTTP/2 (prior knowledge) on the same port.
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+fn handle(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+) -> futures_util::future::BoxFuture<'static, Response<Body>> {
+    Box::pin(async move {
+        let started = Instant::now();
+        let (resource, verb) = describe(&req);
+        let (resp, source) = route(&state, req).await;
+        state.metrics.observe(
+            &resource,
+            verb,
+            resp.status().as_u16(),
+            source,
+            started.elapsed().as_secs_f64(),
+        );
+        resp
+    })
+}
+
+async fn route(state: &Arc<ProxyState>, req: Request<Incoming>) -> (Response<Body>, Source) {
+    if req.method() == Method::GET {
+        if let Some(resp) = from_cache(state, &req).await {
+            return (resp, Source::Cache);
+        }
+    }
+    (passthrough::forward(&state.upstream, req).await, Source::Upstream)
+}
+
+async fn from_cache(state: &Arc<ProxyState>, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let ApiPath::Resource(rp) = parse_path(req.uri().path()) else { return None };
+    if rp.subresource.is_some() {
+        return None;
+    }
+    // Malformed options get the upstream's own 400/422.
+    let opts = ListOptions::parse(req.uri().query()).ok()?;
+    if opts.watch {
+        return None;
+    }
+    let info = state.resources.lookup(&rp.group, &rp.version, &rp.resource).await?;
+    if !(info.supports("list") && info.supports("watch"))
+        || (rp.namespace.is_some() && !info.namespaced)
+    {
+        return None;
+    }
+    cached::try_answer(state, &info, &rp, &opts, req.headers(), req.uri().query()).await
+}
+
+/// Starts a cache named in the configuration: `resource` (core/v1), or
+/// `group/version/resource`, optionally followed by `:protobuf` (default JSON). Retries until
+/// the upstream's discovery answers.
+async fn preload_cache(state: &Arc<ProxyState>, spec: &str) {
+    let (path, encoding) = match spec.split_once(':') {
+        Some((p, "protobuf")) => (p, crate::cache::resource::Encoding::Protobuf),
+        Some((p, _)) => (p, crate::cache::resource::Encoding::Json),
+        None => (spec, crate::cache::resource::Encoding::Json),
+    };
+    let (group, version, resource) = match path.split('/').collect::<Vec<_>>().as_slice() {
+        [r] => (String::new(), "v1".to_string(), r.to_string()),
+        [g, v, r] => (g.to_string(), v.to_string(), r.to_string()),
+        _ => {
+            tracing::error!(spec, "cache spec must be RESOURCE or GROUP/VERSION/RESOURCE");
+            return;
+        }
+    };
+    let mut delay = Duration::from_millis(200);
+    loop {
+        if let Some(info) = state.resources.lookup(&group, &version, &resource).await {
+            let cache = state.caches.get_or_start(&info, encoding);
+            cache.pin();
+            return;
+        }
+        tracing::warn!(spec, "resource not found upstream yet; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// (resource label, verb) of a request for metrics.
+fn describe(req: &Request<Incoming>) -> (String, &'static str) {
+    let ApiPath::Resource(rp) = parse_path(req.uri().path()) else {
+        return (String::new(), "OTHER");
+    };
+    let watch = req.uri().query().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && v != "0" && v != "false")
+    });
+    let verb = match (req.method().clone(), rp.name.is_some(), watch) {
+        (Method::GET, _, true) => "WATCH",
+        (Method::GET, true, _) => "GET",
+        (Method::GET, false, _) => "LIST",
+        (Method::POST, _, _) => "POST",
+        (Method::PUT, _, _) => "PUT",
+        (Method::PATCH, _, _) => "PATCH",
+        (Method::DELETE, _, _) => "DELETE",
+        _ => "OTHER",
+    };
+    let mut resource =
+        if rp.group.is_empty() { rp.resource } else { format!("{}.{}", rp.resource, rp.group) };
+    if let Some(s) = rp.subresource {
+        resource = format!("{resource}/{s}");
+    }
+    (resource, verb)
+}
+
+/// The admin listener: liveness, readiness, metrics.
+fn admin(
+    state: Arc<ProxyState>,
+    req: Request<Incoming>,
+) -> futures_util::future::BoxFuture<'static, Response<Body>> {
+    Box::pin(async move {
+        match req.uri().path() {
+            "/metrics" => body::respond(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                state.metrics.render(),
+            ),
+            "/healthz" | "/livez" => body::respond(200, "text/plain", b"ok".to_vec()),
+            // Ready when the upstream answers (passthrough works) and every configured cache
+            // has synced (reads it serves are fast from the first request).
+            "/readyz" => {
+                let upstream = state.resources.lookup("", "v1", "namespaces").await.is_some();
+                let pending = state.caches.unsynced_pinned(&state.preload_specs);
+                match (upstream, pending.is_empty()) {
+                    (true, true) => body::respond(200, "text/plain", b"ok".to_vec()),
+                    (false, _) => {
+                        body::respond(503, "text/plain", b"upstream not reachable".to_vec())
+                    }
+                    (true, false) => body::respond(
+                        503,
+                        "text/plain",
+                        format!("caches not synced: {}", pending.join(", ")).into_bytes(),
+                    ),
+                }
+            }
+            _ => body::respond(404, "text/plain", b"not found".to_vec()),
+        }
+    })
+}

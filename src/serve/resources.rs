@@ -1,0 +1,200 @@
+//! What the upstream serves, learned from its discovery documents: resource ↔ kind,
+//! group/version, scope, verbs. Fetched per group-version on first use and refreshed after a
+//! while, so resources added to the cluster (CRDs) are found without a restart.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{header, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+
+use crate::upstream::{Upstream, UpstreamBody};
+
+/// How long a group-version's discovery document is trusted before it is fetched again.
+const DISCOVERY_TTL: Duration = Duration::from_secs(300);
+/// Discovery documents are small; refuse anything absurd.
+const MAX_DISCOVERY_BYTES: usize = 16 * 1024 * 1024;
+
+/// One resource type as discovery describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub verbs: Vec<String>,
+}
+
+impl ResourceInfo {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The cluster-wide collection path (`/api/v1/pods`).
+    pub fn collection_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}/{}", self.version, self.resource)
+        } else {
+            format!("/apis/{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+
+    pub fn supports(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+
+    /// Built-in types have protobuf; custom resources (CRDs, which cannot live in the core
+    /// group or in unqualified groups, and only rarely under `*.k8s.io`) are JSON-only.
+    pub fn is_builtin(&self) -> bool {
+        self.group.is_empty() || !self.group.contains('.') || self.group.ends_with(".k8s.io")
+    }
+
+    /// Label for metrics: `resource` or `resource.group`.
+    pub fn label(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+struct Entry {
+    fetched: Instant,
+    resources: HashMap<String, Arc<ResourceInfo>>,
+}
+
+/// Discovery cache over the upstream.
+pub struct Resources {
+    upstream: Arc<Upstream>,
+    by_gv: Mutex<HashMap<(String, String), Entry>>,
+}
+
+impl Resources {
+    pub fn new(upstream: Arc<Upstream>) -> Self {
+        Resources { upstream, by_gv: Mutex::new(HashMap::new()) }
+    }
+
+    /// The resource, if the upstream serves it (a failed discovery fetch counts as "unknown":
+    /// the request is then passed through, which is always safe).
+    pub async fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceInfo>> {
+        let key = (group.to_string(), version.to_string());
+        {
+            let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = map.get(&key).filter(|e| e.fetched.elapsed() < DISCOVERY_TTL) {
+                return e.resources.get(resource).cloned();
+            }
+        }
+        let resources = self.fetch(group, version).await?;
+        let found = resources.get(resource).cloned();
+        self.by_gv
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Entry { fetched: Instant::now(), resources });
+        found
+    }
+
+    async fn fetch(
+        &self,
+        group: &str,
+        version: &str,
+    ) -> Option<HashMap<String, Arc<ResourceInfo>>> {
+        let path = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(&path)
+            .header(header::ACCEPT, "application/json")
+            .body(body)
+            .ok()?;
+        let resp = self.upstream.send(req).await.ok()?;
+        if resp.status() != StatusCode::OK {
+            return None;
+        }
+        let bytes = http_body_util::Limited::new(resp.into_body(), MAX_DISCOVERY_BYTES)
+            .collect()
+            .await
+            .ok()?
+            .to_bytes();
+        Some(parse_resource_list(group, version, &bytes))
+    }
+}
+
+/// Parses an `APIResourceList`; subresources (`pods/status`) are not resources of their own.
+pub fn parse_resource_list(
+    group: &str,
+    version: &str,
+    body: &[u8],
+) -> HashMap<String, Arc<ResourceInfo>> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        resources: Vec<Res>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Res {
+        name: String,
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        namespaced: bool,
+        #[serde(default)]
+        verbs: Vec<String>,
+    }
+    let Ok(list) = serde_json::from_slice::<List>(body) else { return HashMap::new() };
+    list.resources
+        .into_iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| {
+            let info = ResourceInfo {
+                group: group.to_string(),
+                version: version.to_string(),
+                resource: r.name.clone(),
+                kind: r.kind,
+                namespaced: r.namespaced,
+                verbs: r.verbs,
+            };
+            (r.name, Arc::new(info))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_captured_core_discovery() {
+        let path =
+            format!("{}/../shared/fixtures/discovery-api-v1.body", env!("CARGO_MANIFEST_DIR"));
+        let body = std::fs::read(path).unwrap_or_default();
+        let m = parse_resource_list("", "v1", &body);
+        let pods = m.get("pods").expect("pods");
+        assert_eq!((pods.kind.as_str(), pods.namespaced), ("Pod", true));
+        assert!(pods.supports("watch") && pods.supports("list"));
+        assert_eq!(pods.collection_path(), "/api/v1/pods");
+        assert!(!m.contains_key("pods/status"));
+        let ns = m.get("namespaces").expect("namespaces");
+        assert!(!ns.namespaced);
+        assert!(pods.is_builtin());
+    }
+}

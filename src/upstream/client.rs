@@ -1,0 +1,310 @@
+//! [`Upstream`]: the HTTP client toward the kube-apiserver. Requests and responses stream
+//! through unbuffered; the caller gives an origin-form request, `Upstream` supplies where it
+//! goes and (unless asked not to) who sends it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, HOST, UPGRADE};
+use http::uri::{Authority, Scheme};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::auth::{AuthError, Credentials, Current};
+use super::config::{ClientCertPem, UpstreamConfig};
+use super::tls::{self, TlsError};
+
+/// A streaming request body, as the server hands them over.
+pub type UpstreamBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// HTTP/2 keepalive, as client-go's transport does it (`ReadIdleTimeout` 30 s, `PingTimeout`
+/// 15 s): a watch on a dead connection otherwise waits forever for the next event.
+const H2_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+const H2_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+type HttpClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+
+/// Why a request could not be sent (an upstream answer, of any status, is not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error("invalid upstream server url: {0}")]
+    ServerUrl(String),
+    #[error("request target {0:?} is not a path")]
+    NotOriginForm(String),
+    #[error("building the upstream request uri: {0}")]
+    Uri(#[from] http::Error),
+    /// `detail` is the whole cause chain (e.g. a certificate rejection), which the hyper
+    /// error's own message leaves out.
+    #[error("request to {url} failed: {detail}")]
+    Request {
+        url: String,
+        detail: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+}
+
+/// The connection to the upstream apiserver. Cloning is cheap and shares connections.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").field("base_url", &self.inner.base_url).finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: UpstreamConfig,
+    base_url: String,
+    scheme: Scheme,
+    authority: Authority,
+    credentials: Credentials,
+    /// The kubeconfig's own client certificate (exclusive with an exec plugin's).
+    static_cert: Option<Arc<ClientCertPem>>,
+    /// `send` replaces the caller's `Authorization` only when kubeplex has credentials of its
+    /// own; without any, the caller's are the only ones there are.
+    has_credentials: bool,
+    /// Connections that present no client certificate, for `send_as_is`.
+    as_is: Pools,
+    /// Connections that present kubeplex's client certificate, for `send`. Swapped when an
+    /// exec plugin returns a new certificate: a TLS identity is fixed per connection.
+    own: Mutex<Transport>,
+}
+
+#[derive(Clone)]
+struct Transport {
+    cert: Option<Arc<ClientCertPem>>,
+    pools: Pools,
+}
+
+/// Two pools toward the same server. `multiplexed` offers h2 so that many long watches share
+/// one HTTP/2 connection when the apiserver agrees; `http1` is for protocol upgrades (exec,
+/// attach, port-forward), which exist only in HTTP/1.1.
+#[derive(Clone)]
+struct Pools {
+    multiplexed: HttpClient,
+    http1: HttpClient,
+}
+
+impl Upstream {
+    /// Builds the client; no connection is made until the first request.
+    pub fn new(config: UpstreamConfig) -> Result<Self, ClientError> {
+        let base_url = config.base_url();
+        let scheme = if config.server.https { Scheme::HTTPS } else { Scheme::HTTP };
+        let authority: Authority = config
+            .server
+            .authority
+            .parse()
+            .map_err(|_| ClientError::ServerUrl(base_url.clone()))?;
+        let credentials = Credentials::new(&config.auth, config.token_reload_interval)?;
+        let static_cert = config.tls.client_cert.clone().map(Arc::new);
+        let has_credentials = static_cert.is_some() || credentials.is_some();
+        let as_is = build_pools(&config, None)?;
+        let own_pools = match &static_cert {
+            Some(cert) => build_pools(&config, Some(cert))?,
+            None => as_is.clone(),
+        };
+        let own = Mutex::new(Transport { cert: static_cert.clone(), pools: own_pools });
+        let inner = Inner {
+            config,
+            base_url,
+            scheme,
+            authority,
+            credentials,
+            static_cert,
+            has_credentials,
+            as_is,
+            own,
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The server's base URL, e.g. `https://10.0.0.1:6443` (with its path prefix, if any).
+    pub fn base_url(&self) -> &str {
+        &self.inner.base_url
+    }
+
+    /// The configuration this client was built from.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.inner.config
+    }
+
+    /// Sends `req` as kubeplex: with kubeplex's client certificate and `Authorization`
+    /// (replacing the caller's whenever kubeplex has credentials of its own). Other headers,
+    /// including any `Impersonate-*`, are sent unchanged — the caller decides what to forward.
+    ///
+    /// The request URI is taken as origin form (its path and query; a scheme or authority,
+    /// as HTTP/2 requests carry, is ignored) and prefixed with the server's URL.
+    pub async fn send(
+        &self,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let current = self.inner.credentials.current().await?;
+        let pools = self.inner.own_pools(&current)?;
+        let mut req = self.inner.retarget(req)?;
+        if self.inner.has_credentials {
+            match &current.authorization {
+                Some(value) => req.headers_mut().insert(AUTHORIZATION, value.clone()),
+                None => req.headers_mut().remove(AUTHORIZATION),
+            };
+        }
+        let response = self.inner.dispatch(&pools, req).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            self.inner.credentials.unauthorized(&current).await;
+        }
+        Ok(response)
+    }
+
+    /// Sends `req` on behalf of the caller: its own `Authorization` is kept, nothing is added,
+    /// and the connection presents no client certificate — the apiserver tries a certificate
+    /// before a bearer token, so presenting kubeplex's would make the request kubeplex's.
+    pub async fn send_as_is(
+        &self,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let req = self.inner.retarget(req)?;
+        self.inner.dispatch(&self.inner.as_is, req).await
+    }
+}
+
+impl Inner {
+    /// Points an origin-form request at the server.
+    fn retarget(
+        &self,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Request<UpstreamBody>, ClientError> {
+        let target = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        if !target.starts_with('/') {
+            return Err(ClientError::NotOriginForm(target.to_owned()));
+        }
+        let prefix = &self.config.server.path_prefix;
+        let uri = Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{prefix}{target}"))
+            .build()?;
+        *req.uri_mut() = uri;
+        // The caller's Host names kubeplex; hyper writes the upstream's (Host on HTTP/1.1,
+        // :authority on HTTP/2) from the URI.
+        req.headers_mut().remove(HOST);
+        // A downstream HTTP/2 request would make hyper demand HTTP/2 with prior knowledge;
+        // the protocol toward the upstream is chosen by ALPN instead.
+        *req.version_mut() = Version::HTTP_11;
+        Ok(req)
+    }
+
+    /// The pools for kubeplex's own identity, rebuilt when an exec plugin changed it.
+    fn own_pools(&self, current: &Current) -> Result<Pools, ClientError> {
+        let exec_cert = current.exec.as_ref().and_then(|creds| creds.client_cert.clone());
+        let cert = exec_cert.or_else(|| self.static_cert.clone());
+        let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        // Compared by content: a plugin re-run for a new token often returns the same cert.
+        if own.cert != cert {
+            // Connections with the old certificate finish their requests and close; new
+            // requests get a new pool (client-go closes them all on rotation).
+            let pools = match &cert {
+                Some(cert) => build_pools(&self.config, Some(cert))?,
+                None => self.as_is.clone(),
+            };
+            *own = Transport { cert, pools };
+        }
+        Ok(own.pools.clone())
+    }
+
+    async fn dispatch(
+        &self,
+        pools: &Pools,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let client =
+            if req.headers().contains_key(UPGRADE) { &pools.http1 } else { &pools.multiplexed };
+        let url = req.uri().to_string();
+        client.request(req).await.map_err(|source| ClientError::Request {
+            url,
+            detail: error_chain(&source),
+            source,
+        })
+    }
+}
+
+impl Credentials {
+    fn is_some(&self) -> bool {
+        !matches!(self, Credentials::None)
+    }
+}
+
+fn build_pools(
+    config: &UpstreamConfig,
+    cert: Option<&ClientCertPem>,
+) -> Result<Pools, ClientError> {
+    Ok(Pools {
+        multiplexed: build_client(config, cert, true)?,
+        http1: build_client(config, cert, false)?,
+    })
+}
+
+/// A client whose TLS offers `h2, http/1.1` (`multiplexed`) or no ALPN at all, which servers
+/// take as HTTP/1.1.
+fn build_client(
+    config: &UpstreamConfig,
+    cert: Option<&ClientCertPem>,
+    multiplexed: bool,
+) -> Result<HttpClient, ClientError> {
+    let base_url = config.base_url();
+    let tls_config = tls::client_config(&config.tls, config.server.https, &base_url, cert)?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(config.connect_timeout));
+    http.set_nodelay(true);
+    let builder =
+        hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls_config).https_or_http();
+    let builder = match &config.tls.server_name {
+        Some(name) => {
+            builder.with_server_name_resolver(FixedServerNameResolver::new(tls::server_name(name)?))
+        }
+        None => builder,
+    };
+    let connector = if multiplexed {
+        builder.enable_http1().enable_http2().wrap_connector(http)
+    } else {
+        builder.enable_http1().wrap_connector(http)
+    };
+    let client = Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .http2_keep_alive_interval(H2_PING_INTERVAL)
+        .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+        .http2_keep_alive_while_idle(true)
+        .build(connector);
+    Ok(client)
+}
+
+/// "a: b: c" from an error and its sources, skipping repeats.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(err) = next {
+        let part = err.to_string();
+        if !parts.iter().any(|p| p.contains(&part)) {
+            parts.push(part);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

@@ -1,0 +1,28 @@
+//! The connection to the upstream kube-apiserver (DESIGN.md §3).
+//!
+//! - [`config`]: where the apiserver is and which credentials to use, resolved like Kubernetes
+//!   components do (explicit kubeconfig, in-cluster, `$KUBECONFIG`, `~/.kube/config`);
+//! - [`client`]: [`Upstream`], a streaming HTTP client over rustls that multiplexes long
+//!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
+//!   exec plugins);
+//! - [`reflector`]: the list+watch loop that feeds one resource cache.
+
+mod auth;
+pub mod client;
+pub mod config;
+mod exec;
+mod kubeconfig;
+pub mod reflector;
+mod tls;
+
+#[cfg(test)]
+mod testing;
+
+pub use auth::AuthError;
+pub use client::{ClientError, Upstream, UpstreamBody};
+pub use config::{
+    AuthConfig, ClientCertPem, ConfigError, ConfigSource, Environment, ExecConfig, InClusterEnv,
+    ServerUrl, TlsConfig, UpstreamConfig,
+};
+pub use exec::ExecError;
+pub use tls::TlsError;

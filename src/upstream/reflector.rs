@@ -1,0 +1,365 @@
+//! The one list+watch per (resource, encoding) toward the upstream that fills a cache.
+//!
+//! An explicit state machine (STYLE.md rule 3):
+//!
+//! - [`State::List`] → [`State::Watch`] after a complete paged list (the cache is replaced,
+//!   diffed against what it held, and marked synced); → [`State::Wait`] on an error.
+//! - [`State::Watch`] → `Watch` again from the newest RV seen (event or bookmark) when the
+//!   stream ends — upstream timeouts and dropped connections are routine; → `List` when the
+//!   upstream no longer has history from that RV (410 Gone, or an ERROR event with 410);
+//!   → `Wait` on other errors, to resume the same RV afterwards.
+//! - [`State::Wait`] → its `then` state when the backoff, or the upstream's `Retry-After`,
+//!   has elapsed.
+//!
+//! The loop never ends by itself; its owner (the resource cache) aborts it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{header, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use rand::Rng;
+use tokio::time::Instant;
+
+use super::{Upstream, UpstreamBody};
+use crate::cache::resource::{Encoding, EventKind, ResourceCache};
+use crate::wire::meta;
+use crate::wire::proto::{self, WatchFrameDecoder};
+
+/// Items per page of the reflector's list (client-go's reflector uses 500 too).
+pub const LIST_PAGE_SIZE: usize = 500;
+/// Largest single watch frame accepted from the upstream (a protobuf frame is length-prefixed).
+const MAX_WATCH_FRAME: usize = 64 * 1024 * 1024;
+/// Largest list page accepted (an apiserver page of 500 large objects stays far below this).
+const MAX_LIST_PAGE_BYTES: usize = 1024 * 1024 * 1024;
+const BACKOFF_MIN: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Server-side timeout asked for each watch; the reflector re-watches when it ends, so
+/// intermediaries never see an idle connection for long.
+const WATCH_TIMEOUT_SECONDS: u64 = 300;
+
+/// Where the reflector is; see the module docs for the transitions.
+#[derive(Debug)]
+enum State {
+    /// List everything (first sync, or history lost).
+    List,
+    /// Watch changes after `rv`.
+    Watch { rv: u64 },
+    /// Wait until `until`, then continue with `then`.
+    Wait { until: Instant, then: Box<State> },
+}
+
+/// Why one list or watch attempt ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectError {
+    #[error("upstream history no longer covers the resourceVersion (410 Gone)")]
+    Gone,
+    #[error("upstream is throttling (429)")]
+    Throttled { retry_after: Option<Duration> },
+    #[error("upstream answered {status}: {message}")]
+    Status { status: u16, message: String },
+    #[error("upstream request failed: {0}")]
+    Transport(String),
+    #[error("malformed upstream data: {0}")]
+    Decode(String),
+}
+
+pub struct Reflector {
+    upstream: Arc<Upstream>,
+    cache: Arc<ResourceCache>,
+}
+
+impl Reflector {
+    pub fn new(upstream: Arc<Upstream>, cache: Arc<ResourceCache>) -> Self {
+        Reflector { upstream, cache }
+    }
+
+    /// Runs until aborted.
+    pub async fn run(self) {
+        let mut state = State::List;
+        let mut failures: u32 = 0;
+        loop {
+            state = match state {
+                State::List => match self.list().await {
+                    Ok(rv) => {
+                        failures = 0;
+                        State::Watch { rv }
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::warn!(resource = %self.cache.describe(), error = %e, "list failed");
+                        self.wait_after(&e, failures, State::List)
+                    }
+                },
+                State::Watch { rv } => match self.watch(rv).await {
+                    Ok(last) => {
+                        failures = 0;
+                        State::Watch { rv: last }
+                    }
+                    Err(ReflectError::Gone) => {
+                        self.cache.metrics_relist();
+                        tracing::info!(resource = %self.cache.describe(), rv, "watch history expired; relisting");
+                        State::List
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::warn!(resource = %self.cache.describe(), error = %e, "watch failed");
+                        let resume = self.cache.resource_version().max(rv);
+                        self.wait_after(&e, failures, State::Watch { rv: resume })
+                    }
+                },
+                State::Wait { until, then } => {
+                    tokio::time::sleep_until(until).await;
+                    *then
+                }
+            };
+        }
+    }
+
+    /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
+    fn wait_after(&self, e: &ReflectError, failures: u32, then: State) -> State {
+        let delay = match e {
+            ReflectError::Throttled { retry_after: Some(d) } => *d,
+            _ => {
+                let exp = BACKOFF_MIN.saturating_mul(1u32 << failures.min(10)).min(BACKOFF_MAX);
+                let jitter = rand::rng().random_range(0.5..1.0);
+                exp.mul_f64(jitter)
+            }
+        };
+        State::Wait { until: Instant::now() + delay, then: Box::new(then) }
+    }
+
+    async fn get(&self, path_and_query: &str) -> Result<http::Response<Incoming>, ReflectError> {
+        let accept = match self.cache.encoding() {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/vnd.kubernetes.protobuf",
+        };
+        let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(path_and_query)
+            .header(header::ACCEPT, accept)
+            .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
+            .body(body)
+            .map_err(|e| ReflectError::Transport(e.to_string()))?;
+        let resp =
+            self.upstream.send(req).await.map_err(|e| ReflectError::Transport(e.to_string()))?;
+        match resp.status() {
+            StatusCode::OK => Ok(resp),
+            StatusCode::GONE => Err(ReflectError::Gone),
+            StatusCode::TOO_MANY_REQUESTS => {
+                let retry_after = resp
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                Err(ReflectError::Throttled { retry_after })
+            }
+            s => {
+                let body = collect(resp.into_body(), 64 * 1024).await.unwrap_or_default();
+                Err(ReflectError::Status {
+                    status: s.as_u16(),
+                    message: String::from_utf8_lossy(&body).into_owned(),
+                })
+            }
+        }
+    }
+
+    /// A complete paged list; replaces the cache's contents. Returns the list's RV.
+    async fn list(&self) -> Result<u64, ReflectError> {
+        self.cache.metrics_upstream_call("list");
+        let base = self.cache.collection_path();
+        let mut objects = Vec::new();
+        let mut list_rv: Option<u64> = None;
+        let mut token: Option<String> = None;
+        loop {
+            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}");
+            if let Some(t) = &token {
+                path.push_str("&continue=");
+                path.extend(form_urlencoded::byte_serialize(t.as_bytes()));
+            }
+            let resp = self.get(&path).await?;
+            let body = collect(resp.into_body(), MAX_LIST_PAGE_BYTES).await?;
+            let page = self.parse_list(&body)?;
+            for item in page.items {
+                objects.push(self.cache.object_from_item(item).map_err(ReflectError::Decode)?);
+            }
+            list_rv.get_or_insert(page.resource_version);
+            match page.continue_token {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+        let rv = list_rv.unwrap_or(0);
+        self.cache.replace(objects, rv);
+        Ok(rv)
+    }
+
+    fn parse_list(&self, body: &Bytes) -> Result<ListPage, ReflectError> {
+        let decode = |e: String| ReflectError::Decode(e);
+        match self.cache.encoding() {
+            Encoding::Json => {
+                #[derive(serde::Deserialize)]
+                struct Meta {
+                    #[serde(rename = "resourceVersion", default)]
+                    resource_version: String,
+                    #[serde(rename = "continue", default)]
+                    continue_token: Option<String>,
+                }
+                #[derive(serde::Deserialize)]
+                struct List<'a> {
+                    metadata: Meta,
+                    #[serde(borrow, default)]
+                    items: Option<Vec<&'a serde_json::value::RawValue>>,
+                }
+                let l: List<'_> =
+                    serde_json::from_slice(body).map_err(|e| decode(e.to_string()))?;
+                Ok(ListPage {
+                    resource_version: parse_rv(&l.metadata.resource_version)?,
+                    continue_token: l.metadata.continue_token,
+                    items: l
+                        .items
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|raw| Bytes::copy_from_slice(raw.get().as_bytes()))
+                        .collect(),
+                })
+            }
+            Encoding::Protobuf => {
+                let l = proto::decode_list(body).map_err(|e| decode(e.to_string()))?;
+                Ok(ListPage {
+                    resource_version: parse_rv(l.meta.resource_version)?,
+                    continue_token: Some(l.meta.continue_token.to_string()),
+                    items: l.items.iter().map(|i| Bytes::copy_from_slice(i)).collect(),
+                })
+            }
+        }
+    }
+
+    /// One watch stream from `rv`, applied to the cache as it arrives. Returns the newest RV
+    /// seen when the stream ends.
+    async fn watch(&self, rv: u64) -> Result<u64, ReflectError> {
+        self.cache.metrics_upstream_call("watch");
+        let path = format!(
+            "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
+            self.cache.collection_path()
+        );
+        let resp = self.get(&path).await?;
+        let mut body = resp.into_body();
+        let mut last = rv;
+        let mut lines = BytesMut::new();
+        let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ReflectError::Transport(e.to_string()))?;
+            let Ok(data) = frame.into_data() else { continue };
+            match self.cache.encoding() {
+                Encoding::Json => {
+                    lines.extend_from_slice(&data);
+                    while let Some(pos) = lines.iter().position(|b| *b == b'\n') {
+                        let line = lines.split_to(pos + 1);
+                        if line.len() > 1 {
+                            last = last.max(self.json_event(&line)?);
+                        }
+                    }
+                    if lines.len() > MAX_WATCH_FRAME {
+                        return Err(ReflectError::Decode("watch event over the size limit".into()));
+                    }
+                }
+                Encoding::Protobuf => {
+                    frames.push(&data);
+                    while let Some(f) =
+                        frames.next_frame().map_err(|e| ReflectError::Decode(e.to_string()))?
+                    {
+                        last = last.max(self.protobuf_event(&f)?);
+                    }
+                }
+            }
+        }
+        Ok(last)
+    }
+
+    fn json_event(&self, line: &[u8]) -> Result<u64, ReflectError> {
+        let e =
+            meta::parse_watch_event_json(line).map_err(|e| ReflectError::Decode(e.to_string()))?;
+        let object = Bytes::copy_from_slice(e.object);
+        self.event(&e.event_type, object)
+    }
+
+    fn protobuf_event(&self, frame: &[u8]) -> Result<u64, ReflectError> {
+        let e =
+            proto::decode_watch_event(frame).map_err(|e| ReflectError::Decode(e.to_string()))?;
+        let envelope =
+            proto::decode_unknown(e.object).map_err(|e| ReflectError::Decode(e.to_string()))?;
+        if e.event_type == "ERROR" {
+            return Err(error_event_status(self.cache.encoding(), e.object));
+        }
+        self.event(e.event_type, Bytes::copy_from_slice(envelope.raw))
+    }
+
+    /// Applies one event; `object` is a full JSON object or a bare protobuf message.
+    fn event(&self, event_type: &str, object: Bytes) -> Result<u64, ReflectError> {
+        let kind = match event_type {
+            "ADDED" => EventKind::Added,
+            "MODIFIED" => EventKind::Modified,
+            "DELETED" => EventKind::Deleted,
+            "BOOKMARK" => {
+                let rv =
+                    self.cache.object_resource_version(&object).map_err(ReflectError::Decode)?;
+                self.cache.bookmark(rv);
+                return Ok(rv);
+            }
+            "ERROR" => return Err(error_event_status(self.cache.encoding(), &object)),
+            other => {
+                return Err(ReflectError::Decode(format!("unknown watch event type {other:?}")))
+            }
+        };
+        let obj = self.cache.object_from_event(object).map_err(ReflectError::Decode)?;
+        let rv = obj.resource_version;
+        self.cache.apply(kind, obj);
+        Ok(rv)
+    }
+}
+
+struct ListPage {
+    resource_version: u64,
+    continue_token: Option<String>,
+    items: Vec<Bytes>,
+}
+
+fn parse_rv(s: &str) -> Result<u64, ReflectError> {
+    s.parse::<u64>()
+        .map_err(|_| ReflectError::Decode(format!("resourceVersion {s:?} is not a number")))
+}
+
+/// The error an upstream ERROR event stands for: 410 means relist, anything else a retry.
+fn error_event_status(encoding: Encoding, object: &[u8]) -> ReflectError {
+    let code = match encoding {
+        Encoding::Json => serde_json::from_slice::<serde_json::Value>(object)
+            .ok()
+            .and_then(|v| v.get("code").and_then(serde_json::Value::as_u64)),
+        // Status message: code is field 6 (varint) of the bare message inside the envelope.
+        Encoding::Protobuf => proto::decode_unknown(object).ok().and_then(|u| {
+            proto::Fields::new(u.raw).filter_map(Result::ok).find_map(|(f, v)| match (f, v) {
+                (6, proto::Value::Varint(c)) => Some(c),
+                _ => None,
+            })
+        }),
+    };
+    match code {
+        Some(410) => ReflectError::Gone,
+        Some(c) => ReflectError::Status { status: c as u16, message: "ERROR watch event".into() },
+        None => ReflectError::Decode("ERROR watch event without a Status code".into()),
+    }
+}
+
+/// Reads a whole body, refusing more than `limit` bytes.
+async fn collect(body: Incoming, limit: usize) -> Result<Bytes, ReflectError> {
+    http_body_util::Limited::new(body, limit)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ReflectError::Transport(e.to_string()))
+}

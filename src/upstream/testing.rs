@@ -1,0 +1,283 @@
+//! Test fixtures: temporary directories, a throwaway PKI, and a fake apiserver endpoint over
+//! real loopback sockets that records what each request looked like on the wire.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Request, Response, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("kubeplex-up-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `name` (creating parent dirs) and returns the full path.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A CA, a server certificate for 127.0.0.1 and `kubernetes.default.svc`, and a client
+/// certificate for CN `kubeplex`, all PEM.
+pub struct Pki {
+    pub ca_pem: String,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+}
+
+impl Pki {
+    pub fn new() -> Self {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A unique name, so that another Pki's certificates have an unknown issuer rather
+        // than a known issuer with a bad signature.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        ca_params.distinguished_name.push(DnType::CommonName, format!("kubeplex-test-ca-{n}"));
+        ca_params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+
+        let server_key = KeyPair::generate().unwrap();
+        let mut server =
+            CertificateParams::new(vec!["127.0.0.1".into(), "kubernetes.default.svc".into()])
+                .unwrap();
+        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let server_cert = server.signed_by(&server_key, &ca).unwrap();
+
+        let client_key = KeyPair::generate().unwrap();
+        let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+        client.distinguished_name.push(DnType::CommonName, "kubeplex");
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_cert = client.signed_by(&client_key, &ca).unwrap();
+
+        Self {
+            ca_pem: ca.pem(),
+            server_cert_pem: server_cert.pem(),
+            server_key_pem: server_key.serialize_pem(),
+            client_cert_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
+        }
+    }
+}
+
+/// What the fake endpoint saw of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub version: Version,
+    pub method: String,
+    pub target: String,
+    pub host: Option<String>,
+    pub authorization: Option<String>,
+    pub client_cert: bool,
+    pub body: Vec<u8>,
+    /// Which TCP connection (accept order) carried it.
+    pub connection: usize,
+}
+
+/// A loopback endpoint answering `200 ok` (`401` to the token `reject-me`, a never-ending
+/// `event` stream to `watch=1`, `101` + echo to an upgrade request), plain or
+/// TLS offering h2 and http/1.1 with an optional client certificate checked against `ca`.
+pub struct FakeServer {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeServer {
+    pub async fn plain() -> Self {
+        Self::start(None).await
+    }
+
+    /// Serves `cert`/`key`; client certificates are optional and verified against `client_ca`.
+    pub async fn tls(cert_pem: &str, key_pem: &str, client_ca_pem: &str) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut client_ca_pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.into(),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .unwrap();
+        let certs =
+            rustls_pemfile::certs(&mut cert_pem.as_bytes()).collect::<Result<_, _>>().unwrap();
+        let key = rustls_pemfile::private_key(&mut key_pem.as_bytes()).unwrap().unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self::start(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await
+    }
+
+    async fn start(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut connection = 0;
+            while let Ok((tcp, _)) = listener.accept().await {
+                connection += 1;
+                let (seen, tls) = (recorded.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        Some(acceptor) => {
+                            // A rejected handshake is the client's business; nothing to serve.
+                            let Ok(stream) = acceptor.accept(tcp).await else { return };
+                            let client_cert = stream.get_ref().1.peer_certificates().is_some();
+                            serve(TokioIo::new(stream), seen, client_cert, connection).await;
+                        }
+                        None => serve(TokioIo::new(tcp), seen, false, connection).await,
+                    }
+                });
+            }
+        });
+        Self { addr, seen, task }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve<I>(io: I, seen: Arc<Mutex<Vec<Seen>>>, client_cert: bool, connection: usize)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let seen = seen.clone();
+        async move { Ok::<_, Infallible>(answer(req, seen, client_cert, connection).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let _ = builder.serve_connection_with_upgrades(io, service).await;
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    client_cert: bool,
+    connection: usize,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let header =
+        |name| req.headers().get(name).map(|v: &http::HeaderValue| v.to_str().unwrap().to_owned());
+    let record = Seen {
+        version: req.version(),
+        method: req.method().to_string(),
+        target: req.uri().path_and_query().map(|pq| pq.to_string()).unwrap_or_default(),
+        host: header(http::header::HOST).or_else(|| req.uri().authority().map(|a| a.to_string())),
+        authorization: header(http::header::AUTHORIZATION),
+        client_cert,
+        body: Vec::new(),
+        connection,
+    };
+    if req.headers().contains_key(http::header::UPGRADE) {
+        seen.lock().unwrap().push(record);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(upgraded) = hyper::upgrade::on(req).await else { return };
+            let mut io = TokioIo::new(upgraded);
+            let mut buf = [0u8; 64];
+            while let Ok(n @ 1..) = io.read(&mut buf).await {
+                let _ = io.write_all(&buf[..n]).await;
+            }
+        });
+        return Response::builder()
+            .status(101)
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "SPDY/3.1")
+            .body(Full::default().boxed())
+            .unwrap();
+    }
+    let rejected = record.authorization.as_deref() == Some("Bearer reject-me");
+    let watch = record.target.contains("watch=1");
+    // Recorded before the body is read, so a test can see a request whose body is still open.
+    let index = {
+        let mut seen = seen.lock().unwrap();
+        seen.push(record);
+        seen.len() - 1
+    };
+    let body = req.into_body().collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
+    seen.lock().unwrap()[index].body = body;
+    if rejected {
+        return Response::builder().status(401).body(Full::default().boxed()).unwrap();
+    }
+    if watch {
+        return Response::new(WatchBody { sent: false }.boxed());
+    }
+    Response::new(Full::new(Bytes::from_static(b"ok")).boxed())
+}
+
+/// A watch response: one event line, then open until the server goes away.
+struct WatchBody {
+    sent: bool,
+}
+
+impl hyper::body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        if self.sent {
+            return std::task::Poll::Pending;
+        }
+        self.sent = true;
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b"event\n")))))
+    }
+}

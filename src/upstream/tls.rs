@@ -1,0 +1,225 @@
+//! The rustls client configuration for the upstream connection.
+//!
+//! The crypto provider (ring) is passed explicitly with `builder_with_provider`: a library must
+//! not depend on, or install, a process-wide default provider.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use super::config::{ClientCertPem, TlsConfig};
+
+/// Why the TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error(
+        "https server {0} has no certificate-authority and insecure-skip-tls-verify is not set; \
+         kubeplex trusts only a configured CA"
+    )]
+    NoCa(String),
+    // client-go's message for the same conflict.
+    #[error("specifying a root certificates file with the insecure flag is not allowed")]
+    CaWithInsecure,
+    #[error("invalid certificate-authority PEM: {0}")]
+    CaPem(#[source] std::io::Error),
+    #[error("no usable certificate in the certificate-authority PEM")]
+    NoCaCert,
+    #[error("invalid client certificate PEM: {0}")]
+    ClientCertPem(#[source] std::io::Error),
+    #[error("no certificate in the client certificate PEM")]
+    NoClientCert,
+    #[error("invalid client key PEM: {0}")]
+    ClientKeyPem(#[source] std::io::Error),
+    #[error("no private key in the client key PEM")]
+    NoClientKey,
+    #[error("client certificate and key rejected: {0}")]
+    ClientAuth(#[source] rustls::Error),
+    #[error("invalid tls-server-name {0:?}")]
+    ServerName(String),
+    #[error("tls protocol versions: {0}")]
+    Versions(#[source] rustls::Error),
+}
+
+/// The one crypto provider kubeplex's upstream TLS uses.
+pub(super) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the client config: trust only the configured CA (or nothing, when insecure), present
+/// `identity` if any. ALPN is left to hyper-rustls. `server` names the upstream in errors; a
+/// plain http upstream needs no CA, since the config is never used.
+pub(super) fn client_config(
+    tls: &TlsConfig,
+    https: bool,
+    server: &str,
+    identity: Option<&ClientCertPem>,
+) -> Result<ClientConfig, TlsError> {
+    let provider = provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Versions)?;
+    let builder = match (&tls.ca_pem, tls.insecure_skip_tls_verify) {
+        (Some(_), true) => return Err(TlsError::CaWithInsecure),
+        (None, true) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider))),
+        (Some(ca), false) => builder.with_root_certificates(roots(ca)?),
+        (None, false) if https => return Err(TlsError::NoCa(server.to_owned())),
+        (None, false) => builder.with_root_certificates(RootCertStore::empty()),
+    };
+    let config = match identity {
+        Some(identity) => {
+            let (certs, key) = client_identity(identity)?;
+            builder.with_client_auth_cert(certs, key).map_err(TlsError::ClientAuth)?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    Ok(config)
+}
+
+/// The name the server certificate is checked against, when `tls-server-name` overrides the
+/// URL's host.
+pub(super) fn server_name(name: &str) -> Result<ServerName<'static>, TlsError> {
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    ServerName::try_from(bare.to_owned()).map_err(|_| TlsError::ServerName(name.to_owned()))
+}
+
+fn roots(ca_pem: &[u8]) -> Result<RootCertStore, TlsError> {
+    let certs = rustls_pemfile::certs(&mut &ca_pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TlsError::CaPem)?;
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(TlsError::NoCaCert);
+    }
+    Ok(roots)
+}
+
+type Identity = (Vec<CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>);
+
+fn client_identity(identity: &ClientCertPem) -> Result<Identity, TlsError> {
+    let certs = rustls_pemfile::certs(&mut &identity.cert_pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TlsError::ClientCertPem)?;
+    if certs.is_empty() {
+        return Err(TlsError::NoClientCert);
+    }
+    let key = rustls_pemfile::private_key(&mut &identity.key_pem[..])
+        .map_err(TlsError::ClientKeyPem)?
+        .ok_or(TlsError::NoClientKey)?;
+    Ok((certs, key))
+}
+
+/// `insecure-skip-tls-verify`: any certificate is accepted, but the handshake signatures are
+/// still checked so the session is at least bound to the presented key.
+#[derive(Debug)]
+struct AcceptAnyServerCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls(ca: Option<&[u8]>, insecure: bool) -> TlsConfig {
+        TlsConfig {
+            ca_pem: ca.map(<[u8]>::to_vec),
+            insecure_skip_tls_verify: insecure,
+            ..TlsConfig::default()
+        }
+    }
+
+    #[test]
+    fn https_without_ca_is_refused_naming_the_server() {
+        let err = client_config(&tls(None, false), true, "https://k:6443", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "https server https://k:6443 has no certificate-authority and \
+             insecure-skip-tls-verify is not set; kubeplex trusts only a configured CA"
+        );
+    }
+
+    #[test]
+    fn plain_http_needs_no_ca() {
+        assert!(client_config(&tls(None, false), false, "http://k", None).is_ok());
+    }
+
+    #[test]
+    fn ca_with_insecure_is_refused_like_client_go() {
+        let err = client_config(&tls(Some(b"x"), true), true, "s", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "specifying a root certificates file with the insecure flag is not allowed"
+        );
+    }
+
+    #[test]
+    fn ca_without_certificates_is_refused() {
+        let err = client_config(&tls(Some(b"not pem"), false), true, "s", None).unwrap_err();
+        assert!(matches!(err, TlsError::NoCaCert), "{err}");
+    }
+
+    #[test]
+    fn client_cert_without_key_is_refused() {
+        let pki = super::super::testing::Pki::new();
+        let identity = ClientCertPem { cert_pem: pki.client_cert_pem.into(), key_pem: vec![] };
+        let err =
+            client_config(&tls(Some(pki.ca_pem.as_bytes()), false), true, "s", Some(&identity))
+                .unwrap_err();
+        assert!(matches!(err, TlsError::NoClientKey), "{err}");
+    }
+
+    #[test]
+    fn server_name_strips_ipv6_brackets() {
+        assert_eq!(server_name("[::1]").unwrap(), ServerName::try_from("::1").unwrap());
+        assert_eq!(server_name("kubernetes").unwrap(), ServerName::try_from("kubernetes").unwrap());
+        assert!(server_name("bad name!").is_err());
+    }
+}

@@ -1,0 +1,290 @@
+//! kubeplex in front of the fake apiserver: reads answered from the cache equal the apiserver's
+//! own answers byte for byte; everything else passes through; one list+watch upstream.
+
+mod support;
+
+use std::time::Duration;
+
+use http::Method;
+use kubeplex::cache::resource::CachesConfig;
+use kubeplex::cache::store::StoreLimits;
+use kubeplex::serve::Proxy;
+use kubeplex::sim::seed::{self, ClusterShape};
+use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex::upstream::{Upstream, UpstreamConfig};
+use serde_json::json;
+use support::*;
+
+struct Stack {
+    sim: Sim,
+    proxy: Proxy,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Stack {
+    async fn new(shape: ClusterShape, preload: &[&str]) -> Stack {
+        let sim = SimBuilder::new().seed(seed::cluster(shape)).start().await.expect("sim");
+        let dir = std::env::temp_dir().join(format!(
+            "kubeplex-proxy-{}-{}",
+            std::process::id(),
+            sim.addr().port()
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let kc = dir.join("upstream.kubeconfig");
+        sim.write_kubeconfig(&kc).expect("kubeconfig");
+        let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config"))
+            .expect("client");
+        let caches = CachesConfig {
+            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
+            idle_timeout: Duration::from_secs(600),
+            preload: preload.iter().map(|s| s.to_string()).collect(),
+        };
+        let proxy = Proxy::start(
+            upstream,
+            "127.0.0.1:0".parse().expect("addr"),
+            Some("127.0.0.1:0".parse().expect("addr")),
+            caches,
+        )
+        .await
+        .expect("proxy");
+        let stack = Stack { sim, proxy, dir };
+        stack.wait_ready().await;
+        stack
+    }
+
+    fn addr(&self) -> String {
+        self.proxy.addr.to_string()
+    }
+
+    fn upstream(&self) -> String {
+        self.sim.addr().to_string()
+    }
+
+    async fn wait_ready(&self) {
+        let admin = self.proxy.admin_addr.expect("admin").to_string();
+        for _ in 0..200 {
+            if get(&admin, "/readyz").await.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "kubeplex never became ready: {}",
+            String::from_utf8_lossy(&get(&admin, "/readyz").await.body)
+        );
+    }
+
+    /// `kubeplex_requests_total` for a source, summed.
+    async fn served_from(&self, source: &str) -> u64 {
+        let admin = self.proxy.admin_addr.expect("admin").to_string();
+        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        text.lines()
+            .filter(|l| {
+                l.starts_with("kubeplex_requests_total{")
+                    && l.contains(&format!("source=\"{source}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// The fake apiserver's own count of `verb` requests for pods.
+    fn upstream_calls(&self, verb: &str) -> u64 {
+        self.sim
+            .metrics_text()
+            .lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains("resource=\"pods\"")
+                    && l.contains(&format!("verb=\"{verb}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+fn small() -> ClusterShape {
+    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }
+}
+
+/// Asserts kubeplex answered `path` from its cache exactly as the apiserver answers it.
+async fn assert_same(stack: &Stack, path: &str, accept: &str) -> Resp {
+    let before = stack.served_from("cache").await;
+    let ours = get_accept(&stack.addr(), path, accept).await;
+    let theirs = get_accept(&stack.upstream(), path, accept).await;
+    assert_eq!(
+        stack.served_from("cache").await,
+        before + 1,
+        "{path} ({accept}) was not answered from the cache"
+    );
+    assert_eq!(ours.status, theirs.status, "{path}: status");
+    assert_eq!(ours.header("content-type"), theirs.header("content-type"), "{path}: content type");
+    assert_eq!(ours.header("cache-control"), "no-cache, private");
+    assert!(
+        ours.body == theirs.body,
+        "{path} ({accept}): bodies differ\nkubeplex: {}\napiserver: {}",
+        String::from_utf8_lossy(&ours.body[..ours.body.len().min(600)]),
+        String::from_utf8_lossy(&theirs.body[..theirs.body.len().min(600)])
+    );
+    ours
+}
+
+const JSON: &str = "application/json";
+const PB: &str = "application/vnd.kubernetes.protobuf";
+const META: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+#[tokio::test]
+async fn cached_lists_equal_the_apiservers_answers() {
+    let stack = Stack::new(small(), &["pods", "pods:protobuf", "configmaps"]).await;
+    for (path, accept) in [
+        ("/api/v1/pods?resourceVersion=0", JSON),
+        ("/api/v1/pods?resourceVersion=0", PB),
+        ("/api/v1/pods?resourceVersion=0", META),
+        ("/api/v1/namespaces/team-1/pods?resourceVersion=0", JSON),
+        ("/api/v1/pods?resourceVersion=0&labelSelector=app%3Dapp-3", JSON),
+        ("/api/v1/pods?resourceVersion=0&labelSelector=tier%20in%20(backend),app!%3Dapp-0", PB),
+        ("/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-1", JSON),
+        ("/api/v1/namespaces/team-0/pods?resourceVersion=0&fieldSelector=metadata.name%3Dapp-3-00003", JSON),
+        ("/api/v1/configmaps?resourceVersion=0", JSON),
+    ] {
+        assert_same(&stack, path, accept).await;
+    }
+    // Paging: every page, and its continue token, as the apiserver gives them.
+    for accept in [JSON, PB] {
+        let mut path = "/api/v1/pods?resourceVersion=0&limit=7".to_string();
+        for page in 0.. {
+            assert!(page < 20, "paging does not end");
+            let resp = assert_same(&stack, &path, accept).await;
+            let token = if accept == JSON {
+                resp.json()["metadata"]["continue"].as_str().map(str::to_string)
+            } else {
+                let list = kubeplex::wire::proto::decode_list(&resp.body).expect("protobuf list");
+                Some(list.meta.continue_token.to_string()).filter(|t| !t.is_empty())
+            };
+            match token {
+                Some(t) => path = format!("/api/v1/pods?limit=7&continue={t}"),
+                None => break,
+            }
+        }
+    }
+    // Gets at resourceVersion=0, present and absent.
+    assert_same(&stack, "/api/v1/namespaces/team-0/pods/app-3-00003?resourceVersion=0", JSON).await;
+    assert_same(&stack, "/api/v1/namespaces/team-0/pods/app-3-00003?resourceVersion=0", PB).await;
+    assert_same(&stack, "/api/v1/namespaces/team-0/pods/nope?resourceVersion=0", JSON).await;
+    // Exact and not-older-than at the current RV.
+    let rv = stack.sim.current_rv();
+    assert_same(
+        &stack,
+        &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        JSON,
+    )
+    .await;
+    assert_same(&stack, &format!("/api/v1/pods?resourceVersion={rv}"), JSON).await;
+}
+
+#[tokio::test]
+async fn fifty_concurrent_clients_cost_one_list_and_one_watch_upstream() {
+    let stack = Stack::new(small(), &["pods"]).await;
+    let (lists, watches) = (stack.upstream_calls("LIST"), stack.upstream_calls("WATCH"));
+    assert_eq!((lists, watches), (1, 1), "the cache's own list and watch");
+    let addr = stack.addr();
+    let clients: Vec<_> = (0..50)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move { get(&addr, "/api/v1/pods?resourceVersion=0").await })
+        })
+        .collect();
+    let mut bodies = Vec::new();
+    for c in clients {
+        let r = tokio::time::timeout(STEP, c).await.expect("client").expect("join");
+        assert_eq!(r.status, 200);
+        bodies.push(r.body);
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "every client got the same list");
+    assert_eq!(stack.upstream_calls("LIST"), 1, "no list reached the upstream");
+    assert_eq!(stack.upstream_calls("WATCH"), 1, "one watch upstream");
+}
+
+#[tokio::test]
+async fn the_cache_follows_changes_and_relists_after_compaction() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    let addr = stack.addr();
+    stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fresh", "namespace": "team-0"}, "data": {"a": "1"}})).expect("create");
+    // Not-older-than the write: the cache waits until it has it, then answers.
+    let rv = stack.sim.current_rv();
+    let r = get(&addr, &format!("/api/v1/namespaces/team-0/configmaps/fresh?resourceVersion={rv}"))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"]["a"], "1");
+    // Lose the watch and the history: the reflector relists and converges.
+    stack.sim.compact();
+    stack.sim.drop_watches();
+    stack.sim.delete("", "configmaps", "team-0", "fresh").expect("delete");
+    let rv = stack.sim.current_rv();
+    let r = get(&addr, &format!("/api/v1/namespaces/team-0/configmaps/fresh?resourceVersion={rv}"))
+        .await;
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    assert_same(&stack, "/api/v1/configmaps?resourceVersion=0", JSON).await;
+}
+
+#[tokio::test]
+async fn everything_else_passes_through_unchanged() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    let addr = stack.addr();
+    let before = stack.served_from("upstream").await;
+    // Writes.
+    let r = send_json(
+        &addr,
+        Method::POST,
+        "/api/v1/namespaces/team-0/configmaps",
+        &json!({"metadata": {"name": "via-proxy"}, "data": {}}),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let dup = send_json(
+        &addr,
+        Method::POST,
+        "/api/v1/namespaces/team-0/configmaps",
+        &json!({"metadata": {"name": "via-proxy"}, "data": {}}),
+    )
+    .await;
+    assert_eq!(dup.status, 409);
+    assert_eq!(dup.json()["reason"], "AlreadyExists");
+    // Most-recent reads, Tables, malformed requests: the apiserver's answers.
+    for (path, accept) in [
+        ("/api/v1/namespaces/team-0/configmaps/via-proxy", JSON),
+        ("/api/v1/configmaps?limit=5", JSON),
+        ("/api/v1/configmaps?resourceVersion=0", "application/json;as=Table;v=v1;g=meta.k8s.io"),
+        ("/api/v1/configmaps?resourceVersionMatch=Exact", JSON),
+        ("/api/v1/configmaps?resourceVersion=0&labelSelector=a%20in%20(", JSON),
+        ("/api/v1/nodes", JSON),
+        ("/api", JSON),
+    ] {
+        let ours = get_accept(&addr, path, accept).await;
+        let theirs = get_accept(&stack.upstream(), path, accept).await;
+        assert_eq!(
+            (ours.status, ours.header("content-type")),
+            (theirs.status, theirs.header("content-type")),
+            "{path}"
+        );
+        if !path.contains("Table") {
+            assert_eq!(norm_bytes(&ours.json()), norm_bytes(&theirs.json()), "{path}");
+        }
+    }
+    assert!(stack.served_from("upstream").await >= before + 9);
+    // Watches stream through.
+    let rv = stack.sim.current_rv();
+    let mut w = watch(
+        &addr,
+        &format!("/api/v1/namespaces/team-0/configmaps?watch=1&resourceVersion={rv}"),
+        JSON,
+    )
+    .await;
+    stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watched", "namespace": "team-0"}})).expect("create");
+    assert_eq!(ev(&w.next().await).1, "watched");
+}
