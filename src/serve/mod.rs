@@ -171,6 +171,11 @@ async fn route(state: &Arc<ProxyState>, req: Request<Incoming>) -> (Response<Bod
 }
 
 async fn from_cache(state: &Arc<ProxyState>, req: &Request<Incoming>) -> Option<Response<Body>> {
+    // A client with credentials of its own is authorized by the apiserver, request by request;
+    // the cache (filled with kubeplex's identity) must not answer for it.
+    if passthrough::has_credentials(req.headers()) {
+        return None;
+    }
     let ApiPath::Resource(rp) = parse_path(req.uri().path()) else { return None };
     if rp.subresource.is_some() {
         return None;
