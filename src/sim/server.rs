@@ -32,6 +32,9 @@ pub struct SimConfig {
     pub too_large_rv_wait: Duration,
     /// Server-side watch timeout when the client gives none (the apiserver: 30–60 min).
     pub min_request_timeout: Duration,
+    /// Streaming lists (`sendInitialEvents`, the WatchList feature, on by default since
+    /// 1.34); off behaves like an older apiserver.
+    pub watch_list: bool,
 }
 
 impl Default for SimConfig {
@@ -41,6 +44,7 @@ impl Default for SimConfig {
             progress_interval: Duration::from_secs(1),
             too_large_rv_wait: Duration::from_secs(3),
             min_request_timeout: Duration::from_secs(1800),
+            watch_list: true,
         }
     }
 }

@@ -33,6 +33,17 @@ pub async fn watch(
     labels: &RequestLabels,
 ) -> Result<Response<Body>, Status> {
     let kind = t.kind.clone();
+    if opts.send_initial_events.is_some() && !state.config.watch_list {
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![crate::wire::status::FieldError::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            )],
+        ));
+    }
     let mut filter = Filter::new(&kind, opts, t.namespace.as_deref())?;
     if let Some(name) = &t.name {
         // A watch on a named object is a watch filtered by metadata.name.

@@ -2,12 +2,18 @@
 //!
 //! An explicit state machine (STYLE.md rule 3):
 //!
+//! - [`State::StreamList`] (the first state) → [`State::Watch`] once the upstream's streaming
+//!   list (`sendInitialEvents`) has delivered the state and its initial-events-end bookmark —
+//!   the cache is replaced, diffed, and marked synced, and the same stream goes on as a watch;
+//!   → [`State::List`] for good if the upstream refuses streaming lists (older apiservers);
+//!   → [`State::Wait`] on other errors.
 //! - [`State::List`] → [`State::Watch`] after a complete paged list (the cache is replaced,
 //!   diffed against what it held, and marked synced); → [`State::Wait`] on an error.
 //! - [`State::Watch`] → `Watch` again from the newest RV seen (event or bookmark) when the
 //!   stream ends — upstream timeouts and dropped connections are routine; → `List` when the
 //!   upstream no longer has history from that RV (410 Gone, or an ERROR event with 410);
-//!   → `Wait` on other errors, to resume the same RV afterwards.
+//!   → `Wait` on other errors, to resume the same RV afterwards. (Relists use the streaming
+//!   list again where the upstream has it.)
 //! - [`State::Wait`] → its `then` state when the backoff, or the upstream's `Retry-After`,
 //!   has elapsed.
 //!
@@ -43,7 +49,9 @@ const WATCH_TIMEOUT_SECONDS: u64 = 300;
 /// Where the reflector is; see the module docs for the transitions.
 #[derive(Debug)]
 enum State {
-    /// List everything (first sync, or history lost).
+    /// Get the state as a watch stream (`sendInitialEvents=true`), then keep watching it.
+    StreamList,
+    /// List everything with paged lists (first sync, or history lost).
     List,
     /// Watch changes after `rv`.
     Watch { rv: u64 },
@@ -69,19 +77,47 @@ pub enum ReflectError {
 pub struct Reflector {
     upstream: Arc<Upstream>,
     cache: Arc<ResourceCache>,
+    /// Cleared when the upstream refuses `sendInitialEvents`.
+    streaming: bool,
 }
 
 impl Reflector {
     pub fn new(upstream: Arc<Upstream>, cache: Arc<ResourceCache>) -> Self {
-        Reflector { upstream, cache }
+        Reflector { upstream, cache, streaming: true }
+    }
+
+    /// How a relist is done: streaming where the upstream has it.
+    fn relist(&self) -> State {
+        if self.streaming {
+            State::StreamList
+        } else {
+            State::List
+        }
     }
 
     /// Runs until aborted.
-    pub async fn run(self) {
-        let mut state = State::List;
+    pub async fn run(mut self) {
+        let mut state = State::StreamList;
         let mut failures: u32 = 0;
         loop {
             state = match state {
+                State::StreamList => match self.stream_list().await {
+                    Ok(rv) => {
+                        failures = 0;
+                        State::Watch { rv }
+                    }
+                    // 4xx other than 410/429: the upstream does not do streaming lists.
+                    Err(ReflectError::Status { status, .. }) if (400..500).contains(&status) => {
+                        tracing::info!(resource = %self.cache.describe(), status, "no streaming lists upstream; using paged lists");
+                        self.streaming = false;
+                        State::List
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::warn!(resource = %self.cache.describe(), error = %e, "streaming list failed");
+                        self.wait_after(&e, failures, State::StreamList)
+                    }
+                },
                 State::List => match self.list().await {
                     Ok(rv) => {
                         failures = 0;
@@ -101,7 +137,7 @@ impl Reflector {
                     Err(ReflectError::Gone) => {
                         self.cache.metrics_relist();
                         tracing::info!(resource = %self.cache.describe(), rv, "watch history expired; relisting");
-                        State::List
+                        self.relist()
                     }
                     Err(e) => {
                         failures += 1;
@@ -247,7 +283,37 @@ impl Reflector {
             "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
             self.cache.collection_path()
         );
-        let resp = self.get(&path).await?;
+        self.stream(&path, rv, &mut None).await
+    }
+
+    /// A streaming list: the state as ADDED events up to the initial-events-end bookmark (the
+    /// cache is replaced then), then changes, on one stream. Returns the newest RV seen.
+    async fn stream_list(&self) -> Result<u64, ReflectError> {
+        self.cache.metrics_upstream_call("watchlist");
+        let path = format!(
+            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
+            self.cache.collection_path()
+        );
+        let mut initial = Some(Vec::new());
+        let last = self.stream(&path, 0, &mut initial).await?;
+        if initial.is_some() {
+            // The stream ended before the state was complete: nothing was applied.
+            return Err(ReflectError::Transport(
+                "streaming list ended before its initial events did".into(),
+            ));
+        }
+        Ok(last)
+    }
+
+    /// Reads one watch stream. While `initial` is `Some`, ADDED events are collected into it
+    /// until the initial-events-end bookmark, which replaces the cache's contents.
+    async fn stream(
+        &self,
+        path: &str,
+        rv: u64,
+        initial: &mut Initial,
+    ) -> Result<u64, ReflectError> {
+        let resp = self.get(path).await?;
         let mut body = resp.into_body();
         let mut last = rv;
         let mut lines = BytesMut::new();
@@ -261,7 +327,7 @@ impl Reflector {
                     while let Some(pos) = lines.iter().position(|b| *b == b'\n') {
                         let line = lines.split_to(pos + 1);
                         if line.len() > 1 {
-                            last = last.max(self.json_event(&line)?);
+                            last = last.max(self.json_event(&line, initial)?);
                         }
                     }
                     if lines.len() > MAX_WATCH_FRAME {
@@ -273,7 +339,7 @@ impl Reflector {
                     while let Some(f) =
                         frames.next_frame().map_err(|e| ReflectError::Decode(e.to_string()))?
                     {
-                        last = last.max(self.protobuf_event(&f)?);
+                        last = last.max(self.protobuf_event(&f, initial)?);
                     }
                 }
             }
@@ -281,14 +347,14 @@ impl Reflector {
         Ok(last)
     }
 
-    fn json_event(&self, line: &[u8]) -> Result<u64, ReflectError> {
+    fn json_event(&self, line: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
         let e =
             meta::parse_watch_event_json(line).map_err(|e| ReflectError::Decode(e.to_string()))?;
         let object = Bytes::copy_from_slice(e.object);
-        self.event(&e.event_type, object)
+        self.event(&e.event_type, object, initial)
     }
 
-    fn protobuf_event(&self, frame: &[u8]) -> Result<u64, ReflectError> {
+    fn protobuf_event(&self, frame: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
         let e =
             proto::decode_watch_event(frame).map_err(|e| ReflectError::Decode(e.to_string()))?;
         let envelope =
@@ -296,11 +362,16 @@ impl Reflector {
         if e.event_type == "ERROR" {
             return Err(error_event_status(self.cache.encoding(), e.object));
         }
-        self.event(e.event_type, Bytes::copy_from_slice(envelope.raw))
+        self.event(e.event_type, Bytes::copy_from_slice(envelope.raw), initial)
     }
 
     /// Applies one event; `object` is a full JSON object or a bare protobuf message.
-    fn event(&self, event_type: &str, object: Bytes) -> Result<u64, ReflectError> {
+    fn event(
+        &self,
+        event_type: &str,
+        object: Bytes,
+        initial: &mut Initial,
+    ) -> Result<u64, ReflectError> {
         let kind = match event_type {
             "ADDED" => EventKind::Added,
             "MODIFIED" => EventKind::Modified,
@@ -308,7 +379,14 @@ impl Reflector {
             "BOOKMARK" => {
                 let rv =
                     self.cache.object_resource_version(&object).map_err(ReflectError::Decode)?;
-                self.cache.bookmark(rv);
+                match initial.take() {
+                    Some(objects) if is_initial_events_end(self.cache.encoding(), &object) => {
+                        self.cache.replace(objects, rv);
+                    }
+                    // Bookmarks before the end of the initial events only move the RV.
+                    Some(objects) => *initial = Some(objects),
+                    None => self.cache.bookmark(rv),
+                }
                 return Ok(rv);
             }
             "ERROR" => return Err(error_event_status(self.cache.encoding(), &object)),
@@ -318,10 +396,59 @@ impl Reflector {
         };
         let obj = self.cache.object_from_event(object).map_err(ReflectError::Decode)?;
         let rv = obj.resource_version;
-        self.cache.apply(kind, obj);
+        match initial {
+            // Initial events carry each object's own RV, not the list's.
+            Some(objects) if kind == EventKind::Added => {
+                objects.push(obj);
+                return Ok(0);
+            }
+            Some(_) => {
+                return Err(ReflectError::Decode(format!(
+                    "{event_type} before the initial events ended"
+                )))
+            }
+            None => {
+                self.cache.apply(kind, obj);
+            }
+        }
         Ok(rv)
     }
 }
+
+/// Whether a BOOKMARK's object carries `k8s.io/initial-events-end: "true"`.
+fn is_initial_events_end(encoding: Encoding, object: &[u8]) -> bool {
+    match encoding {
+        Encoding::Json => {
+            serde_json::from_slice::<serde_json::Value>(object).ok().is_some_and(|v| {
+                v.pointer("/metadata/annotations/k8s.io~1initial-events-end")
+                    .and_then(serde_json::Value::as_str)
+                    == Some("true")
+            })
+        }
+        // ObjectMeta is field 1 of the message; annotations are its field 12 (map entries of
+        // key = 1, value = 2).
+        Encoding::Protobuf => proto::object_meta_bytes(object).ok().is_some_and(|meta| {
+            proto::Fields::new(meta).filter_map(Result::ok).any(|(f, v)| match (f, v) {
+                (12, proto::Value::Len(entry)) => {
+                    let mut key = None;
+                    let mut value = None;
+                    for (ef, ev) in proto::Fields::new(entry).filter_map(Result::ok) {
+                        match (ef, ev) {
+                            (1, proto::Value::Len(k)) => key = Some(k),
+                            (2, proto::Value::Len(v)) => value = Some(v),
+                            _ => {}
+                        }
+                    }
+                    key == Some(&b"k8s.io/initial-events-end"[..]) && value == Some(&b"true"[..])
+                }
+                _ => false,
+            })
+        }),
+    }
+}
+
+/// The objects of a streaming list collected so far; `None` once its state is complete.
+type Initial = Option<Vec<crate::cache::CachedObject>>;
 
 struct ListPage {
     resource_version: u64,
