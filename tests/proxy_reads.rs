@@ -222,8 +222,7 @@ async fn fifty_concurrent_clients_cost_one_streaming_list_upstream() {
 #[tokio::test]
 async fn fifty_concurrent_clients_cost_one_list_and_one_watch_upstream() {
     // An apiserver without streaming lists: one paged list, then one watch.
-    let mut config = kubeplex::sim::SimConfig::default();
-    config.watch_list = false;
+    let config = kubeplex::sim::SimConfig { watch_list: false, ..Default::default() };
     fifty_clients(Stack::with_sim(SimBuilder::new().config(config), small(), &["pods"]).await, 1)
         .await;
 }
