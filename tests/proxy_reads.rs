@@ -3,115 +3,12 @@
 
 mod support;
 
-use std::time::Duration;
-
 use http::Method;
-use kubeplex::cache::resource::CachesConfig;
-use kubeplex::cache::store::StoreLimits;
-use kubeplex::serve::Proxy;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
-use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex::sim::seed::ClusterShape;
+use kubeplex::sim::SimBuilder;
 use serde_json::json;
+use support::stack::Stack;
 use support::*;
-
-struct Stack {
-    sim: Sim,
-    proxy: Proxy,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Stack {
-    async fn new(shape: ClusterShape, preload: &[&str]) -> Stack {
-        Self::with_sim(SimBuilder::new(), shape, preload).await
-    }
-
-    async fn with_sim(builder: SimBuilder, shape: ClusterShape, preload: &[&str]) -> Stack {
-        let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
-        let dir = std::env::temp_dir().join(format!(
-            "kubeplex-proxy-{}-{}",
-            std::process::id(),
-            sim.addr().port()
-        ));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let kc = dir.join("upstream.kubeconfig");
-        sim.write_kubeconfig(&kc).expect("kubeconfig");
-        let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config"))
-            .expect("client");
-        let caches = CachesConfig {
-            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-            idle_timeout: Duration::from_secs(600),
-            preload: preload.iter().map(|s| s.to_string()).collect(),
-        };
-        let proxy = Proxy::start(
-            upstream,
-            "127.0.0.1:0".parse().expect("addr"),
-            Some("127.0.0.1:0".parse().expect("addr")),
-            caches,
-        )
-        .await
-        .expect("proxy");
-        let stack = Stack { sim, proxy, dir };
-        stack.wait_ready().await;
-        stack
-    }
-
-    fn addr(&self) -> String {
-        self.proxy.addr.to_string()
-    }
-
-    fn upstream(&self) -> String {
-        self.sim.addr().to_string()
-    }
-
-    async fn wait_ready(&self) {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        for _ in 0..200 {
-            if get(&admin, "/readyz").await.status == 200 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "kubeplex never became ready: {}",
-            String::from_utf8_lossy(&get(&admin, "/readyz").await.body)
-        );
-    }
-
-    /// `kubeplex_requests_total` for a source, summed.
-    async fn served_from(&self, source: &str) -> u64 {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-        text.lines()
-            .filter(|l| {
-                l.starts_with("kubeplex_requests_total{")
-                    && l.contains(&format!("source=\"{source}\""))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    }
-
-    /// The fake apiserver's own count of successful `verb` requests for pods (a refused
-    /// streaming-list attempt is not a list).
-    fn upstream_calls(&self, verb: &str) -> u64 {
-        self.sim
-            .metrics_text()
-            .lines()
-            .filter(|l| {
-                l.starts_with("apiserver_request_total{code=\"200\"")
-                    && l.contains("resource=\"pods\"")
-                    && l.contains(&format!("verb=\"{verb}\""))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    }
-}
 
 fn small() -> ClusterShape {
     ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }

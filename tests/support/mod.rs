@@ -2,6 +2,8 @@
 //! stream readers with timeouts, and the captured kube-apiserver fixtures.
 #![allow(dead_code)]
 
+pub mod stack;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
