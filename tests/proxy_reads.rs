@@ -202,3 +202,35 @@ async fn everything_else_passes_through_unchanged() {
     stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watched", "namespace": "team-0"}})).expect("create");
     assert_eq!(ev(&w.next().await).1, "watched");
 }
+
+#[tokio::test]
+async fn large_lists_are_gzipped_once_per_state() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    for i in 0..64 {
+        stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i:02}"), "namespace": "team-0"}, "data": {"blob": "x".repeat(4096)}})).expect("create");
+    }
+    let rv = stack.sim.current_rv();
+    let path = format!("/api/v1/configmaps?resourceVersion={rv}");
+    let gz = [("Accept", JSON), ("Accept-Encoding", "gzip")];
+    let first = request(&stack.addr(), Method::GET, &path, &gz, None).await;
+    assert_eq!(
+        (first.status, first.header("content-encoding"), first.header("vary")),
+        (200, "gzip", "Accept-Encoding")
+    );
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&first.body[..]), &mut plain)
+        .expect("gunzip");
+    let theirs = get(&stack.upstream(), &path).await;
+    assert_eq!(plain, theirs.body.to_vec(), "the compressed list is the apiserver's list");
+    let second =
+        request(&stack.addr(), Method::GET, "/api/v1/configmaps?resourceVersion=0", &gz, None)
+            .await;
+    let third =
+        request(&stack.addr(), Method::GET, "/api/v1/configmaps?resourceVersion=0", &gz, None)
+            .await;
+    assert_eq!(second.body, third.body);
+    let admin = stack.proxy.admin_addr.expect("admin").to_string();
+    let metrics = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    assert!(metrics.contains("kubeplex_page_cache_total{result=\"hit\"} 1"), "{metrics}");
+}

@@ -28,6 +28,13 @@ pub fn respond(status: u16, content_type: &str, bytes: Vec<u8>) -> Response<Body
         .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
+/// Like [`respond`], for bytes already shared (a cached page).
+pub fn respond_bytes(status: u16, content_type: &str, bytes: Bytes) -> Response<Body> {
+    let mut resp = respond(status, content_type, Vec::new());
+    *resp.body_mut() = full(bytes);
+    resp
+}
+
 /// A Status error as JSON (kubeplex's own errors; upstream errors pass through as they are).
 pub fn status(s: &Status) -> Response<Body> {
     let mut bytes = s.to_json();

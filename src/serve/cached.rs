@@ -81,7 +81,21 @@ pub async fn try_answer(
     if !cache.is_synced() {
         return None;
     }
-    let out = Out { info, encoding, shape, headers };
+    let page_key = format!(
+        "{}|{shape:?}|{}|{}",
+        cache.describe(),
+        rp.namespace.as_deref().unwrap_or(""),
+        query.unwrap_or("")
+    );
+    let out = Out {
+        info,
+        encoding,
+        shape,
+        headers,
+        pages: &state.pages,
+        metrics: &state.metrics,
+        page_key,
+    };
     match &rp.name {
         Some(name) => get(&cache, rp, opts, name, &out).await,
         None => list(&cache, rp, opts, &out).await,
@@ -93,6 +107,25 @@ struct Out<'a> {
     encoding: Encoding,
     shape: Shape,
     headers: &'a HeaderMap,
+    pages: &'a PageCache,
+    metrics: &'a crate::serve::metrics::Metrics,
+    /// What, besides the snapshot, decides a list's bytes: resource, encoding, shape, scope and
+    /// query.
+    page_key: String,
+}
+
+/// Compressed list bodies, by what produced them: a popular large list (every kubelet's pods
+/// at resourceVersion=0, say) is gzipped once per state, not once per client. Bounded by bytes.
+pub type PageCache = moka::sync::Cache<String, bytes::Bytes>;
+
+/// A page cache holding at most `max_bytes` of compressed bodies.
+pub fn page_cache(max_bytes: u64) -> PageCache {
+    moka::sync::Cache::builder()
+        .weigher(|k: &String, v: &bytes::Bytes| {
+            u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX)
+        })
+        .max_capacity(max_bytes)
+        .build()
 }
 
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
@@ -185,6 +218,14 @@ async fn list(
         limit,
         start: start.as_deref(),
     };
+    let gzip_ok = gzip::accepts_gzip(out.headers);
+    let key = format!("{}|{}", out.page_key, snap.resource_version());
+    if gzip_ok {
+        if let Some(compressed) = out.pages.get(&key) {
+            out.metrics.page_cache.with_label_values(&["hit"]).inc();
+            return Some(gzipped(compressed, out));
+        }
+    }
     let page = select::select(&snap, &query);
     let rv = snap.resource_version().to_string();
     let meta = ListMeta {
@@ -192,7 +233,7 @@ async fn list(
         continue_token: page.continue_token.as_deref().unwrap_or(""),
         remaining_item_count: page.remaining_item_count,
     };
-    Some(encode_list(&page.items, &meta, out))
+    Some(encode_list(&page.items, &meta, out, Some(key.as_str())))
 }
 
 fn encode_object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
@@ -216,13 +257,14 @@ fn encode_object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
             proto::partial_object_metadata(&obj.body, META_API_VERSION).map_err(|e| e.to_string())
         }
     };
-    finish(result, out)
+    finish(result, out, None)
 }
 
 fn encode_list(
     items: &[Arc<CachedObject>],
     meta_out: &ListMeta<'_>,
     out: &Out<'_>,
+    page_key: Option<&str>,
 ) -> Response<Body> {
     let info = out.info;
     let bodies: Vec<&[u8]> = items.iter().map(|o| o.body.as_ref()).collect();
@@ -246,11 +288,29 @@ fn encode_list(
                 .map_err(|e| e.to_string())
         }
     };
-    finish(result, out)
+    finish(result, out, page_key)
+}
+
+fn content_type(out: &Out<'_>) -> &'static str {
+    match out.encoding {
+        Encoding::Json => JSON,
+        Encoding::Protobuf => PROTOBUF,
+    }
+}
+
+fn gzipped(compressed: bytes::Bytes, out: &Out<'_>) -> Response<Body> {
+    let mut resp = body::respond_bytes(200, content_type(out), compressed);
+    resp.headers_mut().insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+    resp.headers_mut().insert(header::VARY, header::HeaderValue::from_static("Accept-Encoding"));
+    resp
 }
 
 /// Content type, Go's trailing newline for JSON, and gzip as the apiserver applies it.
-fn finish(result: Result<Vec<u8>, String>, out: &Out<'_>) -> Response<Body> {
+fn finish(
+    result: Result<Vec<u8>, String>,
+    out: &Out<'_>,
+    page_key: Option<&str>,
+) -> Response<Body> {
     let mut bytes = match result {
         Ok(b) => b,
         Err(e) => return body::status(&Status::internal(e)),
@@ -265,12 +325,12 @@ fn finish(result: Result<Vec<u8>, String>, out: &Out<'_>) -> Response<Body> {
         Encoding::Protobuf => PROTOBUF,
     };
     if gzip::should_compress(gzip::accepts_gzip(out.headers), bytes.len()) {
-        let mut resp = body::respond(200, ct, gzip::gzip(&bytes));
-        resp.headers_mut()
-            .insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
-        resp.headers_mut()
-            .insert(header::VARY, header::HeaderValue::from_static("Accept-Encoding"));
-        return resp;
+        let compressed = bytes::Bytes::from(gzip::gzip(&bytes));
+        if let Some(key) = page_key {
+            out.metrics.page_cache.with_label_values(&["miss"]).inc();
+            out.pages.insert(key.to_string(), compressed.clone());
+        }
+        return gzipped(compressed, out);
     }
     body::respond(200, ct, bytes)
 }

@@ -29,6 +29,7 @@ pub struct Metrics {
     pub cache_resource_version: IntGaugeVec,
     pub upstream_calls: IntCounterVec,
     pub relists: IntCounterVec,
+    pub page_cache: IntCounterVec,
 }
 
 impl Metrics {
@@ -77,6 +78,14 @@ impl Metrics {
             ),
             &["resource", "encoding"],
         )?;
+        let page_cache = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_page_cache_total",
+                "Compressed list pages served from the page cache (hit) or compressed anew (miss).",
+            ),
+            &["result"],
+        )?;
+        registry.register(Box::new(page_cache.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(cache_objects.clone()))?;
@@ -93,6 +102,7 @@ impl Metrics {
             cache_resource_version,
             upstream_calls,
             relists,
+            page_cache,
         })
     }
 

@@ -41,7 +41,12 @@ pub struct ProxyState {
     pub resources: Resources,
     pub caches: Arc<Caches>,
     pub metrics: Metrics,
+    /// Compressed large list bodies (see [`cached::PageCache`]).
+    pub pages: cached::PageCache,
 }
+
+/// Bytes of compressed list pages kept for reuse.
+const PAGE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// How often idle caches are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(30);
@@ -78,6 +83,7 @@ impl Proxy {
             resources: Resources::new(upstream.clone()),
             caches: Caches::new(upstream, metrics.clone(), caches),
             metrics,
+            pages: cached::page_cache(PAGE_CACHE_BYTES),
         });
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
