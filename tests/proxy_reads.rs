@@ -39,6 +39,8 @@ async fn assert_same(stack: &Stack, path: &str, accept: &str) -> Resp {
 const JSON: &str = "application/json";
 const PB: &str = "application/vnd.kubernetes.protobuf";
 const META: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+const META_PB: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 #[tokio::test]
 async fn cached_lists_equal_the_apiservers_answers() {
@@ -47,6 +49,7 @@ async fn cached_lists_equal_the_apiservers_answers() {
         ("/api/v1/pods?resourceVersion=0", JSON),
         ("/api/v1/pods?resourceVersion=0", PB),
         ("/api/v1/pods?resourceVersion=0", META),
+        ("/api/v1/pods?resourceVersion=0", META_PB),
         ("/api/v1/namespaces/team-1/pods?resourceVersion=0", JSON),
         ("/api/v1/pods?resourceVersion=0&labelSelector=app%3Dapp-3", JSON),
         ("/api/v1/pods?resourceVersion=0&labelSelector=tier%20in%20(backend),app!%3Dapp-0", PB),
@@ -233,4 +236,56 @@ async fn large_lists_are_gzipped_once_per_state() {
     let admin = stack.proxy.admin_addr.expect("admin").to_string();
     let metrics = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
     assert!(metrics.contains("kubeplex_page_cache_total{result=\"hit\"} 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn caches_start_on_first_use_and_stop_when_idle() {
+    let stack =
+        Stack::build(SimBuilder::new(), small(), &[], std::time::Duration::from_millis(600)).await;
+    let addr = stack.addr();
+    assert_eq!(stack.proxy.state.caches.len(), 0);
+    // The first cacheable read starts the cache and is passed through (never waits on it).
+    let first = get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(stack.proxy.state.caches.len(), 1);
+    let mut served = false;
+    for _ in 0..100 {
+        let before = stack.served_from("cache").await;
+        get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+        if stack.served_from("cache").await > before {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(served, "once synced, the cache answers");
+    // Unread, it stops, and its upstream watch with it.
+    for _ in 0..100 {
+        if stack.proxy.state.caches.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(stack.proxy.state.caches.is_empty(), "idle cache stopped");
+    let open_watches = stack
+        .sim
+        .metrics_text()
+        .lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{") && l.contains("configmaps"))
+        .map(|l| l.rsplit(' ').next().unwrap_or("").to_string())
+        .collect::<Vec<_>>();
+    for _ in 0..100 {
+        let text = stack.sim.metrics_text();
+        if text
+            .lines()
+            .filter(|l| {
+                l.starts_with("apiserver_longrunning_requests{") && l.contains("configmaps")
+            })
+            .all(|l| l.ends_with(" 0"))
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the upstream watch stayed open: {open_watches:?}");
 }

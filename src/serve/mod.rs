@@ -48,7 +48,7 @@ pub struct ProxyState {
 /// Bytes of compressed list pages kept for reuse.
 const PAGE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
-/// How often idle caches are looked for.
+/// How often idle caches are looked for, at most (more often for short idle timeouts).
 const REAP_EVERY: Duration = Duration::from_secs(30);
 
 /// A running proxy. Dropping it stops the listeners, the connections and the caches.
@@ -75,6 +75,7 @@ impl Proxy {
         caches: CachesConfig,
     ) -> anyhow::Result<Proxy> {
         let preload = caches.preload.clone();
+        let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
         let upstream = Arc::new(upstream);
         let metrics = Metrics::new(prometheus::Registry::new())?;
         let state = Arc::new(ProxyState {
@@ -104,7 +105,7 @@ impl Proxy {
         }
         let reaper = state.caches.clone();
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(REAP_EVERY);
+            let mut tick = tokio::time::interval(reap_every);
             loop {
                 tick.tick().await;
                 reaper.reap_idle();

@@ -29,6 +29,16 @@ impl Stack {
     }
 
     pub async fn with_sim(builder: SimBuilder, shape: ClusterShape, preload: &[&str]) -> Stack {
+        Self::build(builder, shape, preload, Duration::from_secs(600)).await
+    }
+
+    /// With caches stopped after `idle` without readers.
+    pub async fn build(
+        builder: SimBuilder,
+        shape: ClusterShape,
+        preload: &[&str],
+        idle: Duration,
+    ) -> Stack {
         let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-proxy-{}-{}",
@@ -42,7 +52,7 @@ impl Stack {
             .expect("client");
         let caches = CachesConfig {
             limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-            idle_timeout: Duration::from_secs(600),
+            idle_timeout: idle,
             preload: preload.iter().map(|s| s.to_string()).collect(),
         };
         let proxy = Proxy::start(
