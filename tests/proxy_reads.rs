@@ -289,3 +289,39 @@ async fn caches_start_on_first_use_and_stop_when_idle() {
     }
     panic!("the upstream watch stayed open: {open_watches:?}");
 }
+
+#[tokio::test]
+async fn identities_and_most_recent_reads_never_touch_the_cache() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    let addr = stack.addr();
+    let before = stack.served_from("cache").await;
+    // Impersonation is for the apiserver to authorize.
+    let r = request(
+        &addr,
+        Method::GET,
+        "/api/v1/configmaps?resourceVersion=0",
+        &[("Accept", JSON), ("Impersonate-User", "someone")],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        stack.served_from("cache").await,
+        before,
+        "an impersonating client was served from the cache"
+    );
+    // A most-recent read of another resource neither uses nor starts a cache.
+    let caches = stack.proxy.state.caches.len();
+    assert_eq!(get(&addr, "/api/v1/namespaces/team-0/services/svc-0").await.status, 200);
+    assert_eq!(
+        stack.proxy.state.caches.len(),
+        caches,
+        "a cache was started for a read it cannot answer"
+    );
+    // Paths are never metric label values unless discovery knows the resource.
+    assert_eq!(get(&addr, "/apis/made.up.example/v1/namespaces/x/zzzrandomzzz").await.status, 404);
+    let admin = stack.proxy.admin_addr.expect("admin").to_string();
+    let metrics = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    assert!(!metrics.contains("zzzrandomzzz"), "{metrics}");
+    assert!(metrics.contains("resource=\"other\""));
+}

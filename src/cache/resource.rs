@@ -42,6 +42,8 @@ pub struct ResourceCache {
     reflector: Mutex<Option<JoinHandle<()>>>,
     /// Named in the configuration: never stopped for idleness.
     pinned: AtomicBool,
+    /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
+    complete: AtomicBool,
 }
 
 impl ResourceCache {
@@ -51,7 +53,7 @@ impl ResourceCache {
         limits: StoreLimits,
         metrics: Metrics,
     ) -> Self {
-        let label = info.label();
+        let label = format!("{}/{}", info.label(), info.version);
         ResourceCache {
             info,
             encoding,
@@ -63,6 +65,7 @@ impl ResourceCache {
             last_used: Mutex::new(Instant::now()),
             reflector: Mutex::new(None),
             pinned: AtomicBool::new(false),
+            complete: AtomicBool::new(true),
         }
     }
 
@@ -174,6 +177,8 @@ impl ResourceCache {
         rv.parse().map_err(|_| format!("resourceVersion {rv:?} is not a number"))
     }
 
+    /// Loads a complete state (a relist). The cache answers from now on, unless the load
+    /// skipped something (the caller then calls `mark_incomplete`).
     pub fn replace(&self, objects: Vec<CachedObject>, rv: u64) -> Vec<Change> {
         let changes = {
             let mut store = self.write();
@@ -181,6 +186,7 @@ impl ResourceCache {
             self.publish(&store);
             changes
         };
+        self.complete.store(true, Ordering::Release);
         self.synced.store(true, Ordering::Release);
         changes
     }
@@ -215,6 +221,27 @@ impl ResourceCache {
         self.metrics.cache_objects.with_label_values(&l).set(store.len() as i64);
         self.metrics.cache_bytes.with_label_values(&l).set(store.bytes() as i64);
         self.metrics.cache_resource_version.with_label_values(&l).set(rv as i64);
+    }
+
+    /// An object could not be indexed: the cache is not whole and must not answer until a
+    /// relist loads everything.
+    pub fn mark_incomplete(&self) {
+        self.complete.store(false, Ordering::Release);
+        self.synced.store(false, Ordering::Release);
+        self.metrics
+            .skipped_objects
+            .with_label_values(&[&self.label, self.encoding.as_str()])
+            .inc();
+    }
+
+    /// Whether no object has been skipped since the last complete load began.
+    pub fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
+    }
+
+    /// A streaming list is starting: skips from now on count against it.
+    pub fn begin_load(&self) {
+        self.complete.store(true, Ordering::Release);
     }
 
     pub fn metrics_relist(&self) {

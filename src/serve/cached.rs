@@ -61,22 +61,31 @@ pub async fn try_answer(
     if neg.pretty(pretty.as_deref(), user_agent) {
         return None;
     }
-    let (encoding, shape) = match (neg.media_type, neg.representation) {
-        (MediaType::Json, Representation::Object) => (Encoding::Json, Shape::Object),
-        (MediaType::Protobuf, Representation::Object) => (Encoding::Protobuf, Shape::Object),
-        (
-            MediaType::Json,
-            Representation::PartialObjectMetadata(MetaVersion::V1)
-            | Representation::PartialObjectMetadataList(MetaVersion::V1),
-        ) => (Encoding::Json, Shape::Metadata),
-        (
+    let (encoding, shape) = match (neg.media_type, neg.representation, rp.name.is_some()) {
+        (MediaType::Json, Representation::Object, _) => (Encoding::Json, Shape::Object),
+        (MediaType::Protobuf, Representation::Object, _) => (Encoding::Protobuf, Shape::Object),
+        // PartialObjectMetadata for an object, PartialObjectMetadataList for a list; the other
+        // way round the apiserver answers 406, which is its to give.
+        (MediaType::Json, Representation::PartialObjectMetadata(MetaVersion::V1), true)
+        | (MediaType::Json, Representation::PartialObjectMetadataList(MetaVersion::V1), false) => {
+            (Encoding::Json, Shape::Metadata)
+        }
+        (MediaType::Protobuf, Representation::PartialObjectMetadata(MetaVersion::V1), true)
+        | (
             MediaType::Protobuf,
-            Representation::PartialObjectMetadata(MetaVersion::V1)
-            | Representation::PartialObjectMetadataList(MetaVersion::V1),
+            Representation::PartialObjectMetadataList(MetaVersion::V1),
+            false,
         ) if info.is_builtin() => (Encoding::Protobuf, Shape::Metadata),
         // Table (per-kind printers), YAML and the v1beta1 meta types: the apiserver's job.
         _ => return None,
     };
+    // Only a request the cache could answer starts (or keeps alive) a cache: "most recent"
+    // reads (no resourceVersion, no continue token) never do, so a `kubectl get secret x`
+    // does not make kubeplex list and watch every secret.
+    let has_position = opts.resource_version.is_some() || opts.continue_token.is_some();
+    if !has_position || (rp.name.is_some() && rp.namespace.is_none() && info.namespaced) {
+        return None;
+    }
     let cache = state.caches.get_or_start(info, encoding);
     if !cache.is_synced() {
         return None;

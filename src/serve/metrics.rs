@@ -30,6 +30,7 @@ pub struct Metrics {
     pub upstream_calls: IntCounterVec,
     pub relists: IntCounterVec,
     pub page_cache: IntCounterVec,
+    pub skipped_objects: IntCounterVec,
 }
 
 impl Metrics {
@@ -86,6 +87,14 @@ impl Metrics {
             &["result"],
         )?;
         registry.register(Box::new(page_cache.clone()))?;
+        let skipped_objects = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_cache_skipped_objects_total",
+                "Upstream objects a cache could not index and left out (should stay 0).",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(skipped_objects.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(cache_objects.clone()))?;
@@ -103,6 +112,7 @@ impl Metrics {
             upstream_calls,
             relists,
             page_cache,
+            skipped_objects,
         })
     }
 

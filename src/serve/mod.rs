@@ -155,8 +155,12 @@ fn handle(
 ) -> futures_util::future::BoxFuture<'static, Response<Body>> {
     Box::pin(async move {
         let started = Instant::now();
-        let (resource, verb) = describe(&req);
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().map(str::to_string);
         let (resp, source) = route(&state, req).await;
+        // Labelled after routing: discovery for this resource is known by now if it exists.
+        let (resource, verb) = describe(&state, &method, &path, query.as_deref());
         state.metrics.observe(
             &resource,
             verb,
@@ -231,15 +235,40 @@ async fn preload_cache(state: &Arc<ProxyState>, spec: &str) {
     }
 }
 
-/// (resource label, verb) of a request for metrics.
-fn describe(req: &Request<Incoming>) -> (String, &'static str) {
-    let ApiPath::Resource(rp) = parse_path(req.uri().path()) else {
+/// Subresources kept in metric labels; anything else a path names is `other`, so no request
+/// can create label values at will.
+const LABELLED_SUBRESOURCES: &[&str] = &[
+    "attach",
+    "binding",
+    "eviction",
+    "exec",
+    "log",
+    "portforward",
+    "proxy",
+    "scale",
+    "status",
+    "token",
+    "ephemeralcontainers",
+    "resize",
+    "finalize",
+    "approval",
+];
+
+/// (resource label, verb) of a request for metrics. The resource label is only ever a
+/// resource discovery already knows (without fetching anything), so its values are bounded.
+fn describe(
+    state: &ProxyState,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> (String, &'static str) {
+    let ApiPath::Resource(rp) = parse_path(path) else {
         return (String::new(), "OTHER");
     };
-    let watch = req.uri().query().is_some_and(|q| {
+    let watch = query.is_some_and(|q| {
         form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && v != "0" && v != "false")
     });
-    let verb = match (req.method().clone(), rp.name.is_some(), watch) {
+    let verb = match (method.clone(), rp.name.is_some(), watch) {
         (Method::GET, _, true) => "WATCH",
         (Method::GET, true, _) => "GET",
         (Method::GET, false, _) => "LIST",
@@ -249,12 +278,16 @@ fn describe(req: &Request<Incoming>) -> (String, &'static str) {
         (Method::DELETE, _, _) => "DELETE",
         _ => "OTHER",
     };
-    let mut resource =
-        if rp.group.is_empty() { rp.resource } else { format!("{}.{}", rp.resource, rp.group) };
-    if let Some(s) = rp.subresource {
-        resource = format!("{resource}/{s}");
+    let Some(info) = state.resources.known(&rp.group, &rp.version, &rp.resource) else {
+        return ("other".to_string(), verb);
+    };
+    let mut label = info.label();
+    if let Some(sub) = rp.subresource {
+        let sub =
+            if LABELLED_SUBRESOURCES.contains(&sub.as_str()) { sub.as_str() } else { "other" };
+        label = format!("{label}/{sub}");
     }
-    (resource, verb)
+    (label, verb)
 }
 
 /// The admin listener: liveness, readiness, metrics.

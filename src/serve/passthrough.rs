@@ -31,9 +31,11 @@ const HOP_BY_HOP: &[HeaderName] = &[
     header::UPGRADE,
 ];
 
-/// Whether the client presented credentials of its own.
+/// Whether the client presented credentials of its own, or asks to act as someone else
+/// (`Impersonate-*`): either way the apiserver must decide, so the cache never answers.
 pub fn has_credentials(headers: &HeaderMap) -> bool {
     headers.contains_key(header::AUTHORIZATION)
+        || headers.keys().any(|k| k.as_str().starts_with("impersonate-"))
 }
 
 fn is_upgrade(headers: &HeaderMap) -> bool {

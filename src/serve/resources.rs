@@ -16,6 +16,33 @@ const DISCOVERY_TTL: Duration = Duration::from_secs(300);
 /// Discovery documents are small; refuse anything absurd.
 const MAX_DISCOVERY_BYTES: usize = 16 * 1024 * 1024;
 
+/// The API groups kube-apiserver 1.36 serves itself.
+const BUILTIN_GROUPS: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
+
 /// One resource type as discovery describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -53,10 +80,12 @@ impl ResourceInfo {
         self.verbs.iter().any(|v| v == verb)
     }
 
-    /// Built-in types have protobuf; custom resources (CRDs, which cannot live in the core
-    /// group or in unqualified groups, and only rarely under `*.k8s.io`) are JSON-only.
+    /// Built-in types have protobuf and typed (TypeMeta-less) list items; custom resources and
+    /// aggregated APIs are treated as JSON-only and unstructured. Discovery does not say which
+    /// is which, so the groups kube-apiserver itself serves are listed (CRDs can live under
+    /// `*.k8s.io` too: Gateway API, volume snapshots).
     pub fn is_builtin(&self) -> bool {
-        self.group.is_empty() || !self.group.contains('.') || self.group.ends_with(".k8s.io")
+        BUILTIN_GROUPS.contains(&self.group.as_str())
     }
 
     /// Label for metrics: `resource` or `resource.group`.
@@ -100,6 +129,8 @@ impl Resources {
                 return e.resources.get(resource).cloned();
             }
         }
+        // A group-version the upstream does not serve is remembered as empty, so unknown paths
+        // cost one discovery call per TTL, not one per request; transport errors are not.
         let resources = self.fetch(group, version).await?;
         let found = resources.get(resource).cloned();
         self.by_gv
@@ -107,6 +138,13 @@ impl Resources {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, Entry { fetched: Instant::now(), resources });
         found
+    }
+
+    /// The resource if its discovery document is already known (never fetches: for labelling
+    /// metrics, where a request's path must not cause upstream calls).
+    pub fn known(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&(group.to_string(), version.to_string()))?.resources.get(resource).cloned()
     }
 
     async fn fetch(
@@ -127,6 +165,9 @@ impl Resources {
             .body(body)
             .ok()?;
         let resp = self.upstream.send(req).await.ok()?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Some(HashMap::new());
+        }
         if resp.status() != StatusCode::OK {
             return None;
         }
@@ -196,5 +237,8 @@ mod tests {
         let ns = m.get("namespaces").expect("namespaces");
         assert!(!ns.namespaced);
         assert!(pods.is_builtin());
+        let gateway =
+            ResourceInfo { group: "gateway.networking.k8s.io".into(), ..(**pods).clone() };
+        assert!(!gateway.is_builtin(), "a CRD under *.k8s.io");
     }
 }

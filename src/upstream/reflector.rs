@@ -45,6 +45,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Server-side timeout asked for each watch; the reflector re-watches when it ends, so
 /// intermediaries never see an idle connection for long.
 const WATCH_TIMEOUT_SECONDS: u64 = 300;
+/// How long past its timeout a watch may stay silent before it is abandoned.
+const WATCH_DEADLINE_MARGIN_SECONDS: u64 = 60;
 
 /// Where the reflector is; see the module docs for the transitions.
 #[derive(Debug)]
@@ -130,6 +132,8 @@ impl Reflector {
                     }
                 },
                 State::Watch { rv } => match self.watch(rv).await {
+                    // A cache that had to skip an object relists to become whole again.
+                    Ok(_) if !self.cache.is_complete() => self.relist(),
                     Ok(last) => {
                         failures = 0;
                         State::Watch { rv: last }
@@ -157,14 +161,19 @@ impl Reflector {
     /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
     fn wait_after(&self, e: &ReflectError, failures: u32, then: State) -> State {
         let delay = match e {
-            ReflectError::Throttled { retry_after: Some(d) } => *d,
+            // The upstream's word, kept within our own bounds: 0 must not spin, a huge value
+            // must not park the cache for a day (or overflow the clock).
+            ReflectError::Throttled { retry_after: Some(d) } => {
+                (*d).clamp(BACKOFF_MIN, BACKOFF_MAX)
+            }
             _ => {
                 let exp = BACKOFF_MIN.saturating_mul(1u32 << failures.min(10)).min(BACKOFF_MAX);
                 let jitter = rand::rng().random_range(0.5..1.0);
                 exp.mul_f64(jitter)
             }
         };
-        State::Wait { until: Instant::now() + delay, then: Box::new(then) }
+        let now = Instant::now();
+        State::Wait { until: now.checked_add(delay).unwrap_or(now), then: Box::new(then) }
     }
 
     async fn get(&self, path_and_query: &str) -> Result<http::Response<Incoming>, ReflectError> {
@@ -209,6 +218,7 @@ impl Reflector {
         self.cache.metrics_upstream_call("list");
         let base = self.cache.collection_path();
         let mut objects = Vec::new();
+        let mut complete = true;
         let mut list_rv: Option<u64> = None;
         let mut token: Option<String> = None;
         loop {
@@ -221,7 +231,13 @@ impl Reflector {
             let body = collect(resp.into_body(), MAX_LIST_PAGE_BYTES).await?;
             let page = self.parse_list(&body)?;
             for item in page.items {
-                objects.push(self.cache.object_from_item(item).map_err(ReflectError::Decode)?);
+                match self.cache.object_from_item(item) {
+                    Ok(o) => objects.push(o),
+                    Err(e) => {
+                        tracing::error!(resource = %self.cache.describe(), error = %e, "skipping an object the cache cannot index; serving by passthrough until a clean relist");
+                        complete = false;
+                    }
+                }
             }
             list_rv.get_or_insert(page.resource_version);
             match page.continue_token {
@@ -231,6 +247,9 @@ impl Reflector {
         }
         let rv = list_rv.unwrap_or(0);
         self.cache.replace(objects, rv);
+        if !complete {
+            self.cache.mark_incomplete();
+        }
         Ok(rv)
     }
 
@@ -295,6 +314,7 @@ impl Reflector {
             self.cache.collection_path()
         );
         let mut initial = Some(Vec::new());
+        self.cache.begin_load();
         let last = self.stream(&path, 0, &mut initial).await?;
         if initial.is_some() {
             // The stream ended before the state was complete: nothing was applied.
@@ -313,23 +333,42 @@ impl Reflector {
         rv: u64,
         initial: &mut Initial,
     ) -> Result<u64, ReflectError> {
+        let started = Instant::now();
         let resp = self.get(path).await?;
         let mut body = resp.into_body();
         let mut last = rv;
+        let mut events = 0usize;
         let mut lines = BytesMut::new();
+        // Where the search for the next newline resumes: earlier bytes hold none.
+        let mut scanned = 0;
         let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
-        while let Some(frame) = body.frame().await {
+        // The upstream ends the watch at timeoutSeconds; a connection that silently stopped
+        // carrying data (a dropped NAT flow) is given up a little after that.
+        let deadline =
+            started + Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(resource = %self.cache.describe(), "watch silent past its deadline; reconnecting");
+                    break;
+                }
+            };
             let frame = frame.map_err(|e| ReflectError::Transport(e.to_string()))?;
             let Ok(data) = frame.into_data() else { continue };
             match self.cache.encoding() {
                 Encoding::Json => {
                     lines.extend_from_slice(&data);
-                    while let Some(pos) = lines.iter().position(|b| *b == b'\n') {
-                        let line = lines.split_to(pos + 1);
+                    while let Some(pos) = lines[scanned..].iter().position(|b| *b == b'\n') {
+                        let line = lines.split_to(scanned + pos + 1);
+                        scanned = 0;
                         if line.len() > 1 {
+                            events += 1;
                             last = last.max(self.json_event(&line, initial)?);
                         }
                     }
+                    scanned = lines.len();
                     if lines.len() > MAX_WATCH_FRAME {
                         return Err(ReflectError::Decode("watch event over the size limit".into()));
                     }
@@ -339,10 +378,17 @@ impl Reflector {
                     while let Some(f) =
                         frames.next_frame().map_err(|e| ReflectError::Decode(e.to_string()))?
                     {
+                        events += 1;
                         last = last.max(self.protobuf_event(&f, initial)?);
                     }
                 }
             }
+        }
+        // A watch that ends at once with nothing in it is a failing upstream (or something in
+        // front of it), not a routine timeout: back off rather than reconnect in a tight loop,
+        // as client-go's reflector does.
+        if events == 0 && started.elapsed() < Duration::from_secs(1) {
+            return Err(ReflectError::Transport("watch ended immediately without events".into()));
         }
         Ok(last)
     }
@@ -381,7 +427,12 @@ impl Reflector {
                     self.cache.object_resource_version(&object).map_err(ReflectError::Decode)?;
                 match initial.take() {
                     Some(objects) if is_initial_events_end(self.cache.encoding(), &object) => {
+                        let complete = self.cache.is_complete();
                         self.cache.replace(objects, rv);
+                        if !complete {
+                            // An initial event was skipped: the state is not whole.
+                            self.cache.mark_incomplete();
+                        }
                     }
                     // Bookmarks before the end of the initial events only move the RV.
                     Some(objects) => *initial = Some(objects),
@@ -394,7 +445,18 @@ impl Reflector {
                 return Err(ReflectError::Decode(format!("unknown watch event type {other:?}")))
             }
         };
-        let obj = self.cache.object_from_event(object).map_err(ReflectError::Decode)?;
+        // One object kubeplex cannot route must not wedge the reflector (re-watching would
+        // meet it again, forever), and must not be silently missing from lists either: it is
+        // skipped and the cache stops answering (everything passes through) until a relist
+        // loads it completely.
+        let obj = match self.cache.object_from_event(object) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(resource = %self.cache.describe(), error = %e, "skipping an object the cache cannot index; serving by passthrough until a clean relist");
+                self.cache.mark_incomplete();
+                return Ok(0);
+            }
+        };
         let rv = obj.resource_version;
         match initial {
             // Initial events carry each object's own RV, not the list's.
