@@ -221,6 +221,10 @@ impl ResourceCache {
         self.metrics.cache_objects.with_label_values(&l).set(store.len() as i64);
         self.metrics.cache_bytes.with_label_values(&l).set(store.bytes() as i64);
         self.metrics.cache_resource_version.with_label_values(&l).set(rv as i64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.metrics.cache_updated.with_label_values(&l).set(now as i64);
     }
 
     /// An object could not be indexed: the cache is not whole and must not answer until a
@@ -355,5 +359,6 @@ impl ResourceCache {
         let _ = self.metrics.cache_objects.remove_label_values(&l);
         let _ = self.metrics.cache_bytes.remove_label_values(&l);
         let _ = self.metrics.cache_resource_version.remove_label_values(&l);
+        let _ = self.metrics.cache_updated.remove_label_values(&l);
     }
 }

@@ -27,6 +27,7 @@ pub struct Metrics {
     pub cache_objects: IntGaugeVec,
     pub cache_bytes: IntGaugeVec,
     pub cache_resource_version: IntGaugeVec,
+    pub cache_updated: IntGaugeVec,
     pub upstream_calls: IntCounterVec,
     pub relists: IntCounterVec,
     pub page_cache: IntCounterVec,
@@ -65,6 +66,10 @@ impl Metrics {
             Opts::new("kubeplex_cache_resource_version", "The resourceVersion each cache has reached (compare with the upstream's to see lag)."),
             &["resource", "encoding"],
         )?;
+        let cache_updated = IntGaugeVec::new(
+            Opts::new("kubeplex_cache_updated_timestamp_seconds", "When each cache last heard from the upstream (event, bookmark or list), as Unix time: time() minus this is how far behind it can be."),
+            &["resource", "encoding"],
+        )?;
         let upstream_calls = IntCounterVec::new(
             Opts::new(
                 "kubeplex_upstream_calls_total",
@@ -100,6 +105,7 @@ impl Metrics {
         registry.register(Box::new(cache_objects.clone()))?;
         registry.register(Box::new(cache_bytes.clone()))?;
         registry.register(Box::new(cache_resource_version.clone()))?;
+        registry.register(Box::new(cache_updated.clone()))?;
         registry.register(Box::new(upstream_calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
         Ok(Metrics {
@@ -109,6 +115,7 @@ impl Metrics {
             cache_objects,
             cache_bytes,
             cache_resource_version,
+            cache_updated,
             upstream_calls,
             relists,
             page_cache,
