@@ -288,6 +288,13 @@ impl Sim {
         self.state.store.compact()
     }
 
+    /// Refuses the next `count` resource requests with 429 Too Many Requests and
+    /// `Retry-After: retry_after_seconds`.
+    pub fn throttle(&self, count: u32, retry_after_seconds: u32) {
+        *self.state.faults.throttle.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((count, retry_after_seconds));
+    }
+
     /// While `true`, every request is held before it is handled.
     pub fn stall(&self, stalled: bool) {
         self.state.faults.stalled.send_replace(stalled);

@@ -54,6 +54,9 @@ impl Default for SimConfig {
 pub struct Faults {
     /// While set, every request waits before it is handled.
     pub stalled: watch::Sender<bool>,
+    /// The next this-many resource requests are refused with 429 and `Retry-After`, as
+    /// priority-and-fairness does under load.
+    pub throttle: std::sync::Mutex<Option<(u32, u32)>>,
 }
 
 pub struct SimState {
@@ -138,6 +141,22 @@ pub struct Target {
     pub subresource: Option<String>,
 }
 
+/// Consumes one throttled request, if any are armed; returns its Retry-After.
+fn take_throttle(state: &SimState) -> Option<u32> {
+    let mut t = state.faults.throttle.lock().unwrap_or_else(|p| p.into_inner());
+    match t.as_mut() {
+        Some((left, retry_after)) if *left > 0 => {
+            *left -= 1;
+            let r = *retry_after;
+            if *left == 0 {
+                *t = None;
+            }
+            Some(r)
+        }
+        _ => None,
+    }
+}
+
 async fn resource_request(
     state: Arc<SimState>,
     rp: ResourcePath,
@@ -146,6 +165,19 @@ async fn resource_request(
     let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
         return respond::error(&Status::path_not_found(), false);
     };
+    if let Some(retry_after) = take_throttle(&state) {
+        let s = Status::too_many_requests(retry_after);
+        let labels = RequestLabels {
+            verb: "THROTTLED",
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            resource: kind.resource.clone(),
+            subresource: String::new(),
+            scope: "cluster",
+        };
+        state.metrics.observe(&labels, 429);
+        return respond::error(&s, false);
+    }
     if kind.version != rp.version
         || (rp.namespace.is_some() && !kind.namespaced)
         || rp.subresource.as_ref().is_some_and(|s| !kind.subresources.contains(s))
