@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod net;
 pub mod serve;
 pub mod sim;
 pub mod upstream;

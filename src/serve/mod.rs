@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -89,12 +87,14 @@ impl Proxy {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
-        tasks.spawn(serve_connections(listener, state.clone(), handle));
+        let st = state.clone();
+        tasks.spawn(crate::net::serve(listener, move |req| handle(st.clone(), req)));
         let admin_addr = match admin_listen {
             Some(a) => {
                 let l = TcpListener::bind(a).await?;
                 let admin_addr = l.local_addr()?;
-                tasks.spawn(serve_connections(l, state.clone(), admin));
+                let st = state.clone();
+                tasks.spawn(crate::net::serve(l, move |req| admin(st.clone(), req)));
                 Some(admin_addr)
             }
             None => None,
@@ -112,40 +112,6 @@ impl Proxy {
             }
         });
         Ok(Proxy { addr, admin_addr, state, tasks })
-    }
-}
-
-type Handler = fn(
-    Arc<ProxyState>,
-    Request<Incoming>,
-) -> futures_util::future::BoxFuture<'static, Response<Body>>;
-
-/// Accepts connections until aborted; each connection is a task owned by this one, so aborting
-/// it ends them all.
-async fn serve_connections(listener: TcpListener, state: Arc<ProxyState>, handler: Handler) {
-    let mut conns = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let Ok((stream, _)) = accepted else {
-            // Out of file descriptors and the like: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        conns.spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(handler(state, req).await) }
-            });
-            // HTTP/1.1 and HTTP/2 (prior knowledge) on the same port.
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-                .await;
-        });
     }
 }
 

@@ -16,33 +16,6 @@ const DISCOVERY_TTL: Duration = Duration::from_secs(300);
 /// Discovery documents are small; refuse anything absurd.
 const MAX_DISCOVERY_BYTES: usize = 16 * 1024 * 1024;
 
-/// The API groups kube-apiserver 1.36 serves itself.
-const BUILTIN_GROUPS: &[&str] = &[
-    "",
-    "admissionregistration.k8s.io",
-    "apiextensions.k8s.io",
-    "apiregistration.k8s.io",
-    "apps",
-    "authentication.k8s.io",
-    "authorization.k8s.io",
-    "autoscaling",
-    "batch",
-    "certificates.k8s.io",
-    "coordination.k8s.io",
-    "discovery.k8s.io",
-    "events.k8s.io",
-    "flowcontrol.apiserver.k8s.io",
-    "internal.apiserver.k8s.io",
-    "networking.k8s.io",
-    "node.k8s.io",
-    "policy",
-    "rbac.authorization.k8s.io",
-    "resource.k8s.io",
-    "scheduling.k8s.io",
-    "storage.k8s.io",
-    "storagemigration.k8s.io",
-];
-
 /// One resource type as discovery describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -85,7 +58,7 @@ impl ResourceInfo {
     /// is which, so the groups kube-apiserver itself serves are listed (CRDs can live under
     /// `*.k8s.io` too: Gateway API, volume snapshots).
     pub fn is_builtin(&self) -> bool {
-        BUILTIN_GROUPS.contains(&self.group.as_str())
+        crate::wire::groups::is_builtin(&self.group)
     }
 
     /// Label for metrics: `resource` or `resource.group`.

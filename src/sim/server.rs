@@ -6,11 +6,8 @@ use std::time::Duration;
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use super::kinds::{Kind, Registry};
 use super::metrics::{RequestLabels, SimMetrics};
@@ -69,33 +66,9 @@ pub struct SimState {
 }
 
 /// Serves connections from `listener` until the returned task is aborted; aborting it drops
-/// every open connection with it (the JoinSet owns them).
+/// every open connection with it.
 pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut conns = JoinSet::new();
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                // Reap finished connections so the set does not grow without bound.
-                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            };
-            let Ok((stream, _peer)) = accepted else {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let state = state.clone();
-            conns.spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let state = state.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
-                });
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    })
+    tokio::spawn(crate::net::serve(listener, move |req| handle(state.clone(), req)))
 }
 
 async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {

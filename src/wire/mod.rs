@@ -3,6 +3,7 @@
 
 pub mod continue_token;
 pub mod gojson;
+pub mod groups;
 pub mod gzip;
 pub mod meta;
 pub mod negotiate;

@@ -13,34 +13,7 @@ use super::fields::{arr_at, at, bool_at, int_at, map_len, present, str_at};
 use super::pod::print_pod;
 use super::{Cell, Row};
 
-/// API groups built into kube-apiserver 1.36. A resource in one of these groups without a
-/// printer here has per-kind columns this module does not know; any other group is served
-/// by the apiextensions-apiserver, i.e. a custom resource.
-const BUILT_IN_GROUPS: &[&str] = &[
-    "",
-    "admissionregistration.k8s.io",
-    "apiextensions.k8s.io",
-    "apiregistration.k8s.io",
-    "apps",
-    "authentication.k8s.io",
-    "authorization.k8s.io",
-    "autoscaling",
-    "batch",
-    "certificates.k8s.io",
-    "coordination.k8s.io",
-    "discovery.k8s.io",
-    "events.k8s.io",
-    "flowcontrol.apiserver.k8s.io",
-    "internal.apiserver.k8s.io",
-    "networking.k8s.io",
-    "node.k8s.io",
-    "policy",
-    "rbac.authorization.k8s.io",
-    "resource.k8s.io",
-    "scheduling.k8s.io",
-    "storage.k8s.io",
-    "storagemigration.k8s.io",
-];
+use crate::wire::groups::BUILTIN_GROUPS as BUILT_IN_GROUPS;
 
 /// Which table convertor the apiserver uses for a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
