@@ -114,6 +114,27 @@ async fn cached_lists_equal_the_apiservers_answers() {
     }
 }
 
+#[tokio::test]
+async fn a_node_list_reads_only_that_nodes_pods() {
+    let stack = Stack::new(small(), &["pods"]).await;
+    let node = assert_same(
+        &stack,
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-1",
+        JSON,
+    )
+    .await;
+    let on_node = node.json()["items"].as_array().map_or(0, Vec::len) as u64;
+    assert_same(&stack, "/api/v1/pods?resourceVersion=0&labelSelector=app%3Dapp-3", JSON).await;
+    let series = |name: &str, index: &str| format!(r#"{name}{{index="{index}",resource="pods"}}"#);
+    let lists = "kubeplex_cache_list_total";
+    let fetched = "kubeplex_cache_list_fetched_objects_total";
+    assert_eq!(stack.metric(&series(lists, "spec.nodeName")).await, 1);
+    assert_eq!(stack.metric(&series(fetched, "spec.nodeName")).await, on_node);
+    // The label selector has no index: every pod was read.
+    assert_eq!(stack.metric(&series(lists, "")).await, 1);
+    assert_eq!(stack.metric(&series(fetched, "")).await, 60);
+}
+
 async fn fifty_clients(stack: Stack, lists: u64) {
     assert_eq!(stack.upstream_calls("LIST"), lists, "the cache's own list");
     assert_eq!(stack.upstream_calls("WATCH"), 1, "the cache's own watch");

@@ -235,6 +235,7 @@ async fn list(
         }
     }
     let page = select::select(&snap, &query);
+    out.metrics.observe_cache_list(&out.info.label(), page.index, page.fetched);
     let rv = snap.resource_version().to_string();
     let meta = ListMeta {
         resource_version: &rv,
