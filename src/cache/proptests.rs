@@ -85,7 +85,8 @@ fn op() -> impl Strategy<Value = Op> {
             |(kind, ns, name, app, node, rv_step)| Op::Event { kind, ns, name, app, node, rv_step }
         ),
         // A list is never at an RV the cache already holds a different state for.
-        1 => (proptest::collection::vec((0..4usize, 0..4usize, 0..3usize, 0..3usize), 0..10), 1u64..4)
+        1 => (proptest::collection::vec((0..4usize, 0..4usize, 0..3usize, 0..3usize), 0..10),
+              1u64..4)
             .prop_map(|(objects, rv_step)| Op::Relist { objects, rv_step }),
         1 => (0u64..3).prop_map(|rv_step| Op::Bookmark { rv_step }),
     ]
@@ -353,7 +354,9 @@ proptest! {
             let expected = naive(&model, snapshot.resource_version(), &q);
             let page = select(&snapshot, &q);
             let pinned = INDEXED.iter().any(|f| field.exact_value(f).is_some());
-            let single_key = namespace.is_some() && start.is_none() && field.exact_value("metadata.name").is_some();
+            let single_key = namespace.is_some()
+                && start.is_none()
+                && field.exact_value("metadata.name").is_some();
             prop_assert_eq!(page.index.is_some(), pinned && !single_key);
             prop_assert_eq!(outcome(page), expected.clone());
             let bare = Snapshot::new(snapshot.resource_version(), snapshot.items().clone());
@@ -390,7 +393,8 @@ proptest! {
         let mut listed: Vec<String> = Vec::new();
         // The first page may be of the latest state, read from the apiserver's index; the next
         // ones are at the token's RV: ending early there must not lose an object.
-        let mut page = select(&first, &Query { upstream_indexes: if latest { LATEST } else { &[] }, ..q });
+        let upstream_indexes = if latest { LATEST } else { &[] };
+        let mut page = select(&first, &Query { upstream_indexes, ..q });
         let mut during = during.iter();
         let mut relisted = false;
         loop {

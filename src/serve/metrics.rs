@@ -88,11 +88,11 @@ impl Metrics {
             &["result"],
         )?;
         // The apiserver's `apiserver_cache_list_total` and `..._fetched_objects_total`: whether
-        // lists read an index, and how many objects they looked at for what they returned.
+        // lists read an index, and how many objects they looked at.
         let cache_lists = IntCounterVec::new(
             Opts::new(
                 "kubeplex_cache_list_total",
-                "Lists selected from a cache (page-cache hits aside), by resource and the index read (\"\" for none).",
+                "Lists selected from a cache (not page-cache hits), by index read (\"\": none).",
             ),
             &["resource", "index"],
         )?;
