@@ -90,6 +90,52 @@ async fn cached_lists_equal_the_apiservers_answers() {
     )
     .await;
     assert_same(&stack, &format!("/api/v1/pods?resourceVersion={rv}"), JSON).await;
+    // One node's pods at the latest state: the apiserver reads its spec.nodeName index, so a
+    // page holding the node's last pod has no token though other pods follow in key order.
+    let node = "fieldSelector=spec.nodeName%3Dnode-1";
+    let all = assert_same(&stack, &format!("/api/v1/pods?resourceVersion=0&{node}"), JSON).await;
+    let n = all.json()["items"].as_array().map_or(0, Vec::len);
+    assert!(n > 2, "node-1 has pods");
+    for limit in [1, n - 1, n] {
+        let path = format!(
+            "/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan&limit={limit}&{node}"
+        );
+        let page = assert_same(&stack, &path, JSON).await;
+        assert_eq!(page.json()["metadata"].get("continue").is_some(), limit < n, "{path}");
+    }
+    // Continued pages are at the token's RV, where the key range is walked.
+    let mut path = format!(
+        "/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan&limit=4&{node}"
+    );
+    for page in 0.. {
+        assert!(page < 20, "paging does not end");
+        let resp = assert_same(&stack, &path, JSON).await;
+        match resp.json()["metadata"]["continue"].as_str() {
+            Some(t) => path = format!("/api/v1/pods?limit=4&{node}&continue={t}"),
+            None => break,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_node_list_reads_only_that_nodes_pods() {
+    let stack = Stack::new(small(), &["pods"]).await;
+    let node = assert_same(
+        &stack,
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-1",
+        JSON,
+    )
+    .await;
+    let on_node = node.json()["items"].as_array().map_or(0, Vec::len) as u64;
+    assert_same(&stack, "/api/v1/pods?resourceVersion=0&labelSelector=app%3Dapp-3", JSON).await;
+    let series = |name: &str, index: &str| format!(r#"{name}{{index="{index}",resource="pods"}}"#);
+    let lists = "kubeplex_cache_list_total";
+    let fetched = "kubeplex_cache_list_fetched_objects_total";
+    assert_eq!(stack.metric(&series(lists, "spec.nodeName")).await, 1);
+    assert_eq!(stack.metric(&series(fetched, "spec.nodeName")).await, on_node);
+    // The label selector has no index: every pod was read.
+    assert_eq!(stack.metric(&series(lists, "")).await, 1);
+    assert_eq!(stack.metric(&series(fetched, "")).await, 60);
 }
 
 async fn fifty_clients(stack: Stack, lists: u64) {

@@ -215,9 +215,61 @@ async fn field_selectors_on_pod_fields_and_names() {
     let l =
         get(&addr, "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp2").await.json();
     assert_eq!(names(&l), ["default/p2"]);
+    // The old field name is converted before matching.
+    let l = get(&addr, "/api/v1/pods?fieldSelector=spec.host%3Dn1").await.json();
+    assert_eq!(names(&l), ["default/p1", "default/p3"]);
     let bad = get(&addr, "/api/v1/pods?fieldSelector=spec.bogus%3Dx").await;
     assert_eq!(bad.status, 400);
     assert_eq!(bad.json()["reason"], "BadRequest");
+}
+
+#[tokio::test]
+async fn a_node_list_at_the_latest_state_pages_over_the_node_index() {
+    let pod = |name: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}})
+    };
+    let sim = sim_with(vec![pod("p1", "n1"), pod("p2", "n1"), pod("p3", "n2")]).await;
+    let addr = sim.addr().to_string();
+    let rv = sim.current_rv();
+    let token = |l: &serde_json::Value| l["metadata"]["continue"].as_str().map(str::to_string);
+    // Read from the watch cache's spec.nodeName index, the range holds n1's pods only: nothing
+    // follows a page holding both, so no token (consistent, and not-older-than, lists).
+    for path in [
+        "/api/v1/pods?limit=2&fieldSelector=spec.nodeName%3Dn1".to_string(),
+        format!(
+            "/api/v1/pods?limit=2&fieldSelector=spec.host%3Dn1&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"
+        ),
+    ] {
+        let l = get(&addr, &path).await.json();
+        assert_eq!(names(&l), ["default/p1", "default/p2"], "{path}");
+        assert_eq!(token(&l), None, "{path}");
+    }
+    // At an exact RV the key range is walked: "default/p3" follows, so a token and an empty page.
+    let l = get(
+        &addr,
+        &format!("/api/v1/pods?limit=2&fieldSelector=spec.nodeName%3Dn1&resourceVersion={rv}"),
+    )
+    .await
+    .json();
+    assert_eq!(names(&l), ["default/p1", "default/p2"]);
+    let c = token(&l).expect("a token at an exact resourceVersion");
+    let next =
+        get(&addr, &format!("/api/v1/pods?limit=2&fieldSelector=spec.nodeName%3Dn1&continue={c}"))
+            .await
+            .json();
+    assert_eq!((names(&next), token(&next)), (vec![], None));
+    // A page of one: another n1 pod follows in the index, so a token; the continued page walks
+    // the key range again.
+    let l = get(&addr, "/api/v1/pods?limit=1&fieldSelector=spec.nodeName%3Dn1").await.json();
+    let c = token(&l).expect("another n1 pod follows");
+    let next =
+        get(&addr, &format!("/api/v1/pods?limit=1&fieldSelector=spec.nodeName%3Dn1&continue={c}"))
+            .await
+            .json();
+    assert_eq!(names(&next), ["default/p2"]);
+    assert!(token(&next).is_some(), "default/p3 follows in the key range");
 }
 
 #[tokio::test]

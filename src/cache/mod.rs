@@ -4,16 +4,19 @@
 //!
 //! - [`object`]: one cached object (bytes + the fields it is routed and filtered by);
 //! - [`store`]: the current state, the RV the cache is at, and a window of past states;
+//! - [`index`]: secondary indexes carried by every state (pods by node, objects by name);
 //! - [`select`]: a list page from a state, as kube-apiserver's watch cache answers it;
 //! - [`resource`]: a live cache (store + lock + reflector task) and the set of them.
 //!
 //! Pure data structures: no I/O, no locks; the caller serialises access.
 
+pub mod index;
 pub mod object;
 pub mod resource;
 pub mod select;
 pub mod store;
 
+pub use index::{FieldIndex, Indexes};
 pub use object::{CachedObject, Encoding, ObjectError};
 pub use select::{select, Page, Query};
 pub use store::{Applied, ApplyError, Change, Snapshot, SnapshotError, Store, StoreLimits};

@@ -1,5 +1,6 @@
 //! The store and `select` against simple models: a `BTreeMap` per resourceVersion, and a list
-//! filtered naively over it.
+//! filtered naively over it. Objects are pods, so that lists read the indexes by node and by
+//! name; every list is also taken from the same state without indexes (the key-range walk).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,16 +8,21 @@ use std::time::Instant;
 
 use proptest::prelude::*;
 
+use super::index::Indexes;
 use super::object::CachedObject;
-use super::select::{select, Query};
-use super::store::{Change, SnapshotError, Store};
-use super::testutil::cm;
+use super::select::{select, Page, Query};
+use super::store::{Change, Snapshot, SnapshotError, Store};
+use super::testutil::labeled_pod;
 use crate::wire::continue_token;
 use crate::wire::selector::{FieldSelector, LabelSelector};
 
 const NAMESPACES: [&str; 4] = ["a", "a-b", "ab", "b"];
 const NAMES: [&str; 4] = ["x", "x-1", "y", "z"];
 const APPS: [&str; 3] = ["web", "db", ""];
+const NODES: [&str; 3] = ["n1", "n2", ""];
+const INDEXED: &[&str] = &["metadata.name", "spec.nodeName"];
+/// The apiserver's index of pods, as a list at the latest state gives it.
+const LATEST: &[&str] = &["spec.nodeName"];
 
 /// What the model knows of an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +30,7 @@ struct Obj {
     ns: &'static str,
     name: &'static str,
     rv: u64,
+    node: &'static str,
     labels: BTreeMap<String, String>,
 }
 
@@ -32,10 +39,16 @@ type State = BTreeMap<String, Obj>;
 /// An object as compared: key, resourceVersion, labels.
 type View = (String, u64, Vec<(String, String)>);
 
-fn build(ns: &'static str, name: &'static str, rv: u64, app: &str) -> (Obj, Arc<CachedObject>) {
+fn build(
+    ns: &'static str,
+    name: &'static str,
+    rv: u64,
+    app: &str,
+    node: &'static str,
+) -> (Obj, Arc<CachedObject>) {
     let labels: Vec<(&str, &str)> = if app.is_empty() { vec![] } else { vec![("app", app)] };
     let model_labels = labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    (Obj { ns, name, rv, labels: model_labels }, cm(ns, name, rv, &labels))
+    (Obj { ns, name, rv, node, labels: model_labels }, labeled_pod(ns, name, rv, node, &labels))
 }
 
 fn view(o: &CachedObject) -> View {
@@ -54,10 +67,11 @@ enum Op {
         ns: usize,
         name: usize,
         app: usize,
+        node: usize,
         rv_step: u64,
     },
     Relist {
-        objects: Vec<(usize, usize, usize)>,
+        objects: Vec<(usize, usize, usize, usize)>,
         rv_step: u64,
     },
     Bookmark {
@@ -67,10 +81,12 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..3, 0..4usize, 0..4usize, 0..3usize, 0u64..3)
-            .prop_map(|(kind, ns, name, app, rv_step)| Op::Event { kind, ns, name, app, rv_step }),
+        6 => (0u8..3, 0..4usize, 0..4usize, 0..3usize, 0..3usize, 0u64..3).prop_map(
+            |(kind, ns, name, app, node, rv_step)| Op::Event { kind, ns, name, app, node, rv_step }
+        ),
         // A list is never at an RV the cache already holds a different state for.
-        1 => (proptest::collection::vec((0..4usize, 0..4usize, 0..3usize), 0..10), 1u64..4)
+        1 => (proptest::collection::vec((0..4usize, 0..4usize, 0..3usize, 0..3usize), 0..10),
+              1u64..4)
             .prop_map(|(objects, rv_step)| Op::Relist { objects, rv_step }),
         1 => (0u64..3).prop_map(|rv_step| Op::Bookmark { rv_step }),
     ]
@@ -85,7 +101,8 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        Self { store: Store::default(), rv: 0, since_relist: vec![(0, State::new())] }
+        let store = Store::default().with_indexes(INDEXED);
+        Self { store, rv: 0, since_relist: vec![(0, State::new())] }
     }
 
     fn state(&self) -> State {
@@ -95,9 +112,9 @@ impl Harness {
     fn run(&mut self, op: &Op) {
         let now = Instant::now();
         match *op {
-            Op::Event { kind, ns, name, app, rv_step } => {
+            Op::Event { kind, ns, name, app, node, rv_step } => {
                 let rv = self.rv + rv_step;
-                let (obj, cached) = build(NAMESPACES[ns], NAMES[name], rv, APPS[app]);
+                let (obj, cached) = build(NAMESPACES[ns], NAMES[name], rv, APPS[app], NODES[node]);
                 let change = match kind {
                     0 => Change::Added(cached),
                     1 => Change::Modified(cached),
@@ -122,7 +139,9 @@ impl Harness {
                 let rv = self.rv + rv_step;
                 let built: Vec<_> = objects
                     .iter()
-                    .map(|&(ns, name, app)| build(NAMESPACES[ns], NAMES[name], rv, APPS[app]))
+                    .map(|&(ns, name, app, node)| {
+                        build(NAMESPACES[ns], NAMES[name], rv, APPS[app], NODES[node])
+                    })
                     .collect();
                 let before = self.state();
                 let mut state = State::new();
@@ -175,15 +194,36 @@ fn state_view(state: &State) -> Vec<View> {
     state.iter().map(|(k, o)| model_view(k, o)).collect()
 }
 
+/// A selectable field of a model pod.
+fn field_of(o: &Obj, field: &str) -> Option<String> {
+    match field {
+        "metadata.name" => Some(o.name.to_owned()),
+        "metadata.namespace" => Some(o.ns.to_owned()),
+        "spec.nodeName" => Some(o.node.to_owned()),
+        _ => None,
+    }
+}
+
+/// The indexes built afresh from a state's objects.
+fn rebuilt(snapshot: &Snapshot) -> Indexes {
+    let mut indexes = Indexes::new(INDEXED);
+    for o in snapshot.items().values() {
+        indexes.update(None, Some(o));
+    }
+    indexes
+}
+
+/// A page as compared with the model's.
+fn outcome(page: Page) -> (Vec<String>, Option<String>, Option<i64>) {
+    let keys = page.items.iter().map(|o| o.key.clone()).collect();
+    (keys, page.continue_token, page.remaining_item_count)
+}
+
 /// The list the apiserver's rules give, computed naively over the model.
 fn naive(state: &State, rv: u64, q: &Query<'_>) -> (Vec<String>, Option<String>, Option<i64>) {
     let matches = |o: &Obj| {
-        let field = |f: &str| match f {
-            "metadata.name" => Some(o.name.to_owned()),
-            "metadata.namespace" => Some(o.ns.to_owned()),
-            _ => None,
-        };
-        q.label.is_none_or(|l| l.matches(&o.labels)) && q.field.is_none_or(|f| f.matches(field))
+        q.label.is_none_or(|l| l.matches(&o.labels))
+            && q.field.is_none_or(|f| f.matches(|name| field_of(o, name)))
     };
     let name = q.field.and_then(|f| f.exact_value("metadata.name"));
     if let (None, Some(name), Some(ns)) = (q.start, name, q.namespace) {
@@ -198,12 +238,18 @@ fn naive(state: &State, rv: u64, q: &Query<'_>) -> (Vec<String>, Option<String>,
         .filter(|(k, _)| k.starts_with(&prefix) && k.as_str() >= from.as_str())
         .collect();
     let matching: Vec<_> = scoped.iter().filter(|(_, o)| matches(o)).collect();
+    // Served from the apiserver's index, the range holds only that index entry's objects.
+    let pinned =
+        q.upstream_indexes.iter().find_map(|&f| Some((f, q.field?.exact_value(f)?.to_owned())));
+    let in_range = |o: &Obj| {
+        pinned.as_ref().is_none_or(|(f, value)| field_of(o, f).unwrap_or_default() == *value)
+    };
     let limit = q.limit.unwrap_or(usize::MAX);
     let page: Vec<_> = matching.iter().take(limit).collect();
     let unfiltered = q.label.is_none_or(|l| l.is_empty()) && q.field.is_none_or(|f| f.is_empty());
     let last = page.last().map(|(k, _)| (*k).clone());
-    let has_more =
-        page.len() == limit && last.as_ref().is_some_and(|l| scoped.iter().any(|(k, _)| *k > l));
+    let has_more = page.len() == limit
+        && last.as_ref().is_some_and(|l| scoped.iter().any(|(k, o)| *k > l && in_range(o)));
     let token = last.as_ref().filter(|_| has_more).map(|_| {
         let (_, o) = page[page.len() - 1];
         let start = continue_token::start_key(Some(o.ns), o.name, q.namespace.is_some());
@@ -213,19 +259,34 @@ fn naive(state: &State, rv: u64, q: &Query<'_>) -> (Vec<String>, Option<String>,
     (page.iter().map(|(k, _)| (*k).clone()).collect(), token, remaining)
 }
 
-fn query_parts(
-) -> impl Strategy<Value = (Option<usize>, usize, usize, Option<usize>, Option<usize>)> {
+/// Namespace, label selector, field selector, limit, start key, and whether the list is at
+/// the latest state (where the apiserver reads its index).
+type QueryParts = (Option<usize>, usize, usize, Option<usize>, Option<usize>, bool);
+
+fn query_parts() -> impl Strategy<Value = QueryParts> {
     (
         proptest::option::of(0..4usize),
-        0..4usize,
-        0..4usize,
+        0..LABELS.len(),
+        0..FIELDS.len(),
         proptest::option::of(1..4usize),
         proptest::option::of(0..16usize),
+        any::<bool>(),
     )
 }
 
 const LABELS: [&str; 4] = ["", "app=web", "app!=web", "!app"];
-const FIELDS: [&str; 4] = ["", "metadata.name=x", "metadata.namespace=a", "metadata.name!=y"];
+const FIELDS: [&str; 10] = [
+    "",
+    "metadata.name=x",
+    "metadata.namespace=a",
+    "metadata.name!=y",
+    "spec.nodeName=n1",
+    "spec.nodeName=",
+    "spec.nodeName!=n1",
+    "spec.nodeName=n2,metadata.name!=x",
+    "metadata.name=y,spec.nodeName=n1",
+    "metadata.namespace=ab,spec.nodeName==n2",
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
@@ -241,9 +302,15 @@ proptest! {
             prop_assert_eq!(got, state_view(&h.state()));
             let bytes: usize = current.items().values().map(|o| o.body.len()).sum();
             prop_assert_eq!(h.store.bytes(), bytes);
+            prop_assert_eq!(current.indexes(), &rebuilt(&current));
         }
         for rv in probes {
-            let got = h.store.at(rv, Instant::now()).map(|s| s.items().values().map(|o| view(o)).collect::<Vec<_>>());
+            let at = h.store.at(rv, Instant::now());
+            // A past state carries the indexes of its own objects.
+            if let Ok(s) = &at {
+                prop_assert_eq!(s.indexes(), &rebuilt(s));
+            }
+            let got = at.map(|s| s.items().values().map(|o| view(o)).collect::<Vec<_>>());
             prop_assert_eq!(got, h.at(rv).map(|s| state_view(&s)));
         }
     }
@@ -251,7 +318,8 @@ proptest! {
     #[test]
     fn select_equals_the_naive_list(
         ops in proptest::collection::vec(op(), 1..30),
-        (ns, label, field, limit, start) in query_parts(),
+        (ns, label, field, limit, start, latest) in query_parts(),
+        probe in 0u64..60,
     ) {
         let mut h = Harness::new();
         for op in &ops {
@@ -275,14 +343,27 @@ proptest! {
             field: Some(&field),
             limit,
             start: start.as_deref(),
+            upstream_indexes: if latest { LATEST } else { &[] },
         };
-        let page = select(&h.store.current(), &q);
-        let got = (
-            page.items.iter().map(|o| o.key.clone()).collect::<Vec<_>>(),
-            page.continue_token,
-            page.remaining_item_count,
-        );
-        prop_assert_eq!(got, naive(&h.state(), h.rv, &q));
+        // The current state and a past one, through the indexes and by walking the key range.
+        let mut states = vec![(h.store.current(), h.state())];
+        if let (Ok(past), Ok(model)) = (h.store.at(probe, Instant::now()), h.at(probe)) {
+            states.push((past, model));
+        }
+        for (snapshot, model) in states {
+            let expected = naive(&model, snapshot.resource_version(), &q);
+            let page = select(&snapshot, &q);
+            let pinned = INDEXED.iter().any(|f| field.exact_value(f).is_some());
+            let single_key = namespace.is_some()
+                && start.is_none()
+                && field.exact_value("metadata.name").is_some();
+            prop_assert_eq!(page.index.is_some(), pinned && !single_key);
+            prop_assert_eq!(outcome(page), expected.clone());
+            let bare = Snapshot::new(snapshot.resource_version(), snapshot.items().clone());
+            let page = select(&bare, &q);
+            prop_assert_eq!(page.index, None);
+            prop_assert_eq!(outcome(page), expected);
+        }
     }
 
     #[test]
@@ -290,19 +371,30 @@ proptest! {
         setup in proptest::collection::vec(op(), 1..20),
         during in proptest::collection::vec(op(), 0..20),
         limit in 1..4usize,
-        (ns, label, _, _, _) in query_parts(),
+        (ns, label, field, _, _, latest) in query_parts(),
     ) {
         let mut h = Harness::new();
         for op in &setup {
             h.run(op);
         }
         let label = LabelSelector::parse(LABELS[label]).unwrap();
+        let field = FieldSelector::parse(FIELDS[field]).unwrap();
         let namespace = ns.map(|i| NAMESPACES[i]);
-        let q = Query { namespace, namespaced: true, label: Some(&label), limit: Some(limit), ..Query::default() };
+        let q = Query {
+            namespace,
+            namespaced: true,
+            label: Some(&label),
+            field: Some(&field),
+            limit: Some(limit),
+            ..Query::default()
+        };
         let first = h.store.current();
         let expected = naive(&h.state(), first.resource_version(), &Query { limit: None, ..q }).0;
         let mut listed: Vec<String> = Vec::new();
-        let mut page = select(&first, &q);
+        // The first page may be of the latest state, read from the apiserver's index; the next
+        // ones are at the token's RV: ending early there must not lose an object.
+        let upstream_indexes = if latest { LATEST } else { &[] };
+        let mut page = select(&first, &Query { upstream_indexes, ..q });
         let mut during = during.iter();
         let mut relisted = false;
         loop {

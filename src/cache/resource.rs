@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::index;
 use super::object::CachedObject;
 pub use super::object::Encoding;
 use super::store::{Change, Snapshot, SnapshotError, Store, StoreLimits};
@@ -54,10 +55,12 @@ impl ResourceCache {
         metrics: Metrics,
     ) -> Self {
         let label = format!("{}/{}", info.label(), info.version);
+        let indexed = index::indexed_fields(encoding, &info.group, &info.resource);
+        let store = Store::new(limits).with_indexes(&indexed);
         ResourceCache {
             info,
             encoding,
-            store: RwLock::new(Store::new(limits)),
+            store: RwLock::new(store),
             rv_tx: watch::channel(0).0,
             synced: AtomicBool::new(false),
             metrics,

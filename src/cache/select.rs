@@ -8,6 +8,13 @@
 //!   matching or not (the next page may then be empty);
 //! - `remainingItemCount` is only given without selectors, and counts every object after the page.
 //!
+//! When the field selector pins an indexed field to one value, the objects are read from the
+//! state's index entry for it instead of the key range, in the same key order, with the same
+//! result. What "the range" is for the token rule follows the apiserver, not this cache: its
+//! watch cache serves a list at the latest state from *its* index where it has one (pods by
+//! `spec.nodeName`), and then only that entry's objects are in range; at an exact RV or when
+//! continuing it walks the key range (see [`Query::upstream_indexes`]).
+//!
 //! Not decided here, because they depend on the request: `limit` is ignored at
 //! `resourceVersion=0` (`computeListLimit`: pass `None`), and which state to list (the current
 //! one, or `Store::at` for an exact RV or a continue token).
@@ -19,6 +26,7 @@ use crate::wire::continue_token;
 use crate::wire::selector::fields_by_kind::FieldRules;
 use crate::wire::selector::{FieldSelector, LabelSelector};
 
+use super::index::{indexed_value, Keys};
 use super::object::{CachedObject, Encoding, PROTOBUF_FIELDS};
 use super::store::Snapshot;
 
@@ -41,6 +49,14 @@ pub struct Query<'a> {
     /// The decoded continue token's start key, relative to the list's prefix (`/name\0` within
     /// a namespace or for cluster-scoped objects, `/namespace/name\0` across namespaces).
     pub start: Option<&'a str>,
+    /// The fields the apiserver's watch cache would answer this list from an index of
+    /// (`FieldRules::index_fields`: pods' `spec.nodeName`), given only for a list at the latest
+    /// state: `resourceVersion="0"`, or not older than an RV, without `continue`
+    /// (`waitAndListLatestRV` with `MatcherIndex`, which takes the first one the selector pins
+    /// with `=`). Only the objects of that index entry are then in the list's range, so a full
+    /// page gets a continue token only if one of *them* follows. Empty at an exact RV or when
+    /// continuing, where the apiserver walks the snapshot's key range.
+    pub upstream_indexes: &'a [&'static str],
 }
 
 /// One page of a list.
@@ -52,15 +68,29 @@ pub struct Page {
     pub continue_token: Option<String>,
     /// Objects after this page; only without selectors, and only with a continue token.
     pub remaining_item_count: Option<i64>,
+    /// The indexed field whose entry the objects were read from; `None` when the key range was.
+    pub index: Option<&'static str>,
+    /// Objects read from the state to build the page, matching or not (what the apiserver's
+    /// `apiserver_cache_list_fetched_objects_total` counts).
+    pub fetched: usize,
 }
 
 /// The page of `snapshot` that `query` asks for.
 pub fn select(snapshot: &Snapshot, query: &Query<'_>) -> Page {
     let limit = query.limit.filter(|&n| n > 0);
+    let mut page = Page {
+        items: Vec::new(),
+        continue_token: None,
+        remaining_item_count: None,
+        index: None,
+        fetched: 0,
+    };
     if let Some(key) = single_key(query) {
         // The registry turned the list into a get of one key: at most one object, no token.
-        let items = snapshot.get(&key).filter(|o| matches(o, query)).cloned().into_iter().collect();
-        return Page { items, continue_token: None, remaining_item_count: None };
+        let object = snapshot.get(&key);
+        page.fetched = usize::from(object.is_some());
+        page.items.extend(object.filter(|o| matches(o, query)).cloned());
+        return page;
     }
 
     let prefix = match query.namespace.filter(|ns| !ns.is_empty()) {
@@ -71,37 +101,46 @@ pub fn select(snapshot: &Snapshot, query: &Query<'_>) -> Page {
     if let Some(start) = query.start {
         from.push_str(start.strip_prefix('/').unwrap_or(start));
     }
-    let mut range = snapshot
-        .items()
-        .range::<_, str>((Bound::Included(from.as_str()), Bound::Unbounded))
-        .take_while(|(key, _)| key.starts_with(&prefix))
-        .map(|(_, object)| object);
+    let from = (Bound::Included(from.as_str()), Bound::Unbounded);
+    let range = || {
+        snapshot
+            .items()
+            .range::<_, str>(from)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .map(|(_, object)| object)
+    };
 
     let unfiltered =
         query.label.is_none_or(|l| l.is_empty()) && query.field.is_none_or(|f| f.is_empty());
-    let mut items = Vec::new();
     let mut has_more = false;
-    let mut remaining_item_count = None;
     if unfiltered {
-        items.extend(range.by_ref().take(limit.unwrap_or(usize::MAX)).cloned());
+        let mut range = range();
+        page.items.extend(range.by_ref().take(limit.unwrap_or(usize::MAX)).cloned());
         let rest = if limit.is_some() { range.count() } else { 0 };
+        page.fetched = page.items.len() + rest;
         has_more = rest > 0;
-        remaining_item_count = has_more.then(|| i64::try_from(rest).unwrap_or(i64::MAX));
+        page.remaining_item_count = has_more.then(|| i64::try_from(rest).unwrap_or(i64::MAX));
     } else {
-        for object in range {
-            if limit.is_some_and(|n| items.len() >= n) {
-                // Reaching any object past a full page is how the cache learns a next page is
-                // needed; whether it matches is not looked at.
-                has_more = true;
-                break;
+        page.fetched = match index_entry(snapshot, query) {
+            Some((field, entry)) => {
+                page.index = Some(field);
+                let objects = entry
+                    .into_iter()
+                    .flat_map(|keys| keys.range::<_, str>(from))
+                    .take_while(|key| key.starts_with(&prefix))
+                    .filter_map(|key| snapshot.get(key));
+                fill(&mut page.items, objects, query, limit)
             }
-            if matches(object, query) {
-                items.push(Arc::clone(object));
-            }
+            None => fill(&mut page.items, range(), query, limit),
+        };
+        if let Some(last) = page.items.last().filter(|_| limit == Some(page.items.len())) {
+            // Reaching any object past a full page is how the apiserver learns a next page is
+            // needed; whether it matches is not looked at.
+            has_more = anything_follows(snapshot, query, &prefix, &last.key);
         }
     }
 
-    let continue_token = items.last().filter(|_| has_more).map(|last| {
+    page.continue_token = page.items.last().filter(|_| has_more).map(|last| {
         let start = continue_token::start_key(
             Some(&last.namespace),
             &last.name,
@@ -112,7 +151,73 @@ pub fn select(snapshot: &Snapshot, query: &Query<'_>) -> Page {
             &start,
         )
     });
-    Page { items, continue_token, remaining_item_count }
+    page
+}
+
+/// The smallest index entry holding every object the field selector can match: the entry of a
+/// value it pins an indexed field to with `=` (`None` inside when no object has that value).
+fn index_entry<'s>(
+    snapshot: &'s Snapshot,
+    query: &Query<'_>,
+) -> Option<(&'static str, Option<&'s Keys>)> {
+    let selector = query.field?;
+    let indexes = snapshot.indexes();
+    indexes
+        .fields()
+        .filter_map(|field| {
+            let value = selector.exact_value(field)?;
+            Some((field, indexes.get(field)?.keys(value)))
+        })
+        .min_by_key(|(_, keys)| keys.map_or(0, |k| k.len()))
+}
+
+/// Appends the objects that match to `items` until the page is full; returns how many objects
+/// were read.
+fn fill<'a>(
+    items: &mut Vec<Arc<CachedObject>>,
+    objects: impl Iterator<Item = &'a Arc<CachedObject>>,
+    query: &Query<'_>,
+    limit: Option<usize>,
+) -> usize {
+    let mut fetched = 0;
+    for object in objects {
+        fetched += 1;
+        if matches(object, query) {
+            items.push(Arc::clone(object));
+            if limit.is_some_and(|n| items.len() >= n) {
+                break;
+            }
+        }
+    }
+    fetched
+}
+
+/// Whether any object of the list's range follows `last`, the last object of a full page. The
+/// range is the key prefix's objects or, when the apiserver would serve the list from its index
+/// ([`Query::upstream_indexes`]), those of them in that index entry.
+fn anything_follows(snapshot: &Snapshot, query: &Query<'_>, prefix: &str, last: &str) -> bool {
+    let after = (Bound::Excluded(last), Bound::Unbounded);
+    let pinned =
+        query.upstream_indexes.iter().find_map(|&f| Some((f, query.field?.exact_value(f)?)));
+    match pinned {
+        Some((field, value)) => match snapshot.indexes().get(field) {
+            Some(index) => index
+                .keys(value)
+                .and_then(|keys| keys.range::<_, str>(after).next())
+                .is_some_and(|key| key.starts_with(prefix)),
+            // A state without that index (`Snapshot::new`) gives the same answer, slowly.
+            None => snapshot
+                .items()
+                .range::<_, str>(after)
+                .take_while(|(key, _)| key.starts_with(prefix))
+                .any(|(_, object)| indexed_value(object, field) == value),
+        },
+        None => snapshot
+            .items()
+            .range::<_, str>(after)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(prefix)),
+    }
 }
 
 /// Whether the object passes the query's selectors (a field its field set lacks reads as "").
@@ -199,6 +304,9 @@ fn is_dns1123_label(s: &str) -> bool {
         && b.iter().all(|c| inner(c) || *c == b'-')
 }
 
+#[cfg(test)]
+#[path = "select_index_tests.rs"]
+mod index_tests;
 #[cfg(test)]
 #[path = "select_tests.rs"]
 mod tests;

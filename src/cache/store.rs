@@ -6,6 +6,9 @@
 //! path to the changed key, so keeping a state per event is cheap. This is the watch cache's
 //! snapshotter (`staging/src/k8s.io/apiserver/pkg/storage/cacher/store`): the state at RV `n` is
 //! the newest state with RV `<= n`, and a relist starts the window afresh.
+//!
+//! Every state carries its secondary [`Indexes`], persistent too, kept in step with its objects
+//! by every change, so a list served from a past state reads that state's index.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use std::time::{Duration, Instant};
 use imbl::ordmap::DiffItem;
 use imbl::OrdMap;
 
+use super::index::{Indexes, DEFAULT_INDEXED_FIELDS};
 use super::object::CachedObject;
 
 /// The objects of a state, by key.
@@ -40,16 +44,27 @@ impl Default for StoreLimits {
     }
 }
 
-/// The state of the store at one resourceVersion. Cloning is O(1).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The state of the store at one resourceVersion, with its indexes. Cloning is O(1).
+#[derive(Debug, Clone)]
 pub struct Snapshot {
     rv: u64,
     items: Items,
+    indexes: Indexes,
 }
 
+/// Indexes are derived from the items, so two states are equal when their objects are.
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.rv == other.rv && self.items == other.items
+    }
+}
+
+impl Eq for Snapshot {}
+
 impl Snapshot {
+    /// A state without indexes: lists from it walk the key range.
     pub fn new(rv: u64, items: Items) -> Self {
-        Self { rv, items }
+        Self { rv, items, indexes: Indexes::default() }
     }
 
     /// The resourceVersion this state is served at (a list's `metadata.resourceVersion`).
@@ -71,6 +86,11 @@ impl Snapshot {
 
     pub fn get(&self, key: &str) -> Option<&Arc<CachedObject>> {
         self.items.get(key)
+    }
+
+    /// The indexes of this state (see [`Store::with_indexes`]).
+    pub fn indexes(&self) -> &Indexes {
+        &self.indexes
     }
 }
 
@@ -135,12 +155,15 @@ struct Retired {
     rv: u64,
     retired_at: Instant,
     items: Items,
+    indexes: Indexes,
 }
 
 /// The cache of one resource in one encoding.
 #[derive(Debug, Clone)]
 pub struct Store {
     items: Items,
+    /// Always describes `items` exactly.
+    indexes: Indexes,
     /// The RV the cache is known to be at: the last event, list or bookmark.
     rv: u64,
     /// The RV at which the current state began (its last change or the list).
@@ -153,9 +176,11 @@ pub struct Store {
 }
 
 impl Store {
+    /// A store indexing [`DEFAULT_INDEXED_FIELDS`].
     pub fn new(limits: StoreLimits) -> Self {
         Self {
             items: Items::new(),
+            indexes: Indexes::new(DEFAULT_INDEXED_FIELDS),
             rv: 0,
             current_since: 0,
             history: VecDeque::new(),
@@ -163,6 +188,16 @@ impl Store {
             bytes: 0,
             synced: false,
         }
+    }
+
+    /// The same store indexing `fields` instead (see `index::indexed_fields`); past states keep
+    /// the indexes they had.
+    pub fn with_indexes(mut self, fields: &[&'static str]) -> Self {
+        self.indexes = Indexes::new(fields);
+        for object in self.items.values() {
+            self.indexes.update(None, Some(object));
+        }
+        self
     }
 
     /// Replaces the whole state with a list's (a relist) and returns how the new state differs
@@ -182,13 +217,24 @@ impl Store {
             // A key listed twice keeps its last object, as a map insert would.
             items.insert(object.key.clone(), object);
         }
+        // The indexes follow the same differences, so a relist that changes little costs little.
+        let indexes = &mut self.indexes;
         let changes = self
             .items
             .diff(&items)
             .map(|item| match item {
-                DiffItem::Add(_, new) => Change::Added(Arc::clone(new)),
-                DiffItem::Update { new: (_, new), .. } => Change::Modified(Arc::clone(new)),
-                DiffItem::Remove(_, old) => Change::Deleted(Arc::clone(old)),
+                DiffItem::Add(_, new) => {
+                    indexes.update(None, Some(new));
+                    Change::Added(Arc::clone(new))
+                }
+                DiffItem::Update { old: (_, old), new: (_, new) } => {
+                    indexes.update(Some(old), Some(new));
+                    Change::Modified(Arc::clone(new))
+                }
+                DiffItem::Remove(_, old) => {
+                    indexes.update(Some(old), None);
+                    Change::Deleted(Arc::clone(old))
+                }
             })
             .collect();
         self.bytes = items.values().map(|o| o.body.len()).sum();
@@ -213,11 +259,15 @@ impl Store {
             Change::Added(o) | Change::Modified(o) => {
                 self.retire(event, now);
                 self.bytes = self.bytes.saturating_add(o.body.len());
-                self.items.insert(o.key.clone(), Arc::clone(o))
+                let previous = self.items.insert(o.key.clone(), Arc::clone(o));
+                self.indexes.update(previous.as_deref(), Some(o));
+                previous
             }
             Change::Deleted(o) if self.items.contains_key(&o.key) => {
                 self.retire(event, now);
-                self.items.remove(&o.key)
+                let previous = self.items.remove(&o.key);
+                self.indexes.update(previous.as_deref(), None);
+                previous
             }
             Change::Deleted(_) => None,
         };
@@ -258,7 +308,7 @@ impl Store {
 
     /// The current state, at the RV the cache is known to be at.
     pub fn current(&self) -> Snapshot {
-        Snapshot { rv: self.rv, items: self.items.clone() }
+        Snapshot { rv: self.rv, items: self.items.clone(), indexes: self.indexes.clone() }
     }
 
     /// The state exactly at `rv` (served as of `rv`): the newest kept state that began at or
@@ -269,14 +319,14 @@ impl Store {
             return Err(SnapshotError::TooNew { current: self.rv });
         }
         if rv >= self.current_since {
-            return Ok(Snapshot { rv, items: self.items.clone() });
+            return Ok(Snapshot { rv, items: self.items.clone(), indexes: self.indexes.clone() });
         }
         // History is in RV order and in retirement order, and contiguous: the last state that
         // began at or before `rv` held at `rv`.
         let first_live = self.history.partition_point(|r| self.expired(r, now));
         let newer = self.history.partition_point(|r| r.rv <= rv);
         match newer.checked_sub(1).filter(|&i| i >= first_live).and_then(|i| self.history.get(i)) {
-            Some(r) => Ok(Snapshot { rv, items: r.items.clone() }),
+            Some(r) => Ok(Snapshot { rv, items: r.items.clone(), indexes: r.indexes.clone() }),
             None => {
                 let oldest = self.history.get(first_live).map_or(self.current_since, |r| r.rv);
                 Err(SnapshotError::TooOld { oldest })
@@ -333,6 +383,7 @@ impl Store {
             rv: self.current_since,
             retired_at: now,
             items: self.items.clone(),
+            indexes: self.indexes.clone(),
         });
         self.current_since = event;
     }

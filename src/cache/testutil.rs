@@ -20,8 +20,21 @@ pub fn cm(ns: &str, name: &str, rv: u64, labels: &[(&str, &str)]) -> Arc<CachedO
 
 /// A pod JSON list item on `node`.
 pub fn pod(ns: &str, name: &str, rv: u64, node: &str) -> Arc<CachedObject> {
+    labeled_pod(ns, name, rv, node, &[])
+}
+
+/// A pod JSON list item on `node`, with labels.
+pub fn labeled_pod(
+    ns: &str,
+    name: &str,
+    rv: u64,
+    node: &str,
+    labels: &[(&str, &str)],
+) -> Arc<CachedObject> {
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
     let body = format!(
-        r#"{{"metadata":{{"name":{name:?},"namespace":{ns:?},"resourceVersion":"{rv}"}},"spec":{{"nodeName":{node:?}}},"status":{{"phase":"Running"}}}}"#
+        r#"{{"metadata":{{"name":{name:?},"namespace":{ns:?},"resourceVersion":"{rv}","labels":{{{}}}}},"spec":{{"nodeName":{node:?}}},"status":{{"phase":"Running"}}}}"#,
+        labels.join(",")
     );
     Arc::new(CachedObject::from_json_item("", "pods", Bytes::from(body)).unwrap())
 }

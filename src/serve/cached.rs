@@ -26,7 +26,8 @@ use crate::cache::CachedObject;
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
-use crate::wire::selector::{fields_by_kind, FieldSelector, LabelSelector};
+use crate::wire::selector::fields_by_kind::{self, FieldRules};
+use crate::wire::selector::{FieldSelector, LabelSelector};
 use crate::wire::status::Status;
 use crate::wire::{continue_token, gzip, proto};
 
@@ -195,7 +196,9 @@ async fn list(
         .limit
         .filter(|l| *l > 0 && opts.resource_version.as_deref() != Some("0"))
         .map(|l| l as usize);
-    let (snap, start) = match &opts.continue_token {
+    // `latest`: the list is of the latest state, which the apiserver serves from its own index
+    // when the selector pins an indexed field (see `Query::upstream_indexes`).
+    let (snap, start, latest) = match &opts.continue_token {
         Some(token) => {
             if opts.resource_version.as_deref().is_some_and(|rv| rv != "0") {
                 return None;
@@ -204,19 +207,19 @@ async fn list(
             if tok.rv <= 0 {
                 return None;
             }
-            (cache.at(tok.rv as u64).ok()?, Some(tok.start))
+            (cache.at(tok.rv as u64).ok()?, Some(tok.start), false)
         }
         None => {
             let rv = opts.resource_version.as_deref();
-            let snap = match (rv, opts.resource_version_match, limit) {
+            let (snap, latest) = match (rv, opts.resource_version_match, limit) {
                 (None, _, _) => return None,
-                (Some("0"), _, _) => cache.current(),
+                (Some("0"), _, _) => (cache.current(), true),
                 (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
-                    cache.at(rv.parse().ok()?).ok()?
+                    (cache.at(rv.parse().ok()?).ok()?, false)
                 }
-                (Some(rv), _, _) => not_older_than(cache, rv.parse().ok()?).await?,
+                (Some(rv), _, _) => (not_older_than(cache, rv.parse().ok()?).await?, true),
             };
-            (snap, None)
+            (snap, None, latest)
         }
     };
     let query = Query {
@@ -226,6 +229,11 @@ async fn list(
         field: field.as_ref(),
         limit,
         start: start.as_deref(),
+        upstream_indexes: if latest {
+            FieldRules::for_resource(&out.info.group, &out.info.resource).index_fields()
+        } else {
+            &[]
+        },
     };
     let gzip_ok = gzip::accepts_gzip(out.headers);
     let key = format!("{}|{}", out.page_key, snap.resource_version());
@@ -236,6 +244,7 @@ async fn list(
         }
     }
     let page = select::select(&snap, &query);
+    out.metrics.observe_cache_list(&out.info.label(), page.index, page.fetched);
     let rv = snap.resource_version().to_string();
     let meta = ListMeta {
         resource_version: &rv,

@@ -32,6 +32,8 @@ pub struct Metrics {
     pub relists: IntCounterVec,
     pub page_cache: IntCounterVec,
     pub skipped_objects: IntCounterVec,
+    cache_lists: IntCounterVec,
+    cache_list_fetched: IntCounterVec,
 }
 
 impl Metrics {
@@ -91,6 +93,24 @@ impl Metrics {
             ),
             &["result"],
         )?;
+        // The apiserver's `apiserver_cache_list_total` and `..._fetched_objects_total`: whether
+        // lists read an index, and how many objects they looked at.
+        let cache_lists = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_cache_list_total",
+                "Lists selected from a cache (not page-cache hits), by index read (\"\": none).",
+            ),
+            &["resource", "index"],
+        )?;
+        let cache_list_fetched = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_cache_list_fetched_objects_total",
+                "Objects read from a cache to answer lists, matching or not, by index read.",
+            ),
+            &["resource", "index"],
+        )?;
+        registry.register(Box::new(cache_lists.clone()))?;
+        registry.register(Box::new(cache_list_fetched.clone()))?;
         registry.register(Box::new(page_cache.clone()))?;
         let skipped_objects = IntCounterVec::new(
             Opts::new(
@@ -120,7 +140,17 @@ impl Metrics {
             relists,
             page_cache,
             skipped_objects,
+            cache_lists,
+            cache_list_fetched,
         })
+    }
+
+    /// One list answered from a cache: the index it read (`None`: the key range) and the
+    /// objects it read.
+    pub fn observe_cache_list(&self, resource: &str, index: Option<&str>, fetched: usize) {
+        let labels = [resource, index.unwrap_or("")];
+        self.cache_lists.with_label_values(&labels).inc();
+        self.cache_list_fetched.with_label_values(&labels).inc_by(fetched as u64);
     }
 
     pub fn observe(&self, resource: &str, verb: &str, code: u16, source: Source, seconds: f64) {

@@ -3,13 +3,16 @@
 use super::kinds::Kind;
 use super::store::Obj;
 use crate::wire::request::ListOptions;
-use crate::wire::selector::{fields_by_kind, FieldSelector, LabelSelector};
+use crate::wire::selector::fields_by_kind::{self, FieldRules};
+use crate::wire::selector::{FieldSelector, LabelSelector};
 use crate::wire::status::Status;
 
 /// The selectors of one request, parsed and validated for its kind.
 #[derive(Debug, Default)]
 pub struct Filter {
     label: Option<LabelSelector>,
+    /// With field names converted (pods' `spec.host` is `spec.nodeName`), as the list handler's
+    /// `Transform(ConvertFieldLabel)` leaves it.
     field: Option<FieldSelector>,
     /// A request path's namespace restricts every match.
     namespace: Option<String>,
@@ -31,7 +34,8 @@ impl Filter {
             Some(s) => {
                 let sel =
                     FieldSelector::parse(s).map_err(|e| Status::bad_request(e.to_string()))?;
-                fields_by_kind::validate(&kind.group, &kind.resource, &sel)
+                let sel = FieldRules::for_resource(&kind.group, &kind.resource)
+                    .convert(&sel)
                     .map_err(|e| Status::bad_request(e.to_string()))?;
                 (!sel.is_empty()).then_some(sel)
             }
@@ -43,6 +47,22 @@ impl Filter {
     /// The name a `metadata.name=X` field selector pins, if any.
     pub fn exact_name(&self) -> Option<&str> {
         self.field.as_ref()?.exact_value("metadata.name")
+    }
+
+    /// The index entry the watch cache reads a list at the latest state from: the first of the
+    /// kind's indexed fields the field selector pins with `=`, and its value
+    /// (`SelectionPredicate.MatcherIndex`).
+    pub fn index_entry(&self, kind: &Kind) -> Option<(&'static str, &str)> {
+        let field = self.field.as_ref()?;
+        let indexed = FieldRules::for_resource(&kind.group, &kind.resource).index_fields();
+        indexed.iter().find_map(|&f| Some((f, field.exact_value(f)?)))
+    }
+
+    /// Whether the object is in an index entry (see [`Filter::index_entry`]).
+    pub fn in_index_entry(kind: &Kind, obj: &Obj, (field, value): (&str, &str)) -> bool {
+        fields_by_kind::field_value(&kind.group, &kind.resource, &obj.value, field)
+            .unwrap_or_default()
+            == value
     }
 
     pub fn with_name(mut self, name: &str) -> Self {

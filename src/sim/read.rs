@@ -122,7 +122,13 @@ pub async fn list(
     // `metadata.name=X` where the key can be built is a single-key read: no paging.
     let single_key = filter.exact_name().is_some() && (t.namespace.is_some() || !kind.namespaced);
     let limit = if single_key { None } else { limit };
-    let page = select_page(kind, &items, &filter, t, start.as_deref(), limit);
+    // The watch cache lists the latest state from its index where the selector pins an indexed
+    // field (`waitAndListLatestRV` with `MatcherIndex`); a continued list walks the key range.
+    let index = match at {
+        ListAt::Latest if start.is_none() => filter.index_entry(kind),
+        _ => None,
+    };
+    let page = select_page(kind, &items, &filter, t, start.as_deref(), index, limit);
     let continue_token =
         page.last_key.as_ref().map(|k| continue_token::encode(rv as i64, &start_key(t, k)));
     let remaining = match (&continue_token, filter.has_selector()) {
@@ -168,15 +174,17 @@ struct Page {
 }
 
 /// Filter-then-paginate, as the watch cache serves lists (`Cacher.GetList`): a page holds
-/// `limit` matching items, and a continue token is issued as soon as any object — matching or
-/// not — follows a full page (so the next page may be empty). `remainingItemCount` is known
-/// only when nothing is filtered.
+/// `limit` matching items, and a continue token is issued as soon as any object of the range —
+/// matching or not — follows a full page (so the next page may be empty). The range is the
+/// key range from `start`, or only its objects in the index entry the list is read from.
+/// `remainingItemCount` is known only when nothing is filtered.
 fn select_page(
     kind: &Kind,
     items: &Items,
     filter: &Filter,
     t: &Target,
     start: Option<&str>,
+    index: Option<(&str, &str)>,
     limit: Option<usize>,
 ) -> Page {
     let prefix = t.namespace.as_ref().map(|ns| format!("{ns}/"));
@@ -186,7 +194,9 @@ fn select_page(
         (None, None) => String::new(),
     };
     let in_scope = |k: &String| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str()));
-    let mut iter = items.range(lower..).take_while(|(k, _)| in_scope(k)).map(|(_, o)| o);
+    let in_index = |o: &&Arc<Obj>| index.is_none_or(|entry| Filter::in_index_entry(kind, o, entry));
+    let mut iter =
+        items.range(lower..).take_while(|(k, _)| in_scope(k)).map(|(_, o)| o).filter(in_index);
     let mut page: Vec<Arc<Obj>> = Vec::new();
     let mut has_more = false;
     for o in iter.by_ref() {

@@ -90,6 +90,15 @@ impl Stack {
         );
     }
 
+    /// The value of one series of kubeplex's metrics (`name{labels}` as scraped), 0 if absent.
+    pub async fn metric(&self, series: &str) -> u64 {
+        let admin = self.proxy.admin_addr.expect("admin").to_string();
+        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `kubeplex_requests_total` for a source, summed.
     pub async fn served_from(&self, source: &str) -> u64 {
         let admin = self.proxy.admin_addr.expect("admin").to_string();

@@ -109,6 +109,18 @@ impl FieldRules {
         }
     }
 
+    /// The fields the apiserver's watch cache keeps an index of for this resource (the
+    /// registry's `Indexers` and its predicate's `IndexFields`: pods by `spec.nodeName`, so that
+    /// every kubelet's list of its own pods is cheap). A list at the latest state whose selector
+    /// pins one of them with `=` is served from that index, which decides when a full page gets
+    /// a continue token (see `cache::select`).
+    pub fn index_fields(self) -> &'static [&'static str] {
+        match self {
+            Self::Pods => &["spec.nodeName"],
+            _ => &[],
+        }
+    }
+
     /// The list handler's `FieldSelector.Transform(ConvertFieldLabel)`: the first term (in the
     /// selector's order) whose field is refused gives the 400; accepted terms come back with
     /// their canonical field name.

@@ -1,0 +1,142 @@
+//! Secondary indexes of a state: for an indexed field, each value maps to the keys of the objects
+//! holding it, in key order, so a list that pins the field to one value (every kubelet's
+//! `pods?fieldSelector=spec.nodeName=<node>`) visits that value's objects, not the whole state.
+//!
+//! Indexes are persistent maps like the state itself: a snapshot carries its own at O(1) cost,
+//! and an event touches an index only when it changes an indexed value (most pod updates are
+//! status changes that leave the node alone).
+//!
+//! An object is indexed under the value a field selector compares, so that the index holds
+//! exactly the objects a `field=value` term matches: a field its field set lacks reads as "".
+
+use std::sync::Arc;
+
+use imbl::{OrdMap, OrdSet};
+
+use crate::wire::selector::fields_by_kind::FieldRules;
+
+use super::object::{CachedObject, Encoding, PROTOBUF_FIELDS};
+
+/// Object keys, in key order. `Arc<str>` so that copying a persistent node on a change costs
+/// reference counts, not string copies.
+pub type Keys = OrdSet<Arc<str>>;
+
+/// The fields every cache indexes: `metadata.name` (a list across namespaces by name, or any
+/// continued one, cannot be turned into a single-key get).
+pub const DEFAULT_INDEXED_FIELDS: &[&str] = &["metadata.name"];
+
+/// The fields a cache of this resource in this encoding indexes: the default ones, plus those
+/// the apiserver indexes ([`FieldRules::index_fields`]) when the encoding holds them (a protobuf
+/// cache knows only ObjectMeta's fields, and cannot answer selectors on the others anyway).
+pub fn indexed_fields(encoding: Encoding, group: &str, resource: &str) -> Vec<&'static str> {
+    let mut fields = DEFAULT_INDEXED_FIELDS.to_vec();
+    for &field in FieldRules::for_resource(group, resource).index_fields() {
+        let held = encoding == Encoding::Json || PROTOBUF_FIELDS.contains(&field);
+        if held && !fields.contains(&field) {
+            fields.push(field);
+        }
+    }
+    fields
+}
+
+/// One indexed field: value → keys of the objects with that value. Values with no object are
+/// removed, so the map's size is the number of distinct values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldIndex {
+    field: &'static str,
+    entries: OrdMap<Arc<str>, Keys>,
+}
+
+impl FieldIndex {
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The keys of the objects whose field has `value`; `None` when there are none.
+    pub fn keys(&self, value: &str) -> Option<&Keys> {
+        self.entries.get(value)
+    }
+
+    /// The distinct values, in order, with their keys.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Keys)> {
+        self.entries.iter().map(|(v, k)| (&**v, k))
+    }
+
+    fn insert(&mut self, value: &str, key: &str) {
+        match self.entries.get_mut(value) {
+            Some(keys) => {
+                keys.insert(Arc::from(key));
+            }
+            None => {
+                self.entries.insert(Arc::from(value), Keys::unit(Arc::from(key)));
+            }
+        }
+    }
+
+    fn remove(&mut self, value: &str, key: &str) {
+        let emptied = self.entries.get_mut(value).is_some_and(|keys| {
+            keys.remove(key);
+            keys.is_empty()
+        });
+        if emptied {
+            self.entries.remove(value);
+        }
+    }
+}
+
+/// The indexes of a state, one per indexed field. Cloning costs one reference count per field.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Indexes {
+    fields: Vec<FieldIndex>,
+}
+
+impl Indexes {
+    /// Empty indexes of `fields` (a field named twice is indexed once).
+    pub fn new(fields: &[&'static str]) -> Self {
+        let mut indexes = Self::default();
+        for &field in fields {
+            if indexes.get(field).is_none() {
+                indexes.fields.push(FieldIndex { field, entries: OrdMap::new() });
+            }
+        }
+        indexes
+    }
+
+    /// The index of `field`, if it is indexed.
+    pub fn get(&self, field: &str) -> Option<&FieldIndex> {
+        self.fields.iter().find(|i| i.field == field)
+    }
+
+    /// The indexed fields.
+    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.fields.iter().map(|i| i.field)
+    }
+
+    /// Records that the object at a key went from `old` to `new` (`None`: absent). Both, when
+    /// given, must have the same key. Only values that changed touch an index: a key moves from
+    /// its old value's entry to its new one's.
+    pub fn update(&mut self, old: Option<&CachedObject>, new: Option<&CachedObject>) {
+        for index in &mut self.fields {
+            let before = old.map(|o| (indexed_value(o, index.field), o.key.as_str()));
+            let after = new.map(|o| (indexed_value(o, index.field), o.key.as_str()));
+            if before == after {
+                continue;
+            }
+            if let Some((value, key)) = before {
+                index.remove(value, key);
+            }
+            if let Some((value, key)) = after {
+                index.insert(value, key);
+            }
+        }
+    }
+}
+
+/// The value `object` is indexed under for `field`: what a selector term compares.
+pub fn indexed_value<'a>(object: &'a CachedObject, field: &str) -> &'a str {
+    object.field(field).unwrap_or("")
+}
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;
