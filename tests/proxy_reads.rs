@@ -414,3 +414,21 @@ async fn the_reflector_honours_retry_after_and_tokens_stay_consistent() {
     let ours = get(&addr, &page2).await;
     assert_eq!((ours.status, ours.body.clone()), (expected.status, expected.body.clone()));
 }
+
+#[tokio::test]
+async fn a_future_resource_version_gets_the_apiservers_504_after_about_three_seconds() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    let path = "/api/v1/configmaps?resourceVersion=999999999&resourceVersionMatch=NotOlderThan";
+    let started = std::time::Instant::now();
+    let ours = get(&stack.addr(), path).await;
+    let waited = started.elapsed();
+    let theirs = get(&stack.upstream(), path).await;
+    assert_eq!(ours.status, 504);
+    assert_eq!(ours.header("retry-after"), "1");
+    assert_eq!(ours.body, theirs.body, "the same Status, current RV included");
+    assert!(
+        waited >= std::time::Duration::from_millis(2900)
+            && waited < std::time::Duration::from_millis(5000),
+        "answered after {waited:?}"
+    );
+}

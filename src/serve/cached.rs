@@ -4,9 +4,9 @@
 //!
 //! resourceVersion rules (DESIGN.md §2) as the cache applies them:
 //! - `"0"` (any): the cache's current state;
-//! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait briefly for
-//!   the cache to reach N, then its current state; if it does not, the upstream decides (it
-//!   may know N, or answer 504 itself);
+//! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait ~3 s for
+//!   the cache to reach N, then its current state — or, like the apiserver's own watch cache,
+//!   504 "Too large resource version";
 //! - `N` exact (list with N and a limit; `Exact`; a continue token): the snapshot at N when it
 //!   is still in the window, else pass through;
 //! - unset (most recent, consistent): passed through until freshness can be proven.
@@ -139,9 +139,15 @@ pub fn page_cache(max_bytes: u64) -> PageCache {
 }
 
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
-async fn not_older_than(cache: &ResourceCache, rv: u64) -> Option<Snapshot> {
-    cache.wait_for(rv, FRESHNESS_WAIT).await.ok()?;
-    Some(cache.current())
+///
+/// If it does not get there in the apiserver's ~3 s, the answer is the apiserver's own: its
+/// watch cache waits the same way and then gives 504 "Too large resource version" with its
+/// current RV. (Passing through instead would make the client wait twice.)
+async fn not_older_than(cache: &ResourceCache, rv: u64) -> Result<Snapshot, Response<Body>> {
+    match cache.wait_for(rv, FRESHNESS_WAIT).await {
+        Ok(_) => Ok(cache.current()),
+        Err(current) => Err(body::status(&Status::too_large_resource_version(rv, current))),
+    }
 }
 
 async fn get(
@@ -153,7 +159,10 @@ async fn get(
 ) -> Option<Response<Body>> {
     let snap = match opts.resource_version.as_deref() {
         Some("0") => cache.current(),
-        Some(rv) => not_older_than(cache, rv.parse().ok()?).await?,
+        Some(rv) => match not_older_than(cache, rv.parse().ok()?).await {
+            Ok(snap) => snap,
+            Err(too_large) => return Some(too_large),
+        },
         None => return None,
     };
     let ns = rp.namespace.as_deref().unwrap_or("");
@@ -217,7 +226,10 @@ async fn list(
                 (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
                     (cache.at(rv.parse().ok()?).ok()?, false)
                 }
-                (Some(rv), _, _) => (not_older_than(cache, rv.parse().ok()?).await?, true),
+                (Some(rv), _, _) => match not_older_than(cache, rv.parse().ok()?).await {
+                    Ok(snap) => (snap, true),
+                    Err(too_large) => return Some(too_large),
+                },
             };
             (snap, None, latest)
         }
