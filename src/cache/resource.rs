@@ -45,6 +45,16 @@ pub struct ResourceCache {
     pinned: AtomicBool,
     /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
     complete: AtomicBool,
+    /// This cache's gauge series, resolved once: `publish` runs on every upstream event, under
+    /// the store's write lock.
+    gauges: Gauges,
+}
+
+struct Gauges {
+    objects: prometheus::IntGauge,
+    bytes: prometheus::IntGauge,
+    resource_version: prometheus::IntGauge,
+    updated: prometheus::IntGauge,
 }
 
 impl ResourceCache {
@@ -57,6 +67,13 @@ impl ResourceCache {
         let label = format!("{}/{}", info.label(), info.version);
         let indexed = index::indexed_fields(encoding, &info.group, &info.resource);
         let store = Store::new(limits).with_indexes(&indexed);
+        let l = [label.as_str(), encoding.as_str()];
+        let gauges = Gauges {
+            objects: metrics.cache_objects.with_label_values(&l),
+            bytes: metrics.cache_bytes.with_label_values(&l),
+            resource_version: metrics.cache_resource_version.with_label_values(&l),
+            updated: metrics.cache_updated.with_label_values(&l),
+        };
         ResourceCache {
             info,
             encoding,
@@ -69,6 +86,7 @@ impl ResourceCache {
             reflector: Mutex::new(None),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
+            gauges,
         }
     }
 
@@ -220,14 +238,14 @@ impl ResourceCache {
             *cur = rv;
             changed
         });
-        let l = [self.label.as_str(), self.encoding.as_str()];
-        self.metrics.cache_objects.with_label_values(&l).set(store.len() as i64);
-        self.metrics.cache_bytes.with_label_values(&l).set(store.bytes() as i64);
-        self.metrics.cache_resource_version.with_label_values(&l).set(rv as i64);
+        let g = &self.gauges;
+        g.objects.set(store.len() as i64);
+        g.bytes.set(store.bytes() as i64);
+        g.resource_version.set(rv as i64);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        self.metrics.cache_updated.with_label_values(&l).set(now as i64);
+        g.updated.set(now as i64);
     }
 
     /// An object could not be indexed: the cache is not whole and must not answer until a

@@ -171,26 +171,23 @@ impl PatchError {
     /// The response: status code, `Content-Type` and body. A `Status` object (JSON, with the
     /// newline the encoder adds) for every error but a panic, which gets the panic filter's
     /// text.
+    /// The Status the apiserver answers with (see [`PatchError::response`] for the one case
+    /// that is not a Status).
+    pub fn status(&self) -> crate::wire::status::Status {
+        let mut s = crate::wire::status::Status::new(self.code(), self.reason(), self.message());
+        // NewGenericServerResponse always sets Details, here with nothing in it.
+        if let PatchError::Rejected(_) = self {
+            s.details = Some(Box::default());
+        }
+        s
+    }
+
     pub fn response(&self) -> (u16, &'static str, Vec<u8>) {
         if let PatchError::ServerPanic(_) = self {
             let text = "This request caused apiserver to panic. Look in the logs for details.\n";
             return (500, "text/plain; charset=utf-8", text.as_bytes().to_vec());
         }
-        let mut status = serde_json::Map::new();
-        status.insert("kind".into(), "Status".into());
-        status.insert("apiVersion".into(), "v1".into());
-        status.insert("metadata".into(), Value::Object(serde_json::Map::new()));
-        status.insert("status".into(), "Failure".into());
-        status.insert("message".into(), self.message().into());
-        if !self.reason().is_empty() {
-            status.insert("reason".into(), self.reason().into());
-        }
-        // NewGenericServerResponse always sets Details, here with nothing in it.
-        if let PatchError::Rejected(_) = self {
-            status.insert("details".into(), Value::Object(serde_json::Map::new()));
-        }
-        status.insert("code".into(), self.code().into());
-        let mut body = serde_json::to_vec(&status).unwrap_or_default();
+        let mut body = self.status().to_json();
         body.push(b'\n');
         (self.code(), "application/json", body)
     }

@@ -7,7 +7,7 @@ use super::patch::{self, PatchError};
 use crate::wire::status::Status;
 
 fn status(e: PatchError) -> Status {
-    Status::new(e.code(), e.reason(), e.message())
+    e.status()
 }
 
 /// Applies a patch of the given content type to `current`.
