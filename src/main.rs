@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::resource::CachesConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::Proxy;
@@ -70,6 +71,45 @@ struct CacheArgs {
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache.
     #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',')]
     preload: Vec<String>,
+    #[command(flatten)]
+    watch: WatchArgs,
+}
+
+#[derive(Args, Clone)]
+struct WatchArgs {
+    /// Events kept per cache for watches that resume from a resourceVersion.
+    #[arg(long, env = "KUBEPLEX_WATCH_HISTORY_EVENTS", default_value_t = 100_000)]
+    watch_history_events: usize,
+    /// MiB kept per cache for resuming watches (objects and encoded events).
+    #[arg(long, env = "KUBEPLEX_WATCH_HISTORY_MIB", default_value_t = 256)]
+    watch_history_mib: usize,
+    /// Events a downstream watcher may have waiting before it is ended as too slow.
+    #[arg(long, env = "KUBEPLEX_WATCH_QUEUE", default_value_t = 1000)]
+    watch_queue: usize,
+    /// How long an event may wait for a downstream watcher before it is ended as too slow.
+    #[arg(long, env = "KUBEPLEX_WATCH_SLOW_AFTER", default_value = "30s", value_parser = parse_duration)]
+    watch_slow_after: std::time::Duration,
+    /// Period of BOOKMARK events to watchers that allow them.
+    #[arg(long, env = "KUBEPLEX_WATCH_BOOKMARK_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    watch_bookmark_interval: std::time::Duration,
+    /// Watches without timeoutSeconds end after a random time between this and twice this
+    /// (the apiserver's --min-request-timeout).
+    #[arg(long, env = "KUBEPLEX_MIN_REQUEST_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    min_request_timeout: std::time::Duration,
+}
+
+impl Default for WatchArgs {
+    fn default() -> Self {
+        let d = WatchConfig::default();
+        WatchArgs {
+            watch_history_events: d.history_events,
+            watch_history_mib: d.history_bytes >> 20,
+            watch_queue: d.queue_frames,
+            watch_slow_after: d.slow_after,
+            watch_bookmark_interval: d.bookmark_interval,
+            min_request_timeout: d.max_timeout,
+        }
+    }
 }
 
 impl CacheArgs {
@@ -81,6 +121,14 @@ impl CacheArgs {
             },
             idle_timeout: self.cache_idle_timeout,
             preload: self.preload.clone(),
+            watch: WatchConfig {
+                history_events: self.watch.watch_history_events,
+                history_bytes: self.watch.watch_history_mib.saturating_mul(1 << 20),
+                queue_frames: self.watch.watch_queue.max(1),
+                slow_after: self.watch.watch_slow_after,
+                bookmark_interval: self.watch.watch_bookmark_interval,
+                max_timeout: self.watch.min_request_timeout,
+            },
         }
     }
 }
@@ -227,6 +275,7 @@ async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
         snapshot_max: 10_000,
         preload: vec!["pods".into(), "configmaps".into()],
+        watch: WatchArgs::default(),
     };
     let proxy =
         Proxy::start(Upstream::new(cfg)?, a.listen, Some(a.admin_listen), defaults.config())

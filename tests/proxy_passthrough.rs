@@ -83,6 +83,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         limits: StoreLimits { max_snapshots: 10, max_snapshot_age: Duration::from_secs(60) },
         idle_timeout: Duration::from_secs(60),
         preload: Vec::new(),
+        watch: Default::default(),
     };
     let proxy =
         Proxy::start(up, "127.0.0.1:0".parse().expect("addr"), None, caches).await.expect("proxy");

@@ -6,10 +6,16 @@
 //! - [`store`]: the current state, the RV the cache is at, and a window of past states;
 //! - [`index`]: secondary indexes carried by every state (pods by node, objects by name);
 //! - [`select`]: a list page from a state, as kube-apiserver's watch cache answers it;
+//! - [`history`]: the ring of recent events watches resume from;
+//! - [`fanout`]: the downstream watchers of a cache, their bounded queues, and dispatch;
+//! - [`frames`]: watch stream frames (JSON lines, protobuf frames) for a resource;
 //! - [`resource`]: a live cache (store + lock + reflector task) and the set of them.
 //!
 //! Pure data structures: no I/O, no locks; the caller serialises access.
 
+pub mod fanout;
+pub mod frames;
+pub mod history;
 pub mod index;
 pub mod object;
 pub mod resource;

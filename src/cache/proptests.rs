@@ -162,8 +162,10 @@ impl Harness {
                         _ => {}
                     }
                 }
-                let got: Vec<_> =
-                    changes.iter().map(|c| (c.event_type(), view(c.object()))).collect();
+                let got: Vec<_> = changes
+                    .iter()
+                    .map(|a| (a.change.event_type(), view(a.change.object())))
+                    .collect();
                 assert_eq!(got, expected);
                 self.rv = rv;
                 self.since_relist = vec![(rv, state)];

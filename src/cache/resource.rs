@@ -3,7 +3,7 @@
 //! starts them on first use and stops the ones nobody has read for a while.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -12,10 +12,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::fanout::{Closed, FanOut, Filter, Queue, WatchConfig};
+use super::frames::Encoder;
+use super::history::{Event, EventType, TooOld};
 use super::index;
 use super::object::CachedObject;
 pub use super::object::Encoding;
-use super::store::{Change, Snapshot, SnapshotError, Store, StoreLimits};
+use super::store::{Applied, Change, Snapshot, SnapshotError, Store, StoreLimits};
 
 use crate::serve::metrics::Metrics;
 use crate::serve::resources::ResourceInfo;
@@ -40,7 +43,8 @@ pub struct ResourceCache {
     metrics: Metrics,
     label: String,
     last_used: Mutex<Instant>,
-    reflector: Mutex<Option<JoinHandle<()>>>,
+    /// The reflector, and the task that ends slow watchers.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Named in the configuration: never stopped for idleness.
     pinned: AtomicBool,
     /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
@@ -48,6 +52,12 @@ pub struct ResourceCache {
     /// This cache's gauge series, resolved once: `publish` runs on every upstream event, under
     /// the store's write lock.
     gauges: Gauges,
+    /// Downstream watchers and the event history. Lock order: store, then fan-out.
+    fanout: Mutex<FanOut>,
+    /// The RV up to which every event has been queued to the watchers that see it: a watcher
+    /// with nothing queued may be told it is at this RV (BOOKMARK).
+    dispatched: AtomicU64,
+    watch_config: WatchConfig,
 }
 
 struct Gauges {
@@ -55,6 +65,37 @@ struct Gauges {
     bytes: prometheus::IntGauge,
     resource_version: prometheus::IntGauge,
     updated: prometheus::IntGauge,
+    watchers: prometheus::IntGauge,
+    events_received: prometheus::IntCounter,
+    frames_dispatched: prometheus::IntCounter,
+    ended_slow: prometheus::IntCounter,
+    ended_reset: prometheus::IntCounter,
+    history_events: prometheus::IntGauge,
+    history_bytes: prometheus::IntGauge,
+    history_oldest: prometheus::IntGauge,
+    pub(crate) bytes_sent: prometheus::IntCounter,
+    pub(crate) delivery: prometheus::Histogram,
+}
+
+/// Where a new watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// The cache's current state as ADDED events, then its changes.
+    State,
+    /// Changes from now on.
+    Now,
+    /// Changes strictly after this RV, replayed from the history first.
+    After(u64),
+}
+
+/// A watch registered with a cache: its queue, and the state to send first (for
+/// [`WatchFrom::State`]).
+pub struct Registration {
+    pub id: u64,
+    pub queue: Arc<Queue>,
+    pub initial: Option<Snapshot>,
+    /// The RV the watch starts at (the state's, or the one resumed from).
+    pub position: u64,
 }
 
 impl ResourceCache {
@@ -62,6 +103,7 @@ impl ResourceCache {
         info: Arc<ResourceInfo>,
         encoding: Encoding,
         limits: StoreLimits,
+        watch_config: WatchConfig,
         metrics: Metrics,
     ) -> Self {
         let label = format!("{}/{}", info.label(), info.version);
@@ -73,7 +115,18 @@ impl ResourceCache {
             bytes: metrics.cache_bytes.with_label_values(&l),
             resource_version: metrics.cache_resource_version.with_label_values(&l),
             updated: metrics.cache_updated.with_label_values(&l),
+            watchers: metrics.watch.watchers.with_label_values(&l),
+            events_received: metrics.watch.events_received.with_label_values(&l),
+            frames_dispatched: metrics.watch.frames_dispatched.with_label_values(&l),
+            ended_slow: metrics.watch.watchers_ended.with_label_values(&[&label, l[1], "slow"]),
+            ended_reset: metrics.watch.watchers_ended.with_label_values(&[&label, l[1], "reset"]),
+            history_events: metrics.watch.history_events.with_label_values(&l),
+            history_bytes: metrics.watch.history_bytes.with_label_values(&l),
+            history_oldest: metrics.watch.history_oldest.with_label_values(&l),
+            bytes_sent: metrics.watch.bytes_sent.with_label_values(&l),
+            delivery: metrics.watch.delivery.with_label_values(&l),
         };
+        let encoder = Encoder::new(encoding, &info.api_version(), &info.kind, info.is_builtin());
         ResourceCache {
             info,
             encoding,
@@ -83,11 +136,18 @@ impl ResourceCache {
             metrics,
             label,
             last_used: Mutex::new(Instant::now()),
-            reflector: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
             gauges,
+            fanout: Mutex::new(FanOut::new(encoder, &watch_config)),
+            dispatched: AtomicU64::new(0),
+            watch_config,
         }
+    }
+
+    fn fanout(&self) -> std::sync::MutexGuard<'_, FanOut> {
+        self.fanout.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
@@ -199,20 +259,40 @@ impl ResourceCache {
     }
 
     /// Loads a complete state (a relist). The cache answers from now on, unless the load
-    /// skipped something (the caller then calls `mark_incomplete`).
-    pub fn replace(&self, objects: Vec<CachedObject>, rv: u64) -> Vec<Change> {
-        let changes = {
-            let mut store = self.write();
-            let changes = store.replace(objects, rv, std::time::Instant::now());
-            self.publish(&store);
-            changes
-        };
+    /// skipped something (the caller then calls `mark_incomplete`). Watchers receive the
+    /// differences to the previous state as events (see [`relist_events`]).
+    pub fn replace(&self, objects: Vec<CachedObject>, rv: u64) {
+        let was_whole = self.is_synced() && self.is_complete();
+        let mut store = self.write();
+        let old_rv = store.resource_version();
+        let changes = store.replace(objects, rv, std::time::Instant::now());
+        self.publish(&store);
+        let mut fan = self.fanout();
+        drop(store);
+        match relist_events(fan.encoder(), changes, old_rv, rv).filter(|_| was_whole) {
+            Some(events) => {
+                self.gauges.events_received.inc_by(events.len() as u64);
+                for event in events {
+                    self.dispatch(&mut fan, event);
+                }
+            }
+            None => {
+                // A first load, or one after the cache lost track: nothing to resume from
+                // before it, and nobody watching from the cache.
+                let open = fan.len() as u64;
+                fan.close_all(Closed::Reset);
+                self.gauges.ended_reset.inc_by(open);
+                fan.history.reset(rv);
+            }
+        }
+        self.dispatched.store(rv, Ordering::Release);
+        self.publish_history(&fan);
+        drop(fan);
         self.complete.store(true, Ordering::Release);
         self.synced.store(true, Ordering::Release);
-        changes
     }
 
-    pub fn apply(&self, kind: EventKind, obj: CachedObject) -> Option<Change> {
+    pub fn apply(&self, kind: EventKind, obj: CachedObject) {
         let mut store = self.write();
         let change = match kind {
             EventKind::Added => Change::Added(Arc::new(obj)),
@@ -220,15 +300,123 @@ impl ResourceCache {
             EventKind::Deleted => Change::Deleted(Arc::new(obj)),
         };
         // An event not newer than the cache (a replay after a reconnect) changes nothing.
-        let applied = store.apply(change, std::time::Instant::now()).ok().map(|a| a.change);
+        let applied = store.apply(change, std::time::Instant::now()).ok();
         self.publish(&store);
-        applied
+        let Some(Applied { change, previous }) = applied else { return };
+        let mut fan = self.fanout();
+        drop(store);
+        let rv = change.object().resource_version;
+        let (kind, object) = match change {
+            Change::Added(o) => (EventType::Added, o),
+            Change::Modified(o) => (EventType::Modified, o),
+            Change::Deleted(o) => (EventType::Deleted, o),
+        };
+        self.gauges.events_received.inc();
+        // A deletion of an object the cache never held is seen by nobody (the watch cache's
+        // `PrevObject` is nil), but the RV still moves.
+        if kind != EventType::Deleted || previous.is_some() {
+            let event = Event::new(rv, kind, object, previous, std::time::Instant::now());
+            self.dispatch(&mut fan, event);
+        }
+        self.dispatched.store(rv, Ordering::Release);
+        self.publish_history(&fan);
     }
 
     pub fn bookmark(&self, rv: u64) {
         let mut store = self.write();
         store.bookmark(rv, std::time::Instant::now());
         self.publish(&store);
+        let fan = self.fanout();
+        drop(store);
+        self.dispatched.fetch_max(rv, Ordering::AcqRel);
+        drop(fan);
+    }
+
+    fn dispatch(&self, fan: &mut FanOut, event: Event) {
+        let done = fan.publish(event);
+        self.gauges.frames_dispatched.inc_by(done.frames);
+        self.gauges.ended_slow.inc_by(done.slow);
+    }
+
+    fn publish_history(&self, fan: &FanOut) {
+        let g = &self.gauges;
+        g.history_events.set(fan.history.len() as i64);
+        g.history_bytes.set(fan.history.bytes() as i64);
+        g.history_oldest.set(i64::try_from(fan.history.start()).unwrap_or(-1));
+        g.watchers.set(fan.len() as i64);
+    }
+
+    // ---- the watchers' side ----
+
+    /// Registers a watch, atomically with the state or history it starts from, so that it
+    /// misses no event and sees none twice. `Err` when `from` is older than the history.
+    pub fn register_watch(
+        &self,
+        from: WatchFrom,
+        filter: Filter,
+        metadata: bool,
+    ) -> Result<Registration, TooOld> {
+        self.touch();
+        let store = self.read();
+        let mut fan = self.fanout();
+        let current = store.resource_version();
+        let (initial, after, replay) = match from {
+            WatchFrom::State => (Some(store.current()), current, None),
+            WatchFrom::Now => (None, current, None),
+            // An RV the cache has not reached yet: the events up to it are the client's
+            // already; later ones are sent (the watch cache's `getAllEventsSinceLocked`).
+            WatchFrom::After(rv) => (None, rv.max(current), Some(fan.history.position_after(rv)?)),
+        };
+        drop(store);
+        let (id, queue) = fan.add(filter, metadata, after, replay, self.watch_config.queue_frames);
+        self.publish_history(&fan);
+        let position = match from {
+            WatchFrom::After(rv) => rv,
+            _ => after,
+        };
+        Ok(Registration { id, queue, initial, position })
+    }
+
+    /// Forgets a watch whose stream ended.
+    pub fn unregister_watch(&self, id: u64) {
+        let mut fan = self.fanout();
+        fan.remove(id);
+        self.publish_history(&fan);
+    }
+
+    /// The RV every event has been queued up to (see `dispatched`).
+    pub fn dispatched_rv(&self) -> u64 {
+        self.dispatched.load(Ordering::Acquire)
+    }
+
+    pub fn watch_config(&self) -> &WatchConfig {
+        &self.watch_config
+    }
+
+    /// Encodes this cache's watch frames.
+    pub fn encoder(&self) -> Encoder {
+        self.fanout().encoder().clone()
+    }
+
+    /// Records bytes handed to a downstream connection, and the delivery delay of an event.
+    pub fn observe_sent(&self, bytes: usize, received: Option<std::time::Instant>) {
+        self.gauges.bytes_sent.inc_by(bytes as u64);
+        if let Some(t) = received {
+            self.gauges.delivery.observe(t.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Ends watchers that fell behind for too long. Run periodically.
+    pub fn end_slow_watchers(&self) {
+        let mut fan = self.fanout();
+        let ended = fan.end_slow(std::time::Instant::now(), self.watch_config.slow_after);
+        self.gauges.ended_slow.inc_by(ended);
+        self.publish_history(&fan);
+    }
+
+    /// Whether downstream watches are open on this cache.
+    pub fn has_watchers(&self) -> bool {
+        !self.fanout().is_empty()
     }
 
     fn publish(&self, store: &Store) {
@@ -253,6 +441,13 @@ impl ResourceCache {
     pub fn mark_incomplete(&self) {
         self.complete.store(false, Ordering::Release);
         self.synced.store(false, Ordering::Release);
+        // Watchers would miss that object's events: end them (their clients resume through
+        // the upstream while the cache is not whole), and resume nothing from before.
+        let mut fan = self.fanout();
+        let open = fan.len() as u64;
+        fan.close_all(Closed::Reset);
+        self.gauges.ended_reset.inc_by(open);
+        fan.history.invalidate();
         self.metrics
             .skipped_objects
             .with_label_values(&[&self.label, self.encoding.as_str()])
@@ -289,6 +484,7 @@ pub struct CachesConfig {
     pub preload: Vec<String>,
     /// A cache nobody read for this long is stopped (its memory and upstream watch freed).
     pub idle_timeout: Duration,
+    pub watch: WatchConfig,
 }
 
 type CacheKey = (String, String, String, Encoding);
@@ -319,10 +515,26 @@ impl Caches {
             info.clone(),
             encoding,
             self.config.limits,
+            self.config.watch,
             self.metrics.clone(),
         ));
-        let task = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
-        *cache.reflector.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        let reflector = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
+        let sweeper = {
+            let cache = Arc::downgrade(&cache);
+            let every = (self.config.watch.slow_after / 4)
+                .clamp(std::time::Duration::from_millis(50), std::time::Duration::from_secs(1));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    match cache.upgrade() {
+                        Some(c) => c.end_slow_watchers(),
+                        None => return,
+                    }
+                }
+            })
+        };
+        *cache.tasks.lock().unwrap_or_else(|p| p.into_inner()) = vec![reflector, sweeper];
         tracing::info!(resource = %cache.describe(), "cache started");
         map.insert(key, cache.clone());
         cache
@@ -332,7 +544,9 @@ impl Caches {
     pub fn reap_idle(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, c| {
-            let keep = c.pinned.load(Ordering::Acquire) || c.idle_for() < self.config.idle_timeout;
+            let keep = c.pinned.load(Ordering::Acquire)
+                || c.idle_for() < self.config.idle_timeout
+                || c.has_watchers();
             if !keep {
                 c.stop();
                 tracing::info!(resource = %c.describe(), "idle cache stopped");
@@ -373,13 +587,70 @@ impl Caches {
 
 impl ResourceCache {
     fn stop(&self) {
-        if let Some(h) = self.reflector.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            h.abort();
+        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
         }
+        self.fanout().close_all(Closed::Stopped);
         let l = [self.label.as_str(), self.encoding.as_str()];
+        let w = &self.metrics.watch;
+        let _ = w.watchers.remove_label_values(&l);
+        let _ = w.history_events.remove_label_values(&l);
+        let _ = w.history_bytes.remove_label_values(&l);
+        let _ = w.history_oldest.remove_label_values(&l);
         let _ = self.metrics.cache_objects.remove_label_values(&l);
         let _ = self.metrics.cache_bytes.remove_label_values(&l);
         let _ = self.metrics.cache_resource_version.remove_label_values(&l);
         let _ = self.metrics.cache_updated.remove_label_values(&l);
     }
+}
+
+/// A relist's differences as watch events that take a watcher from the cache's previous state
+/// (at `old_rv`) to the list's (at `list_rv`), in RV order: ADDED and MODIFIED at their objects'
+/// own RVs (all after `old_rv`: the cache had every change up to it), then DELETED for vanished
+/// objects, carrying their last state at the list's RV (their deletions' RVs are unknown; the
+/// list's is the first at which they are known to be gone). `None` when the differences do not
+/// fit that order — the cache was not at `old_rv` after all — and watchers must be reset.
+fn relist_events(
+    encoder: &Encoder,
+    changes: Vec<Applied>,
+    old_rv: u64,
+    list_rv: u64,
+) -> Option<Vec<Event>> {
+    let now = std::time::Instant::now();
+    let mut events = Vec::with_capacity(changes.len());
+    let mut deleted = Vec::new();
+    for Applied { change, previous } in changes {
+        match change {
+            Change::Added(o) | Change::Modified(o)
+                if o.resource_version <= old_rv || o.resource_version > list_rv =>
+            {
+                tracing::warn!(key = %o.key, rv = o.resource_version, old_rv, list_rv, "relist found a change outside the gap it closes; resetting watchers");
+                return None;
+            }
+            Change::Added(o) => {
+                events.push(Event::new(o.resource_version, EventType::Added, o, previous, now))
+            }
+            Change::Modified(o) => {
+                events.push(Event::new(o.resource_version, EventType::Modified, o, previous, now))
+            }
+            Change::Deleted(o) => {
+                let body = encoder.with_resource_version(&o.body, list_rv).ok()?;
+                let gone = CachedObject {
+                    body: bytes::Bytes::from(body),
+                    resource_version: list_rv,
+                    ..(*o).clone()
+                };
+                deleted.push(Event::new(
+                    list_rv,
+                    EventType::Deleted,
+                    Arc::new(gone),
+                    previous,
+                    now,
+                ));
+            }
+        }
+    }
+    events.sort_by_key(|e| e.rv);
+    events.extend(deleted);
+    Some(events)
 }

@@ -202,7 +202,8 @@ impl Store {
 
     /// Replaces the whole state with a list's (a relist) and returns how the new state differs
     /// from the previous one, in key order, so that downstream watchers converge on it: ADDED
-    /// and MODIFIED with the new object, DELETED with the vanished object's last state. Objects
+    /// and MODIFIED with the new object, DELETED with the vanished object's last state, each with
+    /// the state it replaced (a DELETED's is its object). Objects
     /// equal in every byte are unchanged. Past states are dropped, as the watch cache's
     /// `Replace` resets its snapshots: the RVs between them and the list are unknown.
     pub fn replace(
@@ -210,7 +211,7 @@ impl Store {
         objects: impl IntoIterator<Item = impl Into<Arc<CachedObject>>>,
         list_rv: u64,
         now: Instant,
-    ) -> Vec<Change> {
+    ) -> Vec<Applied> {
         let mut items = Items::new();
         for object in objects {
             let object = object.into();
@@ -225,15 +226,21 @@ impl Store {
             .map(|item| match item {
                 DiffItem::Add(_, new) => {
                     indexes.update(None, Some(new));
-                    Change::Added(Arc::clone(new))
+                    Applied { change: Change::Added(Arc::clone(new)), previous: None }
                 }
                 DiffItem::Update { old: (_, old), new: (_, new) } => {
                     indexes.update(Some(old), Some(new));
-                    Change::Modified(Arc::clone(new))
+                    Applied {
+                        change: Change::Modified(Arc::clone(new)),
+                        previous: Some(Arc::clone(old)),
+                    }
                 }
                 DiffItem::Remove(_, old) => {
                     indexes.update(Some(old), None);
-                    Change::Deleted(Arc::clone(old))
+                    Applied {
+                        change: Change::Deleted(Arc::clone(old)),
+                        previous: Some(Arc::clone(old)),
+                    }
                 }
             })
             .collect();

@@ -11,9 +11,10 @@ fn limits(max_snapshots: usize, secs: u64) -> StoreLimits {
     StoreLimits { max_snapshots, max_snapshot_age: Duration::from_secs(secs) }
 }
 
-fn summary(changes: &[Change]) -> Vec<(&'static str, String, u64)> {
+fn summary(changes: &[Applied]) -> Vec<(&'static str, String, u64)> {
     changes
         .iter()
+        .map(|a| &a.change)
         .map(|c| (c.event_type(), c.object().key.clone(), c.object().resource_version))
         .collect()
 }

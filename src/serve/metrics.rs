@@ -34,6 +34,84 @@ pub struct Metrics {
     pub skipped_objects: IntCounterVec,
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
+    pub watch: WatchMetrics,
+}
+
+/// The watch fan-out's metrics, by resource and encoding.
+#[derive(Clone)]
+pub struct WatchMetrics {
+    pub watchers: IntGaugeVec,
+    pub events_received: IntCounterVec,
+    pub frames_dispatched: IntCounterVec,
+    pub bytes_sent: IntCounterVec,
+    pub watchers_ended: IntCounterVec,
+    pub history_events: IntGaugeVec,
+    pub history_bytes: IntGaugeVec,
+    pub history_oldest: IntGaugeVec,
+    pub delivery: HistogramVec,
+}
+
+impl WatchMetrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let re = &["resource", "encoding"];
+        let gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), re);
+        let counter = |name: &str, help: &str| IntCounterVec::new(Opts::new(name, help), re);
+        let m = WatchMetrics {
+            watchers: gauge("kubeplex_watchers", "Downstream watches open, served from a cache.")?,
+            events_received: counter(
+                "kubeplex_watch_events_received_total",
+                "Changes a cache took in (upstream watch events, and a relist's differences).",
+            )?,
+            frames_dispatched: counter(
+                "kubeplex_watch_events_dispatched_total",
+                "Events queued to downstream watchers (one per watcher that sees the event).",
+            )?,
+            bytes_sent: counter(
+                "kubeplex_watch_bytes_sent_total",
+                "Bytes of watch streams handed to downstream connections.",
+            )?,
+            watchers_ended: IntCounterVec::new(
+                Opts::new(
+                    "kubeplex_watchers_ended_total",
+                    "Downstream watches kubeplex ended: slow (fell behind its queue budget), reset (the cache lost track of the upstream), stopped (cache stopped).",
+                ),
+                &["resource", "encoding", "reason"],
+            )?,
+            history_events: gauge(
+                "kubeplex_watch_history_events",
+                "Events kept for resuming watches.",
+            )?,
+            history_bytes: gauge(
+                "kubeplex_watch_history_bytes",
+                "Bytes kept for resuming watches (objects and encoded frames).",
+            )?,
+            history_oldest: gauge(
+                "kubeplex_watch_history_oldest_resource_version",
+                "The oldest resourceVersion a watch can resume from; older ones get 410 Expired.",
+            )?,
+            delivery: HistogramVec::new(
+                HistogramOpts::new(
+                    "kubeplex_watch_delivery_seconds",
+                    "Time from receiving an upstream event to handing it to a downstream connection.",
+                )
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 5.0,
+                ]),
+                re,
+            )?,
+        };
+        registry.register(Box::new(m.watchers.clone()))?;
+        registry.register(Box::new(m.events_received.clone()))?;
+        registry.register(Box::new(m.frames_dispatched.clone()))?;
+        registry.register(Box::new(m.bytes_sent.clone()))?;
+        registry.register(Box::new(m.watchers_ended.clone()))?;
+        registry.register(Box::new(m.history_events.clone()))?;
+        registry.register(Box::new(m.history_bytes.clone()))?;
+        registry.register(Box::new(m.history_oldest.clone()))?;
+        registry.register(Box::new(m.delivery.clone()))?;
+        Ok(m)
+    }
 }
 
 impl Metrics {
@@ -128,7 +206,9 @@ impl Metrics {
         registry.register(Box::new(cache_updated.clone()))?;
         registry.register(Box::new(upstream_calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
+        let watch = WatchMetrics::new(&registry)?;
         Ok(Metrics {
+            watch,
             registry,
             requests,
             latency,

@@ -6,7 +6,8 @@
 //! 1. [`handle`] times the request and counts it by resource, verb, code and source;
 //! 2. [`route`] classifies it: a GET of a resource collection or object (not a watch, not a
 //!    subresource) whose resource supports list+watch is offered to the cache;
-//! 3. [`cached::try_answer`] answers it when the cache can do so exactly, or declines;
+//! 3. [`cached::try_answer`] (gets, lists) or [`watch::try_watch`] (watches) answers it when
+//!    the cache can do so exactly, or declines;
 //! 4. [`passthrough::forward`] streams everything else to the upstream and back.
 
 pub mod body;
@@ -14,6 +15,7 @@ mod cached;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
+mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -159,14 +161,14 @@ async fn from_cache(state: &Arc<ProxyState>, req: &Request<Incoming>) -> Option<
     }
     // Malformed options get the upstream's own 400/422.
     let opts = ListOptions::parse(req.uri().query()).ok()?;
-    if opts.watch {
-        return None;
-    }
     let info = state.resources.lookup(&rp.group, &rp.version, &rp.resource).await?;
     if !(info.supports("list") && info.supports("watch"))
         || (rp.namespace.is_some() && !info.namespaced)
     {
         return None;
+    }
+    if opts.watch {
+        return watch::try_watch(state, &info, &rp, &opts, req.headers(), req.uri().query()).await;
     }
     cached::try_answer(state, &info, &rp, &opts, req.headers(), req.uri().query()).await
 }

@@ -68,28 +68,7 @@ pub fn bookmark(k: &Kind, rv: u64, initial_events_end: bool, metadata_only: bool
 
 /// A Status in protobuf (`k8s\0` envelope), for errors to protobuf clients.
 pub fn status(s: &Status) -> Vec<u8> {
-    let causes: Vec<proto::StatusCause<'_>> = s
-        .details
-        .iter()
-        .flat_map(|d| d.causes.iter())
-        .map(|c| proto::StatusCause { reason: &c.reason, message: &c.message, field: &c.field })
-        .collect();
-    let details = s.details.as_ref().map(|d| proto::StatusDetails {
-        name: &d.name,
-        group: &d.group,
-        kind: &d.kind,
-        uid: "",
-        causes: &causes,
-        retry_after_seconds: d.retry_after_seconds.map_or(0, |r| r as i32),
-    });
-    proto::encode_status(&proto::StatusRef {
-        status: "Failure",
-        message: &s.message,
-        reason: &s.reason,
-        code: i32::from(s.code),
-        details,
-        continue_token: s.continue_token.as_deref().unwrap_or(""),
-    })
+    s.to_protobuf()
 }
 
 pub fn error_event(s: &Status) -> Vec<u8> {

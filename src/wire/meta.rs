@@ -383,6 +383,35 @@ pub fn bookmark_json(
     out
 }
 
+/// The object with `metadata.resourceVersion` set to `rv`, every other byte kept: what the watch
+/// cache sends as DELETED for an object that left a filtered watch's selection (its previous
+/// state, with the event's resourceVersion).
+pub fn with_resource_version_json(object: &[u8], rv: &str) -> Result<Vec<u8>, Error> {
+    let Members(members) = serde_json::from_slice(object)?;
+    let metadata = members
+        .iter()
+        .find(|(k, _)| k.0 == "metadata")
+        .map(|(_, v)| v.get())
+        .ok_or(Error::NotAnObject)?;
+    let Members(meta) = serde_json::from_str(metadata)?;
+    let value = meta
+        .iter()
+        .find(|(k, _)| k.0 == "resourceVersion")
+        .map(|(_, v)| v.get())
+        .ok_or(Error::NotAnObject)?;
+    // Both are slices of `object` (RawValue borrows), so their offsets locate the value.
+    let start = (value.as_ptr() as usize).wrapping_sub(object.as_ptr() as usize);
+    let end = start.checked_add(value.len()).filter(|e| *e <= object.len());
+    let (Some(head), Some(tail)) = (object.get(..start), end.and_then(|e| object.get(e..))) else {
+        return Err(Error::NotAnObject);
+    };
+    let mut out = Vec::with_capacity(object.len() + rv.len());
+    out.extend_from_slice(head);
+    push_string(&mut out, rv);
+    out.extend_from_slice(tail);
+    Ok(out)
+}
+
 /// One JSON watch event line: `{"type":..,"object":..}` + `\n`, the object spliced in as is.
 pub fn watch_event_json(event_type: &str, object: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(object.len() + event_type.len() + 24);

@@ -253,6 +253,33 @@ impl Status {
     }
 
     /// `Retry-After` header value, when the apiserver sends one.
+    /// The Status as a protobuf body (`k8s\0` envelope), for protobuf clients.
+    pub fn to_protobuf(&self) -> Vec<u8> {
+        use super::proto;
+        let causes: Vec<proto::StatusCause<'_>> = self
+            .details
+            .iter()
+            .flat_map(|d| d.causes.iter())
+            .map(|c| proto::StatusCause { reason: &c.reason, message: &c.message, field: &c.field })
+            .collect();
+        let details = self.details.as_ref().map(|d| proto::StatusDetails {
+            name: &d.name,
+            group: &d.group,
+            kind: &d.kind,
+            uid: "",
+            causes: &causes,
+            retry_after_seconds: d.retry_after_seconds.map_or(0, |r| r as i32),
+        });
+        proto::encode_status(&proto::StatusRef {
+            status: "Failure",
+            message: &self.message,
+            reason: &self.reason,
+            code: i32::from(self.code),
+            details,
+            continue_token: self.continue_token.as_deref().unwrap_or(""),
+        })
+    }
+
     pub fn retry_after(&self) -> Option<u32> {
         self.details.as_ref().and_then(|d| d.retry_after_seconds)
     }

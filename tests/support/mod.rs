@@ -167,7 +167,12 @@ impl Watch {
 
     /// The next length-prefixed protobuf frame.
     pub async fn next_frame(&mut self) -> Option<Bytes> {
-        let deadline = tokio::time::Instant::now() + STEP;
+        self.next_frame_within(STEP).await
+    }
+
+    /// The next length-prefixed protobuf frame; `None` at end of stream or after `timeout`.
+    pub async fn next_frame_within(&mut self, timeout: Duration) -> Option<Bytes> {
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if self.buf.len() >= 4 {
                 let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::resource::CachesConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::Proxy;
@@ -39,6 +40,17 @@ impl Stack {
         preload: &[&str],
         idle: Duration,
     ) -> Stack {
+        Self::build_with(builder, shape, preload, idle, WatchConfig::default()).await
+    }
+
+    /// With the watch fan-out tuned by `watch`.
+    pub async fn build_with(
+        builder: SimBuilder,
+        shape: ClusterShape,
+        preload: &[&str],
+        idle: Duration,
+        watch: WatchConfig,
+    ) -> Stack {
         let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-proxy-{}-{}",
@@ -54,6 +66,7 @@ impl Stack {
             limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
             idle_timeout: idle,
             preload: preload.iter().map(|s| s.to_string()).collect(),
+            watch,
         };
         let proxy = Proxy::start(
             upstream,

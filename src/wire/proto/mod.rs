@@ -26,7 +26,7 @@ pub use envelope::{
 };
 pub use object::{
     bookmark, bookmark_tail, empty_object_tail, object_meta, object_meta_bytes,
-    partial_object_metadata, partial_object_metadata_list, EmptyObjectTails,
+    partial_object_metadata, partial_object_metadata_list, with_resource_version, EmptyObjectTails,
 };
 pub use status::{encode_status, StatusCause, StatusDetails, StatusRef};
 pub use watch::{

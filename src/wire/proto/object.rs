@@ -5,7 +5,8 @@ use std::borrow::Cow;
 
 use super::super::meta::{ListMeta, ObjectMetaRef, INITIAL_EVENTS_END_ANNOTATION};
 use super::codec::{
-    expect_len, expect_str, len_field_size, put_bytes_field, put_varint_field, Fields,
+    expect_len, expect_str, len_field_size, put_bytes_field, put_len_header, put_varint_field,
+    varint_len, Fields,
 };
 use super::envelope::{encode_list_items, finish_envelope, start_envelope, Item};
 use super::Error;
@@ -20,6 +21,42 @@ pub fn object_meta_bytes(raw_message: &[u8]) -> Result<&[u8], Error> {
         }
     }
     Err(Error::MissingField("metadata"))
+}
+
+/// The bare message with ObjectMeta's `resourceVersion` (field 6) set to `rv`, every other byte
+/// kept (see `meta::with_resource_version_json`).
+pub fn with_resource_version(raw_message: &[u8], rv: &str) -> Result<Vec<u8>, Error> {
+    let meta = object_meta_bytes(raw_message)?;
+    let mut old = None;
+    for field in Fields::new(meta) {
+        if let (6, value) = field? {
+            old = Some(expect_len(value, "resourceVersion")?);
+        }
+    }
+    let old = old.ok_or(Error::MissingField("resourceVersion"))?;
+    // Offsets of sub-slices; a one-byte tag and the length varint precede each value.
+    let offset = |outer: &[u8], inner: &[u8]| {
+        (inner.as_ptr() as usize).wrapping_sub(outer.as_ptr() as usize)
+    };
+    let span = |outer: &[u8], inner: &[u8]| -> Result<(usize, usize), Error> {
+        let start = offset(outer, inner)
+            .checked_sub(1 + varint_len(inner.len() as u64))
+            .ok_or(Error::Truncated)?;
+        let end = offset(outer, inner).checked_add(inner.len()).ok_or(Error::Truncated)?;
+        (end <= outer.len()).then_some((start, end)).ok_or(Error::Truncated)
+    };
+    let (rv_start, rv_end) = span(meta, old)?;
+    let mut new_meta = Vec::with_capacity(meta.len() + rv.len());
+    new_meta.extend_from_slice(meta.get(..rv_start).ok_or(Error::Truncated)?);
+    put_bytes_field(&mut new_meta, 6, rv.as_bytes());
+    new_meta.extend_from_slice(meta.get(rv_end..).ok_or(Error::Truncated)?);
+    let (meta_start, meta_end) = span(raw_message, meta)?;
+    let mut out = Vec::with_capacity(raw_message.len() + rv.len());
+    out.extend_from_slice(raw_message.get(..meta_start).ok_or(Error::Truncated)?);
+    put_len_header(&mut out, 1, new_meta.len());
+    out.extend_from_slice(&new_meta);
+    out.extend_from_slice(raw_message.get(meta_end..).ok_or(Error::Truncated)?);
+    Ok(out)
 }
 
 /// The routing fields of an object's ObjectMeta, borrowed from its bare message.

@@ -1,0 +1,219 @@
+//! The ring of recent watch events of one cache, for watches that resume from a resourceVersion
+//! (`watch=1&resourceVersion=N`: every change strictly after N), as the apiserver's watch cache
+//! keeps its `cache` ring of `watchCacheEvent`s.
+//!
+//! Bounded by event count and by bytes (object bodies plus the frames encoded for them). Each
+//! event keeps the frames encoded for it, so a burst of resuming watchers (every kubelet after a
+//! network blip) replays shared bytes rather than encoding each event again per watcher.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::object::CachedObject;
+
+/// Default bound on the events kept (at 100 events/s, over 16 minutes).
+pub const DEFAULT_MAX_EVENTS: usize = 100_000;
+/// Default bound on the bytes kept.
+pub const DEFAULT_MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// What happened to the object, as the upstream (or a relist's diff) reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// How one watcher sees an event, after its selectors (`cacheWatcher.convertToWatchEvent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Seen {
+    /// ADDED with the object.
+    Added,
+    /// MODIFIED with the object.
+    Modified,
+    /// DELETED with the event's object (a deletion: the last state, at the deletion's RV).
+    Deleted,
+    /// DELETED with the previous state at the event's RV: the object left the selection.
+    Left,
+}
+
+impl Seen {
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Seen::Added => "ADDED",
+            Seen::Modified => "MODIFIED",
+            Seen::Deleted | Seen::Left => "DELETED",
+        }
+    }
+}
+
+/// One change, with the state it replaced (which filtered watches need to tell an object that
+/// entered or left their selection from one that changed).
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub kind: EventType,
+    /// The new state; for a deletion, the last state at the deletion's RV.
+    pub object: Arc<CachedObject>,
+    pub previous: Option<Arc<CachedObject>>,
+    /// When kubeplex received it (for the dispatch latency metric).
+    pub received: Instant,
+    /// Frames encoded so far, by (how seen, metadata only).
+    frames: Vec<((Seen, bool), Bytes)>,
+}
+
+impl Event {
+    pub fn new(
+        rv: u64,
+        kind: EventType,
+        object: Arc<CachedObject>,
+        previous: Option<Arc<CachedObject>>,
+        received: Instant,
+    ) -> Self {
+        Event { rv, kind, object, previous, received, frames: Vec::new() }
+    }
+
+    /// How a watcher whose selection is `matches` sees this event, if at all: the apiserver's
+    /// rules — passing now and not before is ADDED, before and not now is DELETED with the
+    /// previous state, a deletion is seen by those the previous state passed, and a DELETED for
+    /// an object the cache never held is seen by nobody.
+    pub fn seen_by(&self, matches: impl Fn(&CachedObject) -> bool) -> Option<Seen> {
+        let now = self.kind != EventType::Deleted && matches(&self.object);
+        let before = self.previous.as_deref().is_some_and(&matches);
+        match (now, before, self.kind) {
+            (true, false, _) => Some(Seen::Added),
+            (true, true, _) => Some(Seen::Modified),
+            (false, true, EventType::Deleted) => Some(Seen::Deleted),
+            (false, true, _) => Some(Seen::Left),
+            (false, false, _) => None,
+        }
+    }
+
+    /// The frame for (`seen`, `metadata`), encoded by `encode` the first time it is asked for.
+    /// Returns it and the bytes newly kept (0 when it was already there).
+    pub fn frame(
+        &mut self,
+        seen: Seen,
+        metadata: bool,
+        encode: impl FnOnce(&Event) -> Option<Bytes>,
+    ) -> (Option<Bytes>, usize) {
+        if let Some((_, f)) = self.frames.iter().find(|(k, _)| *k == (seen, metadata)) {
+            return (Some(f.clone()), 0);
+        }
+        let Some(frame) = encode(self) else { return (None, 0) };
+        let len = frame.len();
+        self.frames.push(((seen, metadata), frame.clone()));
+        (Some(frame), len)
+    }
+
+    fn bytes(&self) -> usize {
+        self.object.body.len() + self.frames.iter().map(|(_, f)| f.len()).sum::<usize>()
+    }
+}
+
+/// Why a watch cannot resume from a resourceVersion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld {
+    /// The oldest resourceVersion a watch can resume from.
+    pub oldest: u64,
+}
+
+/// The events after `start`, oldest first.
+#[derive(Debug)]
+pub struct History {
+    events: VecDeque<Event>,
+    /// Every event after this RV is kept: a watch can resume from any RV at or above it.
+    start: u64,
+    bytes: usize,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+impl History {
+    pub fn new(max_events: usize, max_bytes: usize) -> Self {
+        History {
+            events: VecDeque::new(),
+            start: u64::MAX,
+            bytes: 0,
+            max_events: max_events.max(1),
+            max_bytes,
+        }
+    }
+
+    /// Forgets every event: from now on watches can resume from `rv` on (a first sync, or a
+    /// relist that could not be expressed as events).
+    pub fn reset(&mut self, rv: u64) {
+        self.events.clear();
+        self.bytes = 0;
+        self.start = rv;
+    }
+
+    /// Nothing can be resumed until the next [`History::reset`] (the cache lost track).
+    pub fn invalidate(&mut self) {
+        self.reset(u64::MAX);
+    }
+
+    /// Appends an event (events come in RV order) and drops the oldest over the bounds.
+    pub fn push(&mut self, event: Event) {
+        self.bytes += event.bytes();
+        self.events.push_back(event);
+        self.trim();
+    }
+
+    /// Records bytes of frames added to kept events, and drops the oldest over the bounds.
+    pub fn grew(&mut self, bytes: usize) {
+        self.bytes += bytes;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.events.len() > self.max_events
+            || (self.bytes > self.max_bytes && self.events.len() > 1)
+        {
+            let Some(e) = self.events.pop_front() else { break };
+            self.bytes = self.bytes.saturating_sub(e.bytes());
+            self.start = self.start.max(e.rv);
+        }
+    }
+
+    /// The index of the first event after `rv`, or why the events after `rv` are not all kept.
+    pub fn position_after(&self, rv: u64) -> Result<usize, TooOld> {
+        if rv < self.start {
+            return Err(TooOld { oldest: self.start });
+        }
+        Ok(self.events.partition_point(|e| e.rv <= rv))
+    }
+
+    pub fn event_mut(&mut self, index: usize) -> Option<&mut Event> {
+        self.events.get_mut(index)
+    }
+
+    /// The newest event, to encode its frames as it is dispatched.
+    pub fn last_mut(&mut self) -> Option<&mut Event> {
+        self.events.back_mut()
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The oldest RV a watch can resume from (`u64::MAX` when none).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;

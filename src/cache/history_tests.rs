@@ -1,0 +1,117 @@
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::cache::testutil::{cm, labeled_pod};
+
+fn event(
+    rv: u64,
+    kind: EventType,
+    object: Arc<CachedObject>,
+    previous: Option<Arc<CachedObject>>,
+) -> Event {
+    Event::new(rv, kind, object, previous, Instant::now())
+}
+
+fn web(o: &CachedObject) -> bool {
+    o.label("app") == Some("web")
+}
+
+#[test]
+fn a_filtered_watcher_sees_objects_enter_and_leave() {
+    let web_a = labeled_pod("ns", "a", 10, "n1", &[("app", "web")]);
+    let db_a = labeled_pod("ns", "a", 11, "n1", &[("app", "db")]);
+    let cases = [
+        (event(10, EventType::Added, web_a.clone(), None), Some(Seen::Added)),
+        (event(10, EventType::Added, db_a.clone(), None), None),
+        (event(11, EventType::Modified, web_a.clone(), Some(web_a.clone())), Some(Seen::Modified)),
+        (event(11, EventType::Modified, db_a.clone(), Some(web_a.clone())), Some(Seen::Left)),
+        (event(11, EventType::Modified, web_a.clone(), Some(db_a.clone())), Some(Seen::Added)),
+        (event(11, EventType::Modified, db_a.clone(), Some(db_a.clone())), None),
+        // An ADDED for an object the cache held is a change to it.
+        (event(11, EventType::Added, web_a.clone(), Some(web_a.clone())), Some(Seen::Modified)),
+        (event(12, EventType::Deleted, web_a.clone(), Some(web_a.clone())), Some(Seen::Deleted)),
+        (event(12, EventType::Deleted, web_a.clone(), Some(db_a.clone())), None),
+        // A deletion of something the cache never held reaches nobody (PrevObject is nil).
+        (event(12, EventType::Deleted, web_a.clone(), None), None),
+    ];
+    for (n, (e, expected)) in cases.iter().enumerate() {
+        assert_eq!(e.seen_by(web), *expected, "case {n}");
+    }
+    assert_eq!(Seen::Left.event_type(), "DELETED");
+}
+
+#[test]
+fn frames_are_encoded_once_per_way_of_seeing() {
+    let mut e = event(5, EventType::Added, cm("ns", "a", 5, &[]), None);
+    let calls = Cell::new(0);
+    let encode = |_: &Event| {
+        calls.set(calls.get() + 1);
+        Some(Bytes::from_static(b"frame"))
+    };
+    let (first, grew) = e.frame(Seen::Added, false, encode);
+    assert_eq!((first.as_deref(), grew), (Some(&b"frame"[..]), 5));
+    let (again, grew) = e.frame(Seen::Added, false, encode);
+    assert_eq!((again.as_deref(), grew), (Some(&b"frame"[..]), 0));
+    assert_eq!(calls.get(), 1);
+    // The same bytes, not a copy.
+    assert_eq!(first.unwrap().as_ptr(), again.unwrap().as_ptr());
+    e.frame(Seen::Added, true, encode);
+    assert_eq!(calls.get(), 2);
+    let (none, grew) = e.frame(Seen::Left, false, |_| None);
+    assert_eq!((none, grew), (None, 0));
+}
+
+#[test]
+fn resuming_needs_every_event_after_the_resource_version() {
+    let mut h = History::new(3, usize::MAX);
+    assert_eq!(h.position_after(0), Err(TooOld { oldest: u64::MAX }));
+    h.reset(100);
+    assert_eq!(h.position_after(99), Err(TooOld { oldest: 100 }));
+    assert_eq!(h.position_after(100), Ok(0));
+    for rv in [101, 102, 105] {
+        h.push(event(rv, EventType::Added, cm("ns", &format!("o{rv}"), rv, &[]), None));
+    }
+    assert_eq!(h.position_after(100), Ok(0));
+    assert_eq!(h.position_after(102), Ok(2));
+    assert_eq!(h.position_after(103), Ok(2));
+    assert_eq!(h.position_after(500), Ok(3));
+    // Over the count bound the oldest goes, and with it the RVs before it.
+    h.push(event(106, EventType::Added, cm("ns", "o106", 106, &[]), None));
+    assert_eq!(h.len(), 3);
+    assert_eq!(h.start(), 101);
+    assert_eq!(h.position_after(100), Err(TooOld { oldest: 101 }));
+    assert_eq!(h.position_after(101), Ok(0));
+    assert_eq!(h.event_mut(0).map(|e| e.rv), Some(102));
+    h.invalidate();
+    assert!(h.is_empty());
+    assert_eq!(h.position_after(106), Err(TooOld { oldest: u64::MAX }));
+}
+
+#[test]
+fn the_byte_bound_counts_objects_and_frames() {
+    let object = cm("ns", "a", 1, &[]);
+    let size = object.body.len();
+    let mut h = History::new(1000, size * 3);
+    h.reset(0);
+    for rv in 1..=3 {
+        h.push(event(rv, EventType::Modified, object.clone(), None));
+    }
+    assert_eq!((h.len(), h.bytes()), (3, size * 3));
+    // A frame kept with the newest event pushes the oldest out.
+    let last = h.last_mut().unwrap();
+    let (_, grew) = last.frame(Seen::Modified, false, |_| Some(Bytes::from(vec![b'x'; 10])));
+    h.grew(grew);
+    assert_eq!(h.len(), 2);
+    assert_eq!(h.start(), 1);
+    assert_eq!(h.bytes(), size * 2 + 10);
+    // One event larger than the bound is still kept: the newest is always resumable.
+    let mut tiny = History::new(10, 1);
+    tiny.reset(0);
+    tiny.push(event(1, EventType::Added, object.clone(), None));
+    tiny.push(event(2, EventType::Added, object, None));
+    assert_eq!((tiny.len(), tiny.start()), (1, 1));
+}

@@ -1,0 +1,387 @@
+//! Watches answered from the cache, with kube-apiserver's rules (DESIGN.md §2 "watch") — or
+//! declined, and then passed through.
+//!
+//! Where a watch starts:
+//! - `resourceVersion` unset or `"0"`: the cache's state as synthetic ADDED events, then its
+//!   changes (the apiserver's watch cache serves both from its own state);
+//! - `N`: the changes strictly after N, replayed from the event history; an `ERROR` event with
+//!   410 Expired when N is older than the history;
+//! - `sendInitialEvents=true`: the state (not older than N; for an unset RV *consistent*, so
+//!   only once the cache is shown to have caught up with the upstream's current RV, else passed
+//!   through), then — with `allowWatchBookmarks` — the BOOKMARK annotated
+//!   `k8s.io/initial-events-end`, then changes; `sendInitialEvents=false`: changes from now, or
+//!   after N.
+//!
+//! The stream ends at `timeoutSeconds`, or at a random time in `[min, 2*min)` of the server's
+//! minimum request timeout; it carries a BOOKMARK every interval and one shortly before its end
+//! to clients that allow them; kubeplex ends it early when the client falls behind (see
+//! `cache::fanout`) or the cache loses track of the upstream. Either way the client resumes
+//! from the last resourceVersion it saw.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderMap, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Empty};
+use rand::Rng;
+use tokio::time::{Instant, Sleep};
+
+use super::body::{self, Body, BoxError};
+use super::resources::ResourceInfo;
+use super::ProxyState;
+use crate::cache::fanout::{Filter, Next, Queue};
+use crate::cache::frames::Encoder;
+use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
+use crate::cache::select::{self, Query};
+use crate::cache::CachedObject;
+use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
+use crate::wire::request::{ListOptions, ResourcePath};
+use crate::wire::selector::field::{FieldOperator, FieldRequirement};
+use crate::wire::selector::fields_by_kind;
+use crate::wire::selector::{FieldSelector, LabelSelector};
+use crate::wire::status::Status;
+
+/// How long a not-older-than start waits for the cache (the apiserver's 3 s).
+const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
+/// How long a consistent start waits for the cache to reach the upstream's current RV before
+/// the watch is passed through instead. The cache learns of RVs from its resource's events and
+/// the upstream's bookmarks; on a quiet resource the wait would be long, and passing through
+/// is always correct.
+const CONSISTENT_WAIT: Duration = Duration::from_secs(1);
+/// Bytes of frames handed to the connection at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// Answers a watch from the cache, or returns `None` to have it passed through.
+pub async fn try_watch(
+    state: &Arc<ProxyState>,
+    info: &Arc<ResourceInfo>,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Response<Body>> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
+    let neg = negotiate::negotiate_watch(accept, endpoint).ok()?;
+    let pretty = form_urlencoded::parse(query.unwrap_or("").as_bytes()).any(|(k, _)| k == "pretty");
+    if pretty {
+        return None;
+    }
+    // A watch's events carry objects: PartialObjectMetadata for metadata watches (a list type
+    // is what informers ask for, and the events then carry PartialObjectMetadata).
+    let (encoding, metadata) = match (neg.media_type, neg.representation) {
+        (MediaType::Json, Representation::Object) => (Encoding::Json, false),
+        (MediaType::Protobuf, Representation::Object) => (Encoding::Protobuf, false),
+        (
+            MediaType::Json,
+            Representation::PartialObjectMetadata(MetaVersion::V1)
+            | Representation::PartialObjectMetadataList(MetaVersion::V1),
+        ) => (Encoding::Json, true),
+        (
+            MediaType::Protobuf,
+            Representation::PartialObjectMetadata(MetaVersion::V1)
+            | Representation::PartialObjectMetadataList(MetaVersion::V1),
+        ) if info.is_builtin() => (Encoding::Protobuf, true),
+        _ => return None,
+    };
+    let filter = filter(info, encoding, rp, opts)?;
+    let cache = state.caches.get_or_start(info, encoding);
+    if !cache.is_synced() {
+        return None;
+    }
+    let rv = match opts.resource_version.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<u64>().ok()?),
+    };
+    let bookmarks = opts.allow_watch_bookmarks;
+    let (from, end_bookmark) = match (opts.send_initial_events, rv) {
+        (Some(true), None) => {
+            if !caught_up(state, &cache).await {
+                return None;
+            }
+            (WatchFrom::State, bookmarks)
+        }
+        (Some(true), Some(n)) => {
+            if n > 0 && cache.wait_for(n, FRESHNESS_WAIT).await.is_err() {
+                let status = Status::too_large_resource_version(n, cache.resource_version());
+                return Some(body::status(&status));
+            }
+            (WatchFrom::State, bookmarks)
+        }
+        (Some(false), None | Some(0)) => (WatchFrom::Now, false),
+        (Some(false), Some(n)) => (WatchFrom::After(n), false),
+        (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
+        (None, _) => (WatchFrom::State, false),
+    };
+    let encoder = cache.encoder();
+    let reg = match cache.register_watch(from, filter.clone(), metadata) {
+        Ok(reg) => reg,
+        Err(too_old) => {
+            // Like the apiserver: 200, then one ERROR event with the 410.
+            let requested = rv.unwrap_or(0);
+            let status = Status::expired(format!(
+                "too old resource version: {requested} ({})",
+                too_old.oldest
+            ));
+            return Some(stream_response(&encoder, body::full(encoder.error(&status))));
+        }
+    };
+    let initial = match &reg.initial {
+        Some(snap) => {
+            let query = Query {
+                namespace: select::list_namespace(
+                    rp.namespace.as_deref(),
+                    filter.field.as_ref(),
+                    false,
+                ),
+                namespaced: info.namespaced,
+                label: filter.label.as_ref(),
+                field: filter.field.as_ref(),
+                ..Query::default()
+            };
+            select::select(snap, &query).items.into()
+        }
+        None => VecDeque::new(),
+    };
+    let config = cache.watch_config();
+    let timeout = match opts.timeout_seconds {
+        Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()),
+        _ => config.max_timeout.mul_f64(1.0 + rand::rng().random_range(0.0..1.0)),
+    };
+    let now = Instant::now();
+    let deadline = now + timeout;
+    // The last bookmark comes a little before the end, so the client resumes from a fresh RV.
+    let final_bookmark = deadline.checked_sub(timeout.min(Duration::from_secs(8)) / 4);
+    let body = WatchBody {
+        queue: reg.queue.clone(),
+        id: reg.id,
+        encoder: encoder.clone(),
+        metadata,
+        initial,
+        end_bookmark: end_bookmark.then_some(reg.position),
+        bookmarks,
+        bookmark_every: config.bookmark_interval,
+        next_bookmark: Box::pin(tokio::time::sleep_until(now + config.bookmark_interval)),
+        final_bookmark: final_bookmark
+            .filter(|_| bookmarks)
+            .map(|t| Box::pin(tokio::time::sleep_until(t))),
+        deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        last_rv: reg.position,
+        done: false,
+        cache,
+    };
+    Some(stream_response(&encoder, body.boxed()))
+}
+
+/// The watch's filter: namespace, label selector, and field selector (plus the name of a watch
+/// on one object), or `None` when the cache cannot evaluate it exactly.
+fn filter(
+    info: &ResourceInfo,
+    encoding: Encoding,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+) -> Option<Filter> {
+    let label = match &opts.label_selector {
+        Some(s) => Some(LabelSelector::parse(s).ok()?),
+        None => None,
+    };
+    let mut field = match &opts.field_selector {
+        Some(s) => {
+            let f = FieldSelector::parse(s).ok()?;
+            fields_by_kind::validate(&info.group, &info.resource, &f).ok()?;
+            Some(select::cacheable_field_selector(encoding, &info.group, &info.resource, &f)?)
+        }
+        None => None,
+    };
+    // A watch of one object is a watch filtered by its name.
+    if let Some(name) = &rp.name {
+        let mut reqs = field.map(|f| f.requirements().to_vec()).unwrap_or_default();
+        reqs.push(FieldRequirement {
+            field: "metadata.name".into(),
+            operator: FieldOperator::Equals,
+            value: name.clone(),
+        });
+        field = Some(FieldSelector::from_requirements(reqs));
+    }
+    Some(Filter { namespace: rp.namespace.clone().filter(|ns| !ns.is_empty()), label, field })
+}
+
+/// Whether the cache has reached the upstream's current RV (learnt from a one-item list, which
+/// the apiserver answers consistently), waiting a little for it.
+async fn caught_up(state: &ProxyState, cache: &ResourceCache) -> bool {
+    let Some(current) = upstream_rv(state, cache).await else { return false };
+    cache.wait_for(current, CONSISTENT_WAIT).await.is_ok()
+}
+
+async fn upstream_rv(state: &ProxyState, cache: &ResourceCache) -> Option<u64> {
+    let path = format!("{}?limit=1", cache.collection_path());
+    let req = http::Request::builder()
+        .method(http::Method::GET)
+        .uri(path)
+        .header(
+            header::ACCEPT,
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+        )
+        .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
+        .body(Empty::new().map_err(|never| match never {}).boxed())
+        .ok()?;
+    cache.metrics_upstream_call("list");
+    let resp = state.upstream.send(req).await.ok()?;
+    if resp.status() != StatusCode::OK {
+        return None;
+    }
+    let bytes = http_body_util::Limited::new(resp.into_body(), 16 << 20).collect().await.ok()?;
+    #[derive(serde::Deserialize)]
+    struct List {
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "resourceVersion")]
+        resource_version: String,
+    }
+    let list: List = serde_json::from_slice(&bytes.to_bytes()).ok()?;
+    list.metadata.resource_version.parse().ok()
+}
+
+fn stream_response(encoder: &Encoder, body: Body) -> Response<Body> {
+    let mut resp = body::respond(200, encoder.content_type(), Vec::new());
+    *resp.body_mut() = body;
+    resp
+}
+
+/// A watch stream from the cache: the initial state (if any), then the queued events, with
+/// bookmarks and the deadline in between. Dropping it (the client went away, or the stream
+/// ended) unregisters the watcher.
+struct WatchBody {
+    cache: Arc<ResourceCache>,
+    id: u64,
+    queue: Arc<Queue>,
+    encoder: Encoder,
+    metadata: bool,
+    /// Objects of the initial state not sent yet, in key order.
+    initial: VecDeque<Arc<CachedObject>>,
+    /// The initial-events-end BOOKMARK still to send, at this RV.
+    end_bookmark: Option<u64>,
+    bookmarks: bool,
+    bookmark_every: Duration,
+    next_bookmark: Pin<Box<Sleep>>,
+    final_bookmark: Option<Pin<Box<Sleep>>>,
+    deadline: Pin<Box<Sleep>>,
+    /// The newest RV the client has been sent (events or bookmarks), or started from.
+    last_rv: u64,
+    done: bool,
+}
+
+impl Drop for WatchBody {
+    fn drop(&mut self) {
+        self.cache.unregister_watch(self.id);
+    }
+}
+
+impl WatchBody {
+    fn data(
+        &self,
+        bytes: Bytes,
+        received: Option<std::time::Instant>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.cache.observe_sent(bytes.len(), received);
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
+    }
+
+    /// The next chunk of the initial state's ADDED events.
+    fn initial_chunk(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        while out.len() < CHUNK {
+            let Some(object) = self.initial.pop_front() else { break };
+            match self.encoder.event("ADDED", &object.body, self.metadata) {
+                Ok(frame) => out.extend_from_slice(&frame),
+                Err(error) => {
+                    tracing::error!(%error, key = %object.key, "cannot encode a cached object; left out of a watch")
+                }
+            }
+        }
+        out.freeze()
+    }
+}
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            this.done = true;
+            return Poll::Ready(None);
+        }
+        if !this.initial.is_empty() {
+            let chunk = this.initial_chunk();
+            return this.data(chunk, None);
+        }
+        if let Some(rv) = this.end_bookmark.take() {
+            let frame = this.encoder.bookmark(rv, true, this.metadata);
+            return this.data(frame, None);
+        }
+        // Read before looking at the queue: every event up to it is in the queue or sent.
+        let dispatched = this.cache.dispatched_rv();
+        match this.queue.take(CHUNK, cx.waker()) {
+            Next::Closed(_) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Next::Frames(frames) => {
+                let received = frames.first().map(|q| q.received);
+                this.last_rv = frames.iter().map(|q| q.rv).fold(this.last_rv, u64::max);
+                let bytes = match frames.as_slice() {
+                    [one] => one.frame.clone(),
+                    many => {
+                        let mut out =
+                            BytesMut::with_capacity(many.iter().map(|q| q.frame.len()).sum());
+                        for q in many {
+                            out.extend_from_slice(&q.frame);
+                        }
+                        out.freeze()
+                    }
+                };
+                this.data(bytes, received)
+            }
+            Next::Empty => {
+                if !this.bookmarks {
+                    return Poll::Pending;
+                }
+                let final_due =
+                    this.final_bookmark.as_mut().is_some_and(|s| s.as_mut().poll(cx).is_ready());
+                if final_due {
+                    this.final_bookmark = None;
+                }
+                let periodic_due = this.next_bookmark.as_mut().poll(cx).is_ready();
+                if periodic_due {
+                    let next = Instant::now() + this.bookmark_every;
+                    this.next_bookmark.as_mut().reset(next);
+                    // Registers the waker for the next one.
+                    let _ = this.next_bookmark.as_mut().poll(cx);
+                }
+                let rv = this.last_rv.max(dispatched);
+                if (final_due || periodic_due) && rv > 0 {
+                    this.last_rv = rv;
+                    let frame = this.encoder.bookmark(rv, false, this.metadata);
+                    return this.data(frame, None);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}

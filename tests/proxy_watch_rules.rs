@@ -1,0 +1,310 @@
+//! Watches served from kubeplex's cache follow the apiserver's rules byte for byte: the same
+//! request against kubeplex and against the fake apiserver (which replays kube-apiserver's
+//! behaviour) gives the same events, while the upstream sees no watch but the cache's own.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kubeplex::cache::fanout::WatchConfig;
+use kubeplex::sim::seed::ClusterShape;
+use kubeplex::sim::{Sim, SimBuilder};
+use serde_json::{json, Value};
+use support::stack::Stack;
+use support::*;
+
+const JSON: &str = "application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+const META_JSON: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+const META_PROTOBUF: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+fn small() -> ClusterShape {
+    ClusterShape { nodes: 4, namespaces: 3, pods: 40, configmaps: 4, services: 2 }
+}
+
+async fn stack_with(watch: WatchConfig) -> Stack {
+    Stack::build_with(
+        SimBuilder::new(),
+        small(),
+        &["pods", "pods:protobuf"],
+        Duration::from_secs(600),
+        watch,
+    )
+    .await
+}
+
+/// Watches served from the cache, by kubeplex's own count.
+async fn cache_watches(stack: &Stack) -> u64 {
+    let admin = stack.proxy.admin_addr.expect("admin").to_string();
+    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("kubeplex_requests_total{")
+                && l.contains("verb=\"WATCH\"")
+                && l.contains("source=\"cache\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The sim's count of watch requests it answered for pods (any code).
+fn upstream_watches(sim: &Sim) -> u64 {
+    sim.metrics_text()
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"pods\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Every frame (JSON line or protobuf frame) that arrives within `quiet` of the previous one.
+async fn drain(w: &mut Watch, protobuf: bool, quiet: Duration) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        let next = if protobuf {
+            w.next_frame_within(quiet).await
+        } else {
+            w.next_line_within(quiet).await
+        };
+        match next {
+            Some(f) => out.push(f),
+            None => break,
+        }
+    }
+    out
+}
+
+fn is_bookmark(frame: &Bytes, protobuf: bool) -> bool {
+    if protobuf {
+        frame.windows(8).take(16).any(|w| w == b"BOOKMARK")
+    } else {
+        frame.starts_with(b"{\"type\":\"BOOKMARK\"")
+    }
+}
+
+fn text(frames: &[Bytes]) -> Vec<String> {
+    frames.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect()
+}
+
+/// A pod the scripted changes move through every transition a filtered watch can see.
+fn probe_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "team-0", "labels": {"app": "probe", "tier": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    })
+}
+
+/// Creates, schedules, relabels (out of and back into `tier=a`), and deletes the probe pod,
+/// with changes to other pods in between.
+fn script(sim: &Sim) {
+    sim.create(probe_pod()).expect("create");
+    sim.modify("", "pods", "team-0", "probe", |p| p["spec"]["nodeName"] = json!("node-1"))
+        .expect("schedule");
+    sim.modify("", "pods", "team-0", "probe", |p| p["metadata"]["labels"]["tier"] = json!("b"))
+        .expect("leave");
+    sim.modify("", "pods", "team-1", "app-1-00001", |p| {
+        p["metadata"]["labels"]["touched"] = json!("yes")
+    })
+    .expect("other");
+    sim.modify("", "pods", "team-0", "probe", |p| p["metadata"]["labels"]["tier"] = json!("a"))
+        .expect("enter");
+    sim.delete("", "pods", "team-0", "probe").expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_from_the_cache_equal_the_apiservers_events() {
+    let stack = stack_with(WatchConfig::default()).await;
+    let n = stack.sim.current_rv();
+    let paths = [
+        format!("/api/v1/pods?watch=1&resourceVersion={n}"),
+        format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={n}"),
+        format!("/api/v1/pods?watch=1&resourceVersion={n}&labelSelector=tier%3Da"),
+        format!("/api/v1/pods?watch=1&resourceVersion={n}&fieldSelector=spec.nodeName%3Dnode-1"),
+        format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={n}&fieldSelector=metadata.name%3Dprobe"),
+        format!("/api/v1/namespaces/team-0/pods/probe?watch=1&resourceVersion={n}"),
+    ];
+    let mut pairs = Vec::new();
+    let before_up = upstream_watches(&stack.sim);
+    let before_cache = cache_watches(&stack).await;
+    for path in &paths {
+        for accept in [JSON, PROTOBUF, META_JSON, META_PROTOBUF] {
+            // The protobuf cache holds only metadata fields: a spec.nodeName watch in protobuf
+            // is passed through (and still must equal the apiserver's).
+            let ours = watch(&stack.addr(), path, accept).await;
+            let theirs = watch(&stack.upstream(), path, accept).await;
+            assert_eq!(ours.status, 200, "{path} {accept}");
+            assert_eq!(
+                ours.headers.get("content-type"),
+                theirs.headers.get("content-type"),
+                "{path} {accept}"
+            );
+            pairs.push((path.clone(), accept, ours, theirs));
+        }
+    }
+    let from_cache = cache_watches(&stack).await - before_cache;
+    // Every shape but the protobuf spec.nodeName ones (2 of 24) is served from the cache.
+    assert_eq!(from_cache, 22, "watches served from the cache");
+    let passed = upstream_watches(&stack.sim) - before_up;
+    assert_eq!(passed, 24 + 2, "the sim saw the direct watches and the 2 passed through");
+
+    script(&stack.sim);
+    for (path, accept, mut ours, mut theirs) in pairs {
+        let protobuf = accept.contains("protobuf");
+        let quiet = Duration::from_millis(700);
+        let (a, b) =
+            tokio::join!(drain(&mut ours, protobuf, quiet), drain(&mut theirs, protobuf, quiet));
+        let a: Vec<_> = a.into_iter().filter(|f| !is_bookmark(f, protobuf)).collect();
+        let b: Vec<_> = b.into_iter().filter(|f| !is_bookmark(f, protobuf)).collect();
+        assert!(!b.is_empty(), "{path} {accept}: the apiserver sent nothing");
+        assert_eq!(text(&a), text(&b), "{path} {accept}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_events_and_their_end_bookmark_equal_the_apiservers() {
+    let stack = stack_with(WatchConfig::default()).await;
+    let n = stack.sim.current_rv();
+    let cases = [
+        // The watch-list an informer makes: consistent, so kubeplex first checks the upstream's
+        // RV, which its cache has reached.
+        "/api/v1/namespaces/team-1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true".to_string(),
+        format!("/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={n}&labelSelector=app%3Dapp-2"),
+        "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-2".to_string(),
+        // The state as ADDED events, no bookmark.
+        "/api/v1/namespaces/team-2/pods?watch=1&resourceVersion=0".to_string(),
+        "/api/v1/namespaces/team-2/pods?watch=1".to_string(),
+    ];
+    for path in &cases {
+        for accept in [JSON, PROTOBUF, META_JSON] {
+            if accept == PROTOBUF && path.contains("spec.nodeName") {
+                continue;
+            }
+            let before = cache_watches(&stack).await;
+            let mut ours = watch(&stack.addr(), path, accept).await;
+            let mut theirs = watch(&stack.upstream(), path, accept).await;
+            assert_eq!(cache_watches(&stack).await, before + 1, "{path} {accept} from the cache");
+            let protobuf = accept.contains("protobuf");
+            let quiet = Duration::from_millis(400);
+            let (a, b) = tokio::join!(
+                drain(&mut ours, protobuf, quiet),
+                drain(&mut theirs, protobuf, quiet)
+            );
+            assert!(b.len() > 1, "{path} {accept}: the state has objects");
+            assert_eq!(text(&a), text(&b), "{path} {accept}");
+            let ends = b.last().is_some_and(|f| is_bookmark(f, protobuf));
+            assert_eq!(ends, path.contains("allowWatchBookmarks"), "{path}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_version_older_than_the_history_gets_410_expired() {
+    let stack = stack_with(WatchConfig::default()).await;
+    for (accept, protobuf) in [(JSON, false), (PROTOBUF, true)] {
+        let mut w = watch(&stack.addr(), "/api/v1/pods?watch=1&resourceVersion=3", accept).await;
+        assert_eq!(w.status, 200);
+        let frame = if protobuf { w.next_frame().await } else { w.next_line_within(STEP).await };
+        let frame = frame.expect("an ERROR event");
+        if protobuf {
+            let e = kubeplex::wire::proto::decode_watch_event(&frame).expect("frame");
+            assert_eq!(e.event_type, "ERROR");
+            assert!(e.object.windows(7).any(|w| w == b"Expired"));
+        } else {
+            let e: Value = serde_json::from_slice(&frame).expect("json");
+            assert_eq!(e["type"], "ERROR");
+            assert_eq!(e["object"]["kind"], "Status");
+            assert_eq!(e["object"]["code"], 410);
+            assert_eq!(e["object"]["reason"], "Expired");
+            let message = e["object"]["message"].as_str().unwrap_or("");
+            assert!(message.starts_with("too old resource version: 3 ("), "{message}");
+        }
+        assert!(w.ends_within(STEP).await, "the stream ends after the error");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_come_periodically_and_before_the_deadline() {
+    let config =
+        WatchConfig { bookmark_interval: Duration::from_millis(400), ..WatchConfig::default() };
+    let stack = stack_with(config).await;
+    let n = stack.sim.current_rv();
+    let started = tokio::time::Instant::now();
+    let path = format!(
+        "/api/v1/pods?watch=1&resourceVersion={n}&allowWatchBookmarks=true&timeoutSeconds=3"
+    );
+    let mut w = watch(&stack.addr(), &path, JSON).await;
+    let first = w.next().await;
+    assert_eq!(first["type"], "BOOKMARK");
+    assert_eq!(
+        serde_json::to_string(&first["object"]).expect("json"),
+        format!(
+            r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{n}"}},"spec":{{"containers":null}},"status":{{}}}}"#
+        )
+    );
+    stack
+        .sim
+        .modify("", "pods", "team-0", "app-0-00000", |p| p["metadata"]["labels"]["x"] = json!("1"))
+        .expect("modify");
+    let mut last_rv = n;
+    let mut bookmarks = 1;
+    while let Some(e) = w.next_within(Duration::from_secs(5)).await {
+        let rv = rv_of(&e);
+        assert!(rv >= last_rv, "resourceVersion went back from {last_rv} to {rv}");
+        last_rv = rv;
+        bookmarks += usize::from(e["type"] == "BOOKMARK");
+    }
+    let took = started.elapsed();
+    assert!(w.ends_within(Duration::ZERO).await, "the stream ended");
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(5),
+        "ended after {took:?}"
+    );
+    assert!(bookmarks >= 4, "{bookmarks} bookmarks in 3 s at a 400 ms interval");
+    assert!(last_rv > n, "the bookmarks moved to the new RV");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_compaction_reaches_open_watchers_as_events() {
+    let stack = stack_with(WatchConfig::default()).await;
+    let n = stack.sim.current_rv();
+    let mut w = watch(
+        &stack.addr(),
+        &format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={n}"),
+        JSON,
+    )
+    .await;
+    // The upstream goes away; meanwhile pods change and its history is compacted, so the
+    // cache's watch cannot resume and it must relist.
+    stack.sim.stop_serving();
+    stack.sim.create(probe_pod()).expect("create");
+    stack
+        .sim
+        .modify("", "pods", "team-0", "app-0-00000", |p| p["metadata"]["labels"]["x"] = json!("1"))
+        .expect("modify");
+    stack.sim.delete("", "pods", "team-0", "app-3-00003").expect("delete");
+    let compacted = stack.sim.compact();
+    stack.sim.restart().await.expect("restart");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let e = w.next_within(Duration::from_secs(15)).await.expect("a relist difference");
+        seen.push((ev(&e).0, ev(&e).1, rv_of(&e)));
+    }
+    let probe = stack.sim.get("", "pods", "team-0", "probe").expect("probe");
+    let modified = stack.sim.get("", "pods", "team-0", "app-0-00000").expect("modified");
+    assert_eq!(seen[0], ("ADDED".into(), "probe".into(), rv_of(&probe)));
+    assert_eq!(seen[1], ("MODIFIED".into(), "app-0-00000".into(), rv_of(&modified)));
+    assert_eq!(seen[2].0, "DELETED");
+    assert_eq!(seen[2].1, "app-3-00003");
+    assert!(seen[2].2 >= compacted.min(rv_of(&modified)) && seen[2].2 > seen[1].2, "{seen:?}");
+    // The stream stays open: later changes follow.
+    stack.sim.delete("", "pods", "team-0", "probe").expect("delete");
+    let e = w.next_within(Duration::from_secs(10)).await.expect("the next change");
+    assert_eq!(ev(&e).0, "DELETED");
+    assert_eq!(ev(&e).1, "probe");
+}
