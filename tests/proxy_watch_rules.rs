@@ -154,7 +154,7 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
     assert_eq!(passed, 24 + 2, "the sim saw the direct watches and the 2 passed through");
 
     script(&stack.sim);
-    for (path, accept, mut ours, mut theirs) in pairs {
+    let checks = pairs.into_iter().map(|(path, accept, mut ours, mut theirs)| async move {
         let protobuf = accept.contains("protobuf");
         let quiet = Duration::from_millis(700);
         let (a, b) =
@@ -163,7 +163,8 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
         let b: Vec<_> = b.into_iter().filter(|f| !is_bookmark(f, protobuf)).collect();
         assert!(!b.is_empty(), "{path} {accept}: the apiserver sent nothing");
         assert_eq!(text(&a), text(&b), "{path} {accept}");
-    }
+    });
+    futures_util::future::join_all(checks).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,4 +308,166 @@ async fn a_relist_after_compaction_reaches_open_watchers_as_events() {
     let e = w.next_within(Duration::from_secs(10)).await.expect("the next change");
     assert_eq!(ev(&e).0, "DELETED");
     assert_eq!(ev(&e).1, "probe");
+}
+
+/// Writes `count` changes of one pod, each carrying `size` bytes of annotation, so a client
+/// that does not read fills every buffer between it and kubeplex.
+async fn big_changes(sim: &Sim, count: usize, size: usize) -> Vec<u64> {
+    let blob = "x".repeat(size);
+    let mut rvs = Vec::new();
+    for i in 0..count {
+        let v = sim
+            .modify("", "pods", "team-0", "app-0-00000", |p| {
+                p["metadata"]["annotations"]["blob"] = json!(format!("{i}{blob}"))
+            })
+            .expect("modify");
+        rvs.push(rv_of(&v));
+        if i % 20 == 19 {
+            tokio::task::yield_now().await;
+        }
+    }
+    rvs
+}
+
+/// Reads events until it has seen `last`, returning their RVs (bounded in time).
+async fn rvs_until(w: &mut Watch, last: u64, within: Duration) -> Vec<u64> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut rvs = Vec::new();
+    while rvs.last() != Some(&last) {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let Some(e) = w.next_within(left).await else { break };
+        if e["type"] != "BOOKMARK" {
+            rvs.push(rv_of(&e));
+        }
+    }
+    rvs
+}
+
+async fn ended_slow(stack: &Stack) -> u64 {
+    stack
+        .metric(
+            "kubeplex_watchers_ended_total{encoding=\"json\",reason=\"slow\",resource=\"pods/v1\"}",
+        )
+        .await
+}
+
+async fn open_watchers(stack: &Stack) -> u64 {
+    stack.metric("kubeplex_watchers{encoding=\"json\",resource=\"pods/v1\"}").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_stops_reading_is_ended_and_the_others_are_unaffected() {
+    use tokio::io::AsyncWriteExt;
+    let config = WatchConfig {
+        queue_frames: 1000,
+        slow_after: Duration::from_secs(2),
+        ..WatchConfig::default()
+    };
+    let stack = stack_with(config).await;
+    let n = stack.sim.current_rv();
+    let path = format!("/api/v1/pods?watch=1&resourceVersion={n}");
+    // A client that sends its request and never reads, with a small receive buffer.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut stalled = socket.connect(stack.proxy.addr).await.expect("connect");
+    stalled
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: kubeplex\r\nAccept: application/json\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .expect("request");
+    let mut reader = watch(&stack.addr(), &path, JSON).await;
+    for _ in 0..100 {
+        if open_watchers(&stack).await == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(open_watchers(&stack).await, 2);
+
+    // The watcher reads while the writes go on, as it would in a cluster.
+    let expected_last = n + 300;
+    let reading = tokio::spawn(async move {
+        let got = rvs_until(&mut reader, expected_last, Duration::from_secs(30)).await;
+        (got, reader)
+    });
+    let writes = big_changes(&stack.sim, 300, 32 * 1024).await;
+    assert_eq!(writes.last(), Some(&expected_last));
+    let (got, _reader) = reading.await.expect("reader");
+    assert_eq!(got, writes, "the reading watcher gets every event, in order");
+    let mut ended = 0;
+    for _ in 0..200 {
+        ended = ended_slow(&stack).await;
+        if ended >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ended, 1, "the stalled watcher was ended");
+    assert_eq!(open_watchers(&stack).await, 1, "and is dispatched nothing more");
+    drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_http2_stream_does_not_hold_up_the_others_on_its_connection() {
+    use http_body_util::{BodyExt, Empty};
+    let config = WatchConfig {
+        queue_frames: 1000,
+        slow_after: Duration::from_secs(2),
+        ..WatchConfig::default()
+    };
+    let stack = stack_with(config).await;
+    let n = stack.sim.current_rv();
+    let tcp = tokio::net::TcpStream::connect(stack.proxy.addr).await.expect("connect");
+    let (mut sender, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(64 * 1024)
+            .initial_connection_window_size(8 * 1024 * 1024)
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let request = || {
+        http::Request::get(format!("http://kubeplex/api/v1/pods?watch=1&resourceVersion={n}"))
+            .header("accept", JSON)
+            .body(Empty::<Bytes>::new())
+            .expect("request")
+    };
+    let stalled = sender.send_request(request()).await.expect("stalled watch");
+    let mut live = sender.send_request(request()).await.expect("live watch");
+    assert_eq!((stalled.status().as_u16(), live.status().as_u16()), (200, 200));
+    assert_eq!(live.version(), http::Version::HTTP_2);
+    let last = n + 150;
+    let reading = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while got.last() != Some(&last) && tokio::time::Instant::now() < deadline {
+            let next = tokio::time::timeout(Duration::from_secs(5), live.body_mut().frame()).await;
+            let Ok(Some(Ok(frame))) = next else { break };
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+            }
+            while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=pos).collect();
+                let e: Value = serde_json::from_slice(&line).expect("event");
+                got.push(rv_of(&e));
+            }
+        }
+        got
+    });
+    let writes = big_changes(&stack.sim, 150, 32 * 1024).await;
+    let got = reading.await.expect("reader");
+    assert_eq!(got, writes, "the live stream got every event while its neighbour stalled");
+    let mut ended = 0;
+    for _ in 0..200 {
+        ended = ended_slow(&stack).await;
+        if ended >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ended, 1, "the stalled stream's watcher was ended");
+    drop(stalled);
 }
