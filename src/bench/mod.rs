@@ -1,0 +1,32 @@
+//! `kubeplex-bench`: load against any apiserver — the upstream directly, or kubeplex in front of
+//! it — so the two can be compared side by side in one run (issue 5).
+//!
+//! - [`target`]: who is measured (kubeconfig or URL; loopback only unless allowed), and the
+//!   readings taken from the outside: `/metrics` call counts, a process's RSS from `/proc`;
+//! - [`hist`]: a log-bucketed latency histogram (percentiles within 1 %, fixed memory);
+//! - [`seed`]: creating and removing the objects a run reads;
+//! - [`list`]: concurrent clients repeating a list;
+//! - [`watch`]: concurrent watchers while a writer changes objects at a fixed rate, measuring
+//!   delivery latency from a timestamp the writer puts in each object, and lost events.
+//!
+//! Every run is bounded in time and in count.
+
+pub mod hist;
+pub mod list;
+pub mod seed;
+pub mod target;
+pub mod watch;
+
+use serde::Serialize;
+
+/// Prints a report as text or, with `--json`, as one JSON document.
+pub fn print<T: Serialize + std::fmt::Display>(report: &T, json: bool) {
+    if json {
+        match serde_json::to_string(report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("cannot encode the report: {e}"),
+        }
+    } else {
+        println!("{report}");
+    }
+}

@@ -1,0 +1,359 @@
+//! `watch`: W concurrent watchers while a writer changes the seeded objects at E events/s.
+//!
+//! The writer stamps each change with the wall-clock time (annotation `kubeplex-bench/ts`,
+//! Unix nanoseconds); a watcher takes the delay from that stamp to the moment the event's line
+//! is read as the delivery latency. Every watcher also counts the writer's events it should see
+//! (by its field selector) and the ones it did: the difference is lost events, which must be 0.
+//! Lines are scanned, not parsed, so thousands of watchers in this process stay cheap.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http::Method;
+use http_body_util::BodyExt;
+use serde::Serialize;
+use serde_json::json;
+
+use super::hist::{Histogram, Summary};
+use super::target::{rss_bytes, Target};
+
+const TS_KEY: &str = "kubeplex-bench/ts";
+
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// `/api/v1/namespaces/NS/configmaps` (or pods).
+    pub collection: String,
+    /// Names of the objects the writer changes, in turn.
+    pub names: Vec<String>,
+    pub watchers: usize,
+    pub rate: f64,
+    pub duration: Duration,
+    /// `metadata.name=X` or `spec.nodeName=node-K`; which of the writer's changes a watcher
+    /// should see is worked out from it (pods `bench-i` are on `node-(i % nodes)`).
+    pub field_selector: Option<String>,
+    pub nodes: usize,
+    /// The measured server's process, for its RSS.
+    pub pid: Option<u32>,
+    /// How long to wait after the writer stops for the last events.
+    pub settle: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchReport {
+    pub target: String,
+    pub watchers: usize,
+    pub watchers_failed: usize,
+    pub events_written: u64,
+    pub write_rate: f64,
+    pub events_expected: u64,
+    pub events_received: u64,
+    pub events_lost: u64,
+    /// Events whose resourceVersion was not above the previous one on the same watch.
+    pub out_of_order: u64,
+    pub watch_ends: u64,
+    pub latency: Summary,
+    pub rss_before_bytes: Option<u64>,
+    pub rss_watching_bytes: Option<u64>,
+    pub rss_per_watcher_bytes: Option<f64>,
+}
+
+impl std::fmt::Display for WatchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "watch against {}: {} watchers ({} failed), {} events written at {:.1}/s",
+            self.target, self.watchers, self.watchers_failed, self.events_written, self.write_rate
+        )?;
+        writeln!(
+            f,
+            "  delivered {} of {} expected: {} lost, {} out of order, {} streams ended early",
+            self.events_received,
+            self.events_expected,
+            self.events_lost,
+            self.out_of_order,
+            self.watch_ends
+        )?;
+        write!(f, "  latency {}", self.latency)?;
+        if let (Some(before), Some(during)) = (self.rss_before_bytes, self.rss_watching_bytes) {
+            write!(
+                f,
+                "\n  target RSS {:.1} MiB idle, {:.1} MiB with the watchers open: {:.0} bytes per watcher",
+                before as f64 / 1048576.0,
+                during as f64 / 1048576.0,
+                self.rss_per_watcher_bytes.unwrap_or(0.0)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Which of the writer's objects a watcher with this field selector sees; `None` when it
+/// cannot be told (then nothing is counted as lost).
+fn selection(spec: &WatchSpec) -> Option<Vec<bool>> {
+    let Some(selector) = &spec.field_selector else {
+        return Some(vec![true; spec.names.len()]);
+    };
+    if let Some(name) = selector.strip_prefix("metadata.name=") {
+        return Some(spec.names.iter().map(|n| n == name).collect());
+    }
+    let node = selector.strip_prefix("spec.nodeName=")?;
+    Some(
+        spec.names
+            .iter()
+            .map(|n| {
+                let i: Option<usize> = n.strip_prefix("bench-").and_then(|i| i.parse().ok());
+                i.is_some_and(|i| format!("node-{}", i % spec.nodes.max(1)) == node)
+            })
+            .collect(),
+    )
+}
+
+#[derive(Default)]
+struct Tally {
+    hist: Histogram,
+    received: u64,
+    out_of_order: u64,
+    ends: u64,
+}
+
+pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchReport> {
+    anyhow::ensure!(!spec.names.is_empty(), "no objects to write: seed first");
+    let rss_before = spec.pid.and_then(rss_bytes);
+    let rv = target.current_rv(&spec.collection).await?;
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("watch", "1")
+        .append_pair("resourceVersion", &rv)
+        .append_pair("allowWatchBookmarks", "true")
+        .append_pair(
+            "timeoutSeconds",
+            &(spec.duration + spec.settle).as_secs().saturating_add(60).to_string(),
+        );
+    if let Some(s) = &spec.field_selector {
+        query.append_pair("fieldSelector", s);
+    }
+    let path = format!("{}?{}", spec.collection, query.finish());
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let deadline = Instant::now() + spec.duration + spec.settle + Duration::from_secs(120);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..spec.watchers {
+        let (target, path, tally, connected, failed, stop) = (
+            target.clone(),
+            path.clone(),
+            tally.clone(),
+            connected.clone(),
+            failed.clone(),
+            stop.clone(),
+        );
+        tasks.spawn(async move {
+            let local = watch_one(&target, &path, &connected, &failed, &stop, deadline).await;
+            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+            t.hist.merge(&local.hist);
+            t.received += local.received;
+            t.out_of_order += local.out_of_order;
+            t.ends += local.ends;
+        });
+        // Open connections in waves rather than all at once.
+        if tasks.len() % 200 == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let open = super::target::eventually(Duration::from_secs(60), || {
+        connected.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) >= spec.watchers
+    })
+    .await;
+    anyhow::ensure!(open, "watchers did not all connect within 60 s");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_watching = spec.pid.and_then(rss_bytes);
+
+    let (written, write_rate) = write(&target, &spec).await?;
+    let selected = selection(&spec);
+    let per_watcher: Option<u64> = selected.as_ref().map(|sel| {
+        written.iter().filter(|&&i| sel.get(i).copied().unwrap_or(false)).count() as u64
+    });
+    let watching = (spec.watchers - failed.load(Ordering::Relaxed)) as u64;
+    let expected = per_watcher.map(|n| n * watching);
+    // Wait for the last events, then end the watches.
+    let settle_until = Instant::now() + spec.settle;
+    while Instant::now() < settle_until {
+        let received = tally.lock().unwrap_or_else(|p| p.into_inner()).received;
+        if expected.is_some_and(|e| received >= e) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if tasks.is_empty() {
+            break;
+        }
+    }
+    // Give the in-flight tallies a moment, then stop every watcher.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.notify_waiters();
+    while tasks.join_next().await.is_some() {}
+    let t = tally.lock().unwrap_or_else(|p| p.into_inner());
+    let expected = expected.unwrap_or(t.received);
+    Ok(WatchReport {
+        target: target.url.clone(),
+        watchers: spec.watchers,
+        watchers_failed: failed.load(Ordering::Relaxed),
+        events_written: written.len() as u64,
+        write_rate,
+        events_expected: expected,
+        events_received: t.received,
+        events_lost: expected.saturating_sub(t.received),
+        out_of_order: t.out_of_order,
+        watch_ends: t.ends,
+        latency: t.hist.summary(),
+        rss_before_bytes: rss_before,
+        rss_watching_bytes: rss_watching,
+        rss_per_watcher_bytes: match (rss_before, rss_watching) {
+            (Some(b), Some(w)) if spec.watchers > 0 => {
+                Some((w as f64 - b as f64) / spec.watchers as f64)
+            }
+            _ => None,
+        },
+    })
+}
+
+/// Changes the objects in turn at the spec's rate; returns which object each change touched,
+/// and the rate achieved.
+async fn write(target: &Target, spec: &WatchSpec) -> anyhow::Result<(Vec<usize>, f64)> {
+    let started = Instant::now();
+    let total = (spec.rate * spec.duration.as_secs_f64()).round().max(1.0) as u64;
+    let period = Duration::from_secs_f64(1.0 / spec.rate.max(0.001));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut written = Vec::with_capacity(total as usize);
+    let errors = AtomicU64::new(0);
+    for n in 0..total {
+        tick.tick().await;
+        let i = (n as usize) % spec.names.len();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let patch = json!({"metadata": {"annotations": {TS_KEY: now.to_string()}}});
+        let path = format!("{}/{}", spec.collection, spec.names[i]);
+        let (status, body) = target
+            .fetch(
+                Method::PATCH,
+                &path,
+                &[("Content-Type", "application/merge-patch+json")],
+                Some(serde_json::to_vec(&patch)?),
+            )
+            .await?;
+        if status.is_success() {
+            written.push(i);
+        } else if errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(%status, body = %String::from_utf8_lossy(&body), "write failed");
+        }
+    }
+    let rate = written.len() as f64 / started.elapsed().as_secs_f64();
+    Ok((written, rate))
+}
+
+async fn watch_one(
+    target: &Target,
+    path: &str,
+    connected: &AtomicUsize,
+    failed: &AtomicUsize,
+    stop: &tokio::sync::Notify,
+    deadline: Instant,
+) -> Tally {
+    let mut tally = Tally::default();
+    let resp = match target.send(Method::GET, path, &[("Accept", "application/json")], None).await {
+        Ok(r) if r.status().is_success() => r,
+        other => {
+            if let Err(e) = other.map(|r| r.status()) {
+                tracing::debug!(error = %e, "watch failed");
+            }
+            failed.fetch_add(1, Ordering::Relaxed);
+            return tally;
+        }
+    };
+    connected.fetch_add(1, Ordering::Relaxed);
+    let mut body = resp.into_body();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_rv = 0u64;
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
+    loop {
+        let frame = tokio::select! {
+            f = body.frame() => f,
+            _ = &mut stopped => return tally,
+            _ = tokio::time::sleep_until(deadline.into()) => return tally,
+        };
+        let Some(Ok(frame)) = frame else {
+            tally.ends += 1;
+            return tally;
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        buf.extend_from_slice(&data);
+        let mut start = 0;
+        while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
+            let line = &buf[start..start + pos];
+            start += pos + 1;
+            if line.starts_with(b"{\"type\":\"BOOKMARK\"") {
+                continue;
+            }
+            let Some(ts) = string_after(line, b"\"kubeplex-bench/ts\":\"") else { continue };
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+            if let Ok(ts) = ts.parse::<u128>() {
+                tally.hist.record(Duration::from_nanos(now.saturating_sub(ts) as u64));
+            }
+            tally.received += 1;
+            if let Some(rv) =
+                string_after(line, b"\"resourceVersion\":\"").and_then(|s| s.parse::<u64>().ok())
+            {
+                if rv <= last_rv {
+                    tally.out_of_order += 1;
+                }
+                last_rv = rv;
+            }
+        }
+        buf.drain(..start);
+    }
+}
+
+/// The JSON string value that follows `key` in `line` (no escapes expected).
+fn string_after<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a str> {
+    let at = line.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = line.get(at..)?;
+    let end = rest.iter().position(|b| *b == b'"')?;
+    std::str::from_utf8(rest.get(..end)?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_found_in_event_lines() {
+        let line = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"42","annotations":{"kubeplex-bench/ts":"1700000000000000000"}}}}"#;
+        assert_eq!(string_after(line, b"\"resourceVersion\":\""), Some("42"));
+        assert_eq!(string_after(line, b"\"kubeplex-bench/ts\":\""), Some("1700000000000000000"));
+        assert_eq!(string_after(line, b"\"missing\":\""), None);
+        assert_eq!(string_after(b"\"resourceVersion\":\"4", b"\"resourceVersion\":\""), None);
+    }
+
+    #[test]
+    fn a_watchers_share_of_the_writes_follows_its_selector() {
+        let spec = WatchSpec {
+            collection: String::new(),
+            names: (0..6).map(|i| format!("bench-{i:06}")).collect(),
+            watchers: 1,
+            rate: 1.0,
+            duration: Duration::from_secs(1),
+            field_selector: Some("spec.nodeName=node-1".into()),
+            nodes: 3,
+            pid: None,
+            settle: Duration::ZERO,
+        };
+        assert_eq!(selection(&spec), Some(vec![false, true, false, false, true, false]));
+        let by_name =
+            WatchSpec { field_selector: Some("metadata.name=bench-000002".into()), ..spec.clone() };
+        assert_eq!(selection(&by_name), Some(vec![false, false, true, false, false, false]));
+        let other = WatchSpec { field_selector: Some("status.phase=Running".into()), ..spec };
+        assert_eq!(selection(&other), None);
+    }
+}

@@ -1,0 +1,280 @@
+//! `kubeplex-bench`: load any apiserver — directly, or through kubeplex — and print figures
+//! (see `kubeplex::bench`). Loopback targets only, unless `--allow-remote`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use kubeplex::bench::list::{self, ListSpec, Rv};
+use kubeplex::bench::seed::{self, Kind};
+use kubeplex::bench::target::{calls_by_verb, scrape, Target};
+use kubeplex::bench::watch::{self, WatchSpec};
+use kubeplex::bench::{self as bench};
+use serde::Serialize;
+
+#[derive(Parser)]
+#[command(name = "kubeplex-bench", about = "Load an apiserver (or kubeplex) and print figures")]
+struct Cli {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Print reports as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct TargetArgs {
+    /// The server's URL (no credentials), e.g. http://127.0.0.1:8001.
+    #[arg(long, global = true)]
+    server: Option<String>,
+    /// A kubeconfig for the server (its current context).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// Allow a server that is not on a loopback address.
+    #[arg(long, global = true)]
+    allow_remote: bool,
+    /// The upstream's /metrics URL: report the list and watch calls it received during the run.
+    #[arg(long, global = true)]
+    upstream_metrics: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create N objects (idempotent), labelled kubeplex-bench=true.
+    Seed {
+        #[arg(long, value_enum, default_value = "pods")]
+        kind: Kind,
+        #[arg(long, default_value = "bench")]
+        namespace: String,
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        /// Pad each object to about this many bytes of JSON.
+        #[arg(long, default_value_t = 0)]
+        size: usize,
+        #[arg(long, default_value_t = 20)]
+        nodes: usize,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
+    /// Delete the seeded objects.
+    Cleanup {
+        #[arg(long, value_enum, default_value = "pods")]
+        kind: Kind,
+        #[arg(long, default_value = "bench")]
+        namespace: String,
+    },
+    /// C clients repeating a list.
+    List(ListArgs),
+    /// W watchers while a writer changes objects at E/s.
+    Watch(WatchArgs),
+    /// C clients each listing at resourceVersion=0 and watching from there: how many calls the
+    /// upstream receives for them (needs --upstream-metrics).
+    UpstreamCalls {
+        #[arg(long, value_enum, default_value = "pods")]
+        kind: Kind,
+        #[arg(long, default_value = "bench")]
+        namespace: String,
+        #[arg(long, default_value_t = 100)]
+        clients: usize,
+    },
+}
+
+#[derive(Args)]
+struct ListArgs {
+    #[arg(long, value_enum, default_value = "pods")]
+    kind: Kind,
+    /// Namespace to list ("" for all namespaces).
+    #[arg(long, default_value = "bench")]
+    namespace: String,
+    #[arg(long, value_enum, default_value = "zero")]
+    rv: Rv,
+    /// Page size for --rv paged.
+    #[arg(long, default_value_t = 500)]
+    limit: usize,
+    #[arg(long)]
+    label_selector: Option<String>,
+    #[arg(long)]
+    field_selector: Option<String>,
+    #[arg(long)]
+    protobuf: bool,
+    #[arg(long)]
+    gzip: bool,
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    duration: Duration,
+    /// Stop after this many lists.
+    #[arg(long)]
+    requests: Option<u64>,
+}
+
+#[derive(Args)]
+struct WatchArgs {
+    #[arg(long, value_enum, default_value = "configmaps")]
+    kind: Kind,
+    #[arg(long, default_value = "bench")]
+    namespace: String,
+    #[arg(long, default_value_t = 100)]
+    watchers: usize,
+    /// Changes per second.
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    duration: Duration,
+    /// `metadata.name=X` or `spec.nodeName=node-K` (pods).
+    #[arg(long)]
+    field_selector: Option<String>,
+    /// Objects the writer changes: bench-000000 .. (seeded beforehand).
+    #[arg(long, default_value_t = 100)]
+    objects: usize,
+    #[arg(long, default_value_t = 20)]
+    nodes: usize,
+    /// PID of the measured server, for its RSS.
+    #[arg(long)]
+    pid: Option<u32>,
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    settle: Duration,
+}
+
+fn seconds(s: &str) -> Result<Duration, String> {
+    let s = s.trim_end_matches('s');
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?}: expected seconds (0 to 86400)"))
+}
+
+fn collection(kind: Kind, namespace: &str) -> String {
+    if namespace.is_empty() {
+        format!("/api/v1/{}", kind.resource())
+    } else {
+        format!("/api/v1/namespaces/{namespace}/{}", kind.resource())
+    }
+}
+
+#[derive(Serialize)]
+struct Calls {
+    resource: String,
+    calls: std::collections::BTreeMap<String, i64>,
+}
+
+impl std::fmt::Display for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.calls.iter().map(|(v, n)| format!("{v} {n}")).collect();
+        let parts = if parts.is_empty() { "none".to_string() } else { parts.join(", ") };
+        write!(f, "upstream calls for {} during the run: {parts}", self.resource)
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let t = &cli.target;
+    let target = Arc::new(
+        Target::open(t.server.as_deref(), t.kubeconfig.as_deref(), t.allow_remote)
+            .context("opening the target")?,
+    );
+    let resource = match &cli.command {
+        Command::Seed { kind, .. }
+        | Command::Cleanup { kind, .. }
+        | Command::UpstreamCalls { kind, .. } => kind.resource(),
+        Command::List(a) => a.kind.resource(),
+        Command::Watch(a) => a.kind.resource(),
+    };
+    let before = match &t.upstream_metrics {
+        Some(url) => Some(calls_by_verb(&scrape(url, t.allow_remote).await?, resource)),
+        None => None,
+    };
+    match cli.command {
+        Command::Seed { kind, namespace, count, size, nodes, concurrency } => {
+            let report =
+                seed::seed(target.clone(), kind, &namespace, count, size, nodes, concurrency)
+                    .await?;
+            bench::print(&report, cli.json);
+        }
+        Command::Cleanup { kind, namespace } => {
+            seed::cleanup(&target, kind, &namespace).await?;
+            if !cli.json {
+                println!("deleted the seeded {} in {namespace}", kind.resource());
+            }
+        }
+        Command::List(a) => {
+            let spec = ListSpec {
+                collection: collection(a.kind, &a.namespace),
+                rv: a.rv,
+                limit: a.limit,
+                label_selector: a.label_selector,
+                field_selector: a.field_selector,
+                protobuf: a.protobuf,
+                gzip: a.gzip,
+                clients: a.clients.clamp(1, 10_000),
+                duration: a.duration,
+                requests: a.requests,
+            };
+            bench::print(&list::run(target.clone(), spec).await?, cli.json);
+        }
+        Command::Watch(a) => {
+            let spec = WatchSpec {
+                collection: collection(a.kind, &a.namespace),
+                names: (0..a.objects).map(|i| format!("bench-{i:06}")).collect(),
+                watchers: a.watchers.min(50_000),
+                rate: a.rate.clamp(0.01, 100_000.0),
+                duration: a.duration,
+                field_selector: a.field_selector,
+                nodes: a.nodes,
+                pid: a.pid,
+                settle: a.settle,
+            };
+            bench::print(&watch::run(target.clone(), spec).await?, cli.json);
+        }
+        Command::UpstreamCalls { kind, namespace, clients } => {
+            anyhow::ensure!(before.is_some(), "upstream-calls needs --upstream-metrics");
+            let spec = ListSpec {
+                collection: collection(kind, &namespace),
+                rv: Rv::Zero,
+                limit: 500,
+                label_selector: None,
+                field_selector: None,
+                protobuf: false,
+                gzip: false,
+                clients: clients.clamp(1, 10_000),
+                duration: Duration::from_secs(60),
+                requests: Some(clients as u64),
+            };
+            bench::print(&list::run(target.clone(), spec).await?, cli.json);
+            let spec = WatchSpec {
+                collection: collection(kind, &namespace),
+                names: vec!["bench-000000".into()],
+                watchers: clients.min(10_000),
+                rate: 2.0,
+                duration: Duration::from_secs(1),
+                field_selector: None,
+                nodes: 1,
+                pid: None,
+                settle: Duration::from_secs(5),
+            };
+            bench::print(&watch::run(target.clone(), spec).await?, cli.json);
+        }
+    }
+    if let (Some(url), Some(before)) = (&t.upstream_metrics, before) {
+        let after = calls_by_verb(&scrape(url, t.allow_remote).await?, resource);
+        let calls = after
+            .iter()
+            .map(|(verb, n)| {
+                (verb.clone(), *n as i64 - before.get(verb).copied().unwrap_or(0) as i64)
+            })
+            .filter(|(_, n)| *n != 0)
+            .collect();
+        bench::print(&Calls { resource: resource.to_string(), calls }, cli.json);
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! A smoke run of `kubeplex-bench` (tiny sizes) in every mode, against the fake apiserver and
+//! against kubeplex in front of it: the figures it prints are there and make sense.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use kubeplex::sim::seed::ClusterShape;
+use serde_json::Value;
+use support::stack::Stack;
+
+/// Runs the tool with `--json`; returns every JSON document it printed.
+async fn bench(server: &str, args: &[&str]) -> Vec<Value> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
+    cmd.arg("--server").arg(format!("http://{server}")).arg("--json").args(args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("kubeplex-bench finished in time")
+        .expect("kubeplex-bench ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubeplex-bench {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON report per line")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mode_runs_against_the_apiserver_and_against_kubeplex() {
+    let shape = ClusterShape { nodes: 2, namespaces: 1, pods: 4, configmaps: 1, services: 1 };
+    let stack = Stack::new(shape, &["pods", "configmaps"]).await;
+    let (kubeplex, apiserver) = (stack.addr(), stack.upstream());
+    let metrics = format!("http://{apiserver}/metrics");
+
+    let seeded = bench(
+        &apiserver,
+        &["seed", "--kind", "pods", "--count", "30", "--size", "4000", "--nodes", "3"],
+    )
+    .await;
+    assert_eq!(seeded[0]["created"], 30);
+    let again =
+        bench(&kubeplex, &["seed", "--kind", "pods", "--count", "30", "--nodes", "3"]).await;
+    assert_eq!((again[0]["created"].as_u64(), again[0]["existing"].as_u64()), (Some(0), Some(30)));
+    bench(&apiserver, &["seed", "--kind", "configmaps", "--count", "5"]).await;
+
+    for server in [&kubeplex, &apiserver] {
+        for extra in [
+            &["--rv", "zero"][..],
+            &["--rv", "unset", "--gzip"],
+            &["--rv", "paged", "--limit", "7", "--protobuf"],
+        ] {
+            let mut args = vec!["list", "--clients", "2", "--requests", "6", "--duration", "20"];
+            args.extend_from_slice(extra);
+            let r = &bench(server, &args).await[0];
+            assert_eq!(r["lists"], 6, "{server} {extra:?}: {r}");
+            assert_eq!(r["errors"], 0, "{r}");
+            assert!(r["bytes_per_list"].as_u64().unwrap_or(0) > 30 * 1000, "{r}");
+            assert!(r["latency"]["p99_ms"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        }
+    }
+
+    // Through kubeplex: every event delivered, and the upstream sees writes but no watches.
+    let reports = bench(
+        &kubeplex,
+        &[
+            "--upstream-metrics",
+            &metrics,
+            "watch",
+            "--watchers",
+            "20",
+            "--rate",
+            "20",
+            "--duration",
+            "1",
+            "--objects",
+            "5",
+            "--settle",
+            "10",
+        ],
+    )
+    .await;
+    let r = &reports[0];
+    assert_eq!(r["watchers_failed"], 0, "{r}");
+    assert_eq!(r["events_written"], 20, "{r}");
+    assert_eq!(r["events_expected"], 400, "{r}");
+    assert_eq!(r["events_lost"], 0, "{r}");
+    assert_eq!(r["out_of_order"], 0, "{r}");
+    assert_eq!(r["latency"]["count"], 400, "{r}");
+    let calls = &reports[1]["calls"];
+    assert_eq!(calls.get("WATCH"), None, "no watch reached the upstream: {calls}");
+    assert_eq!(calls["PATCH"], 20, "{calls}");
+
+    // Directly, with a node's field selector and the server's RSS read from /proc.
+    let pid = std::process::id().to_string();
+    let r = &bench(
+        &apiserver,
+        &[
+            "watch",
+            "--kind",
+            "pods",
+            "--watchers",
+            "4",
+            "--rate",
+            "30",
+            "--duration",
+            "1",
+            "--objects",
+            "30",
+            "--nodes",
+            "3",
+            "--field-selector",
+            "spec.nodeName=node-1",
+            "--pid",
+            &pid,
+            "--settle",
+            "10",
+        ],
+    )
+    .await[0];
+    assert_eq!(r["events_expected"], 4 * 10, "a third of the pods are on node-1: {r}");
+    assert_eq!(r["events_lost"], 0, "{r}");
+    assert!(r["rss_watching_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+
+    let reports =
+        bench(&kubeplex, &["--upstream-metrics", &metrics, "upstream-calls", "--clients", "10"])
+            .await;
+    assert_eq!(reports[0]["lists"], 10);
+    assert_eq!(reports[1]["watchers"], 10);
+    let calls = &reports[2]["calls"];
+    assert_eq!(calls.get("WATCH"), None, "{calls}");
+
+    bench(&kubeplex, &["cleanup", "--kind", "pods"]).await;
+    let left = support::get(&apiserver, "/api/v1/namespaces/bench/pods").await.json();
+    assert_eq!(left["items"].as_array().map(Vec::len), Some(0));
+}
