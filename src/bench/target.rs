@@ -166,6 +166,18 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time (user + system) a process has used, from `/proc/PID/stat` (in clock ticks of
+/// 10 ms, Linux's USER_HZ).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Waits until `f` holds, polling, for at most `within`.
 pub async fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + within;
@@ -206,8 +218,12 @@ mod tests {
     }
 
     #[test]
-    fn rss_of_this_process_is_read() {
+    fn rss_and_cpu_of_this_process_are_read() {
         assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
         assert_eq!(rss_bytes(u32::MAX), None);
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(50) {}
+        assert!(cpu_seconds(std::process::id()).is_some_and(|s| s > 0.0));
+        assert_eq!(cpu_seconds(u32::MAX), None);
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::hist::{Histogram, Summary};
-use super::target::{rss_bytes, Target};
+use super::target::{cpu_seconds, rss_bytes, Target};
 
 const TS_KEY: &str = "kubeplex-bench/ts";
 
@@ -51,11 +51,20 @@ pub struct WatchReport {
     pub events_lost: u64,
     /// Events whose resourceVersion was not above the previous one on the same watch.
     pub out_of_order: u64,
+    /// Streams the server ended early; the watcher resumed from its last resourceVersion.
     pub watch_ends: u64,
+    /// Resumes refused with 410 Expired.
+    pub watch_expired: u64,
     pub latency: Summary,
     pub rss_before_bytes: Option<u64>,
     pub rss_watching_bytes: Option<u64>,
     pub rss_per_watcher_bytes: Option<f64>,
+    /// CPU the measured server used while the writer ran and the events were delivered.
+    pub target_cpu_seconds: Option<f64>,
+    /// CPU this tool (the watchers and the writer) used meanwhile: on a shared machine it
+    /// competes with the target.
+    pub bench_cpu_seconds: Option<f64>,
+    pub seconds: f64,
 }
 
 impl std::fmt::Display for WatchReport {
@@ -67,14 +76,22 @@ impl std::fmt::Display for WatchReport {
         )?;
         writeln!(
             f,
-            "  delivered {} of {} expected: {} lost, {} out of order, {} streams ended early",
+            "  delivered {} of {} expected: {} lost, {} out of order; {} streams ended early and resumed, {} resumes expired",
             self.events_received,
             self.events_expected,
             self.events_lost,
             self.out_of_order,
-            self.watch_ends
+            self.watch_ends,
+            self.watch_expired
         )?;
         write!(f, "  latency {}", self.latency)?;
+        if let (Some(target), Some(bench)) = (self.target_cpu_seconds, self.bench_cpu_seconds) {
+            write!(
+                f,
+                "\n  CPU over {:.1} s: target {target:.1} s, this tool {bench:.1} s",
+                self.seconds
+            )?;
+        }
         if let (Some(before), Some(during)) = (self.rss_before_bytes, self.rss_watching_bytes) {
             write!(
                 f,
@@ -114,26 +131,33 @@ struct Tally {
     hist: Histogram,
     received: u64,
     out_of_order: u64,
+    /// Streams the server ended before the run did (the watcher then resumes from its RV).
     ends: u64,
+    /// Resumes refused with 410 Expired (the watcher then stops: a client would relist).
+    expired: u64,
 }
 
-pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchReport> {
+/// Runs the watchers against `target` while `writer` (the same server, or the upstream behind
+/// it, where writes land in a real cluster) takes the changes.
+pub async fn run(
+    target: Arc<Target>,
+    writer: Arc<Target>,
+    spec: WatchSpec,
+) -> anyhow::Result<WatchReport> {
     anyhow::ensure!(!spec.names.is_empty(), "no objects to write: seed first");
     let rss_before = spec.pid.and_then(rss_bytes);
     let rv = target.current_rv(&spec.collection).await?;
+    let start_rv: u64 = rv.parse().unwrap_or(0);
     let mut query = form_urlencoded::Serializer::new(String::new());
-    query
-        .append_pair("watch", "1")
-        .append_pair("resourceVersion", &rv)
-        .append_pair("allowWatchBookmarks", "true")
-        .append_pair(
-            "timeoutSeconds",
-            &(spec.duration + spec.settle).as_secs().saturating_add(60).to_string(),
-        );
+    query.append_pair("watch", "1").append_pair("allowWatchBookmarks", "true").append_pair(
+        "timeoutSeconds",
+        &(spec.duration + spec.settle).as_secs().saturating_add(60).to_string(),
+    );
     if let Some(s) = &spec.field_selector {
         query.append_pair("fieldSelector", s);
     }
-    let path = format!("{}?{}", spec.collection, query.finish());
+    // The resourceVersion goes last: a resumed watch changes only it.
+    let path = format!("{}?{}&resourceVersion=", spec.collection, query.finish());
     let tally = Arc::new(Mutex::new(Tally::default()));
     let connected = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -150,12 +174,14 @@ pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchRe
             stop.clone(),
         );
         tasks.spawn(async move {
-            let local = watch_one(&target, &path, &connected, &failed, &stop, deadline).await;
+            let local =
+                watch_one(&target, &path, start_rv, &connected, &failed, &stop, deadline).await;
             let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
             t.hist.merge(&local.hist);
             t.received += local.received;
             t.out_of_order += local.out_of_order;
             t.ends += local.ends;
+            t.expired += local.expired;
         });
         // Open connections in waves rather than all at once.
         if tasks.len() % 200 == 0 {
@@ -170,7 +196,9 @@ pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchRe
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_watching = spec.pid.and_then(rss_bytes);
 
-    let (written, write_rate) = write(&target, &spec).await?;
+    let cpu_before = (spec.pid.and_then(cpu_seconds), cpu_seconds(std::process::id()));
+    let writing = Instant::now();
+    let (written, write_rate) = write(&writer, &spec).await?;
     let selected = selection(&spec);
     let per_watcher: Option<u64> = selected.as_ref().map(|sel| {
         written.iter().filter(|&&i| sel.get(i).copied().unwrap_or(false)).count() as u64
@@ -189,6 +217,8 @@ pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchRe
             break;
         }
     }
+    let cpu_after = (spec.pid.and_then(cpu_seconds), cpu_seconds(std::process::id()));
+    let seconds = writing.elapsed().as_secs_f64();
     // Give the in-flight tallies a moment, then stop every watcher.
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.notify_waiters();
@@ -206,6 +236,10 @@ pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchRe
         events_lost: expected.saturating_sub(t.received),
         out_of_order: t.out_of_order,
         watch_ends: t.ends,
+        watch_expired: t.expired,
+        target_cpu_seconds: cpu_before.0.zip(cpu_after.0).map(|(b, a)| a - b),
+        bench_cpu_seconds: cpu_before.1.zip(cpu_after.1).map(|(b, a)| a - b),
+        seconds,
         latency: t.hist.summary(),
         rss_before_bytes: rss_before,
         rss_watching_bytes: rss_watching,
@@ -218,101 +252,133 @@ pub async fn run(target: Arc<Target>, spec: WatchSpec) -> anyhow::Result<WatchRe
     })
 }
 
-/// Changes the objects in turn at the spec's rate; returns which object each change touched,
-/// and the rate achieved.
-async fn write(target: &Target, spec: &WatchSpec) -> anyhow::Result<(Vec<usize>, f64)> {
+/// Changes the objects in turn at the spec's rate (up to 32 writes in flight, so a slow write
+/// does not lower the rate); returns which object each change touched, and the rate achieved.
+async fn write(writer: &Arc<Target>, spec: &WatchSpec) -> anyhow::Result<(Vec<usize>, f64)> {
     let started = Instant::now();
     let total = (spec.rate * spec.duration.as_secs_f64()).round().max(1.0) as u64;
     let period = Duration::from_secs_f64(1.0 / spec.rate.max(0.001));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut written = Vec::with_capacity(total as usize);
-    let errors = AtomicU64::new(0);
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(32));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut writes = tokio::task::JoinSet::new();
     for n in 0..total {
         tick.tick().await;
+        let permit = in_flight.clone().acquire_owned().await?;
         let i = (n as usize) % spec.names.len();
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let patch = json!({"metadata": {"annotations": {TS_KEY: now.to_string()}}});
         let path = format!("{}/{}", spec.collection, spec.names[i]);
-        let (status, body) = target
-            .fetch(
-                Method::PATCH,
-                &path,
-                &[("Content-Type", "application/merge-patch+json")],
-                Some(serde_json::to_vec(&patch)?),
-            )
-            .await?;
-        if status.is_success() {
-            written.push(i);
-        } else if errors.fetch_add(1, Ordering::Relaxed) == 0 {
-            tracing::warn!(%status, body = %String::from_utf8_lossy(&body), "write failed");
-        }
+        let (writer, errors) = (writer.clone(), errors.clone());
+        writes.spawn(async move {
+            let _permit = permit;
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+            let patch = json!({"metadata": {"annotations": {TS_KEY: now.to_string()}}});
+            let body = serde_json::to_vec(&patch).ok()?;
+            let ct = [("Content-Type", "application/merge-patch+json")];
+            match writer.fetch(Method::PATCH, &path, &ct, Some(body)).await {
+                Ok((status, _)) if status.is_success() => Some(i),
+                other => {
+                    if errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(result = ?other.map(|(s, _)| s), "write failed");
+                    }
+                    None
+                }
+            }
+        });
+    }
+    let mut written = Vec::with_capacity(total as usize);
+    while let Some(done) = writes.join_next().await {
+        written.extend(done.ok().flatten());
     }
     let rate = written.len() as f64 / started.elapsed().as_secs_f64();
     Ok((written, rate))
 }
 
+/// One watcher, as a client behaves: when the server ends the stream it watches again from the
+/// last resourceVersion it saw (event or bookmark).
 async fn watch_one(
     target: &Target,
-    path: &str,
+    path_prefix: &str,
+    start_rv: u64,
     connected: &AtomicUsize,
     failed: &AtomicUsize,
     stop: &tokio::sync::Notify,
     deadline: Instant,
 ) -> Tally {
     let mut tally = Tally::default();
-    let resp = match target.send(Method::GET, path, &[("Accept", "application/json")], None).await {
-        Ok(r) if r.status().is_success() => r,
-        other => {
-            if let Err(e) = other.map(|r| r.status()) {
-                tracing::debug!(error = %e, "watch failed");
-            }
-            failed.fetch_add(1, Ordering::Relaxed);
-            return tally;
-        }
-    };
-    connected.fetch_add(1, Ordering::Relaxed);
-    let mut body = resp.into_body();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut last_rv = 0u64;
     let stopped = stop.notified();
     tokio::pin!(stopped);
-    loop {
-        let frame = tokio::select! {
-            f = body.frame() => f,
+    let mut last_rv = start_rv;
+    let mut first = true;
+    while Instant::now() < deadline {
+        let path = format!("{path_prefix}{last_rv}");
+        let accept = [("Accept", "application/json")];
+        let resp = tokio::select! {
+            r = target.send(Method::GET, &path, &accept, None) => r,
             _ = &mut stopped => return tally,
-            _ = tokio::time::sleep_until(deadline.into()) => return tally,
         };
-        let Some(Ok(frame)) = frame else {
-            tally.ends += 1;
-            return tally;
-        };
-        let Ok(data) = frame.into_data() else { continue };
-        buf.extend_from_slice(&data);
-        let mut start = 0;
-        while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
-            let line = &buf[start..start + pos];
-            start += pos + 1;
-            if line.starts_with(b"{\"type\":\"BOOKMARK\"") {
+        let resp = match resp {
+            Ok(r) if r.status().is_success() => r,
+            other => {
+                if let Err(e) = other.map(|r| r.status()) {
+                    tracing::debug!(error = %e, "watch failed");
+                }
+                if first {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    return tally;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
-            let Some(ts) = string_after(line, b"\"kubeplex-bench/ts\":\"") else { continue };
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
-            if let Ok(ts) = ts.parse::<u128>() {
-                tally.hist.record(Duration::from_nanos(now.saturating_sub(ts) as u64));
-            }
-            tally.received += 1;
-            if let Some(rv) =
-                string_after(line, b"\"resourceVersion\":\"").and_then(|s| s.parse::<u64>().ok())
-            {
-                if rv <= last_rv {
-                    tally.out_of_order += 1;
-                }
-                last_rv = rv;
-            }
+        };
+        if std::mem::take(&mut first) {
+            connected.fetch_add(1, Ordering::Relaxed);
         }
-        buf.drain(..start);
+        let mut body = resp.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                _ = &mut stopped => return tally,
+                _ = tokio::time::sleep_until(deadline.into()) => return tally,
+            };
+            let Some(Ok(frame)) = frame else {
+                tally.ends += 1;
+                break;
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            buf.extend_from_slice(&data);
+            let mut start = 0;
+            while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
+                let line = &buf[start..start + pos];
+                start += pos + 1;
+                if line.starts_with(b"{\"type\":\"ERROR\"") {
+                    tally.expired += 1;
+                    return tally;
+                }
+                let rv = string_after(line, b"\"resourceVersion\":\"").and_then(|s| s.parse().ok());
+                if line.starts_with(b"{\"type\":\"BOOKMARK\"") {
+                    last_rv = last_rv.max(rv.unwrap_or(0));
+                    continue;
+                }
+                let Some(ts) = string_after(line, b"\"kubeplex-bench/ts\":\"") else { continue };
+                let now =
+                    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+                if let Ok(ts) = ts.parse::<u128>() {
+                    tally.hist.record(Duration::from_nanos(now.saturating_sub(ts) as u64));
+                }
+                tally.received += 1;
+                if let Some(rv) = rv {
+                    if rv <= last_rv {
+                        tally.out_of_order += 1;
+                    }
+                    last_rv = last_rv.max(rv);
+                }
+            }
+            buf.drain(..start);
+        }
     }
+    tally
 }
 
 /// The JSON string value that follows `key` in `line` (no escapes expected).

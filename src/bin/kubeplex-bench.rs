@@ -136,6 +136,10 @@ struct WatchArgs {
     /// PID of the measured server, for its RSS.
     #[arg(long)]
     pid: Option<u32>,
+    /// Where the writer's changes go (default: the server measured), e.g. the upstream behind
+    /// kubeplex, as a controller's writes would.
+    #[arg(long)]
+    writer_server: Option<String>,
     #[arg(long, default_value = "10", value_parser = seconds)]
     settle: Duration,
 }
@@ -234,7 +238,11 @@ async fn main() -> anyhow::Result<()> {
                 pid: a.pid,
                 settle: a.settle,
             };
-            bench::print(&watch::run(target.clone(), spec).await?, cli.json);
+            let writer = match &a.writer_server {
+                Some(url) => Arc::new(Target::open(Some(url), None, t.allow_remote)?),
+                None => target.clone(),
+            };
+            bench::print(&watch::run(target.clone(), writer, spec).await?, cli.json);
         }
         Command::UpstreamCalls { kind, namespace, clients } => {
             anyhow::ensure!(before.is_some(), "upstream-calls needs --upstream-metrics");
@@ -262,7 +270,7 @@ async fn main() -> anyhow::Result<()> {
                 pid: None,
                 settle: Duration::from_secs(5),
             };
-            bench::print(&watch::run(target.clone(), spec).await?, cli.json);
+            bench::print(&watch::run(target.clone(), target.clone(), spec).await?, cli.json);
         }
     }
     if let (Some(url), Some(before)) = (&t.upstream_metrics, before) {
