@@ -107,10 +107,16 @@ run list-node-c8-apiserver --server http://$SIM list --rv zero --field-selector 
 # writes to the upstream, as controllers do; the watchers read kubeplex (or the upstream).
 if [ "${ONLY:-watch}" = watch ]; then
 for w in $WATCHERS; do
-  for rate in 100 10; do
+  for rate in ${RATES:-100 10}; do
     run "watch-w$w-r$rate-kubeplex" --server http://$KP --upstream-metrics http://$SIM/metrics watch --writer-server http://$SIM --kind configmaps --watchers "$w" --rate $rate --duration "$SECS" --objects 100 --settle 30 --pid $KP_PID
     run "watch-w$w-r$rate-apiserver" --server http://$SIM watch --kind configmaps --watchers "$w" --rate $rate --duration "$SECS" --objects 100 --settle 30 --pid $SIM_PID
   done
+done
+# The same watchers multiplexed over 100 HTTP/2 connections (what clients sharing a
+# connection, like kubelets behind one agent, or a node-local kubeplex's h2 clients, do).
+for w in $WATCHERS; do
+  run "watch-h2-w$w-r100-kubeplex" --server http://$KP watch --writer-server http://$SIM --h2-connections 100 --kind configmaps --watchers "$w" --rate 100 --duration "$SECS" --objects 100 --settle 30 --pid $KP_PID
+  run "watch-h2-w$w-r100-apiserver" --server http://$SIM watch --h2-connections 100 --kind configmaps --watchers "$w" --rate 100 --duration "$SECS" --objects 100 --settle 30 --pid $SIM_PID
 done
 run watch-node-w1000-r100-kubeplex --server http://$KP watch --writer-server http://$SIM --kind pods --watchers 1000 --rate 100 --duration "$SECS" --objects "$PODS" --nodes 100 --field-selector spec.nodeName=node-7 --pid $KP_PID
 fi

@@ -93,6 +93,32 @@ async fn every_mode_runs_against_the_apiserver_and_against_kubeplex() {
     assert_eq!(calls.get("WATCH"), None, "no watch reached the upstream: {calls}");
     assert_eq!(calls["PATCH"], 20, "{calls}");
 
+    // The same over two shared HTTP/2 connections.
+    let r = &bench(
+        &kubeplex,
+        &[
+            "watch",
+            "--h2-connections",
+            "2",
+            "--watchers",
+            "20",
+            "--rate",
+            "20",
+            "--duration",
+            "1",
+            "--objects",
+            "5",
+            "--settle",
+            "10",
+        ],
+    )
+    .await[0];
+    assert_eq!(
+        (r["events_expected"].as_u64(), r["events_lost"].as_u64()),
+        (Some(400), Some(0)),
+        "{r}"
+    );
+
     // Directly, with a node's field selector and the server's RSS read from /proc.
     let pid = std::process::id().to_string();
     let r = &bench(

@@ -37,6 +37,59 @@ pub struct WatchSpec {
     pub pid: Option<u32>,
     /// How long to wait after the writer stops for the last events.
     pub settle: Duration,
+    /// Multiplex the watchers over this many HTTP/2 connections (prior knowledge, plain
+    /// HTTP) instead of one HTTP/1.1 connection each.
+    pub h2_connections: Option<usize>,
+}
+
+/// How a watcher reaches the server: a connection of its own from the client's pool, or a
+/// stream on a shared HTTP/2 connection.
+#[derive(Clone)]
+enum Conn {
+    Own(Arc<Target>),
+    Shared {
+        sender: hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+        base: String,
+    },
+}
+
+impl Conn {
+    async fn watch(&self, path: &str) -> anyhow::Result<http::Response<hyper::body::Incoming>> {
+        match self {
+            Conn::Own(target) => {
+                target.send(Method::GET, path, &[("Accept", "application/json")], None).await
+            }
+            Conn::Shared { sender, base } => {
+                let req = http::Request::get(format!("{base}{path}"))
+                    .header("accept", "application/json")
+                    .body(http_body_util::Empty::new())?;
+                let mut sender = sender.clone();
+                sender.ready().await?;
+                Ok(sender.send_request(req).await?)
+            }
+        }
+    }
+}
+
+/// `n` HTTP/2 connections to the target (plain HTTP, prior knowledge).
+async fn h2_connections(target: &Target, n: usize) -> anyhow::Result<Vec<Conn>> {
+    let authority = target.url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+    anyhow::ensure!(
+        target.url.starts_with("http://"),
+        "--h2-connections needs a plain http:// server"
+    );
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let tcp = tokio::net::TcpStream::connect(authority).await?;
+        let _ = tcp.set_nodelay(true);
+        let (sender, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await?;
+        tokio::spawn(conn);
+        conns.push(Conn::Shared { sender, base: target.url.clone() });
+    }
+    Ok(conns)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -160,22 +213,32 @@ pub async fn run(
     let path = format!("{}?{}&resourceVersion=", spec.collection, query.finish());
     let tally = Arc::new(Mutex::new(Tally::default()));
     let connected = Arc::new(AtomicUsize::new(0));
+    // Events received so far by all watchers (their tallies are merged when they end).
+    let live = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(tokio::sync::Notify::new());
     let deadline = Instant::now() + spec.duration + spec.settle + Duration::from_secs(120);
+    let shared = match spec.h2_connections {
+        Some(n) => h2_connections(&target, n).await?,
+        None => Vec::new(),
+    };
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..spec.watchers {
-        let (target, path, tally, connected, failed, stop) = (
-            target.clone(),
+    for w in 0..spec.watchers {
+        let conn = match shared.get(w % shared.len().max(1)) {
+            Some(c) => c.clone(),
+            None => Conn::Own(target.clone()),
+        };
+        let (path, tally, connected, failed, stop, live) = (
             path.clone(),
             tally.clone(),
             connected.clone(),
             failed.clone(),
             stop.clone(),
+            live.clone(),
         );
         tasks.spawn(async move {
-            let local =
-                watch_one(&target, &path, start_rv, &connected, &failed, &stop, deadline).await;
+            let counters = Counters { connected: &connected, failed: &failed, received: &live };
+            let local = watch_one(&conn, &path, start_rv, counters, &stop, deadline).await;
             let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
             t.hist.merge(&local.hist);
             t.received += local.received;
@@ -208,7 +271,7 @@ pub async fn run(
     // Wait for the last events, then end the watches.
     let settle_until = Instant::now() + spec.settle;
     while Instant::now() < settle_until {
-        let received = tally.lock().unwrap_or_else(|p| p.into_inner()).received;
+        let received = live.load(Ordering::Relaxed);
         if expected.is_some_and(|e| received >= e) {
             break;
         }
@@ -296,12 +359,18 @@ async fn write(writer: &Arc<Target>, spec: &WatchSpec) -> anyhow::Result<(Vec<us
 
 /// One watcher, as a client behaves: when the server ends the stream it watches again from the
 /// last resourceVersion it saw (event or bookmark).
+/// Shared counters a watcher updates as it goes.
+struct Counters<'a> {
+    connected: &'a AtomicUsize,
+    failed: &'a AtomicUsize,
+    received: &'a AtomicU64,
+}
+
 async fn watch_one(
-    target: &Target,
+    conn: &Conn,
     path_prefix: &str,
     start_rv: u64,
-    connected: &AtomicUsize,
-    failed: &AtomicUsize,
+    counters: Counters<'_>,
     stop: &tokio::sync::Notify,
     deadline: Instant,
 ) -> Tally {
@@ -312,9 +381,8 @@ async fn watch_one(
     let mut first = true;
     while Instant::now() < deadline {
         let path = format!("{path_prefix}{last_rv}");
-        let accept = [("Accept", "application/json")];
         let resp = tokio::select! {
-            r = target.send(Method::GET, &path, &accept, None) => r,
+            r = conn.watch(&path) => r,
             _ = &mut stopped => return tally,
         };
         let resp = match resp {
@@ -324,7 +392,7 @@ async fn watch_one(
                     tracing::debug!(error = %e, "watch failed");
                 }
                 if first {
-                    failed.fetch_add(1, Ordering::Relaxed);
+                    counters.failed.fetch_add(1, Ordering::Relaxed);
                     return tally;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -332,7 +400,7 @@ async fn watch_one(
             }
         };
         if std::mem::take(&mut first) {
-            connected.fetch_add(1, Ordering::Relaxed);
+            counters.connected.fetch_add(1, Ordering::Relaxed);
         }
         let mut body = resp.into_body();
         let mut buf: Vec<u8> = Vec::new();
@@ -368,6 +436,7 @@ async fn watch_one(
                     tally.hist.record(Duration::from_nanos(now.saturating_sub(ts) as u64));
                 }
                 tally.received += 1;
+                counters.received.fetch_add(1, Ordering::Relaxed);
                 if let Some(rv) = rv {
                     if rv <= last_rv {
                         tally.out_of_order += 1;
@@ -414,6 +483,7 @@ mod tests {
             nodes: 3,
             pid: None,
             settle: Duration::ZERO,
+            h2_connections: None,
         };
         assert_eq!(selection(&spec), Some(vec![false, true, false, false, true, false]));
         let by_name =

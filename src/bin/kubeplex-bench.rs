@@ -140,6 +140,9 @@ struct WatchArgs {
     /// kubeplex, as a controller's writes would.
     #[arg(long)]
     writer_server: Option<String>,
+    /// Multiplex the watchers over this many HTTP/2 connections (plain HTTP).
+    #[arg(long)]
+    h2_connections: Option<usize>,
     #[arg(long, default_value = "10", value_parser = seconds)]
     settle: Duration,
 }
@@ -237,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
                 nodes: a.nodes,
                 pid: a.pid,
                 settle: a.settle,
+                h2_connections: a.h2_connections.map(|n| n.clamp(1, 10_000)),
             };
             let writer = match &a.writer_server {
                 Some(url) => Arc::new(Target::open(Some(url), None, t.allow_remote)?),
@@ -269,6 +273,7 @@ async fn main() -> anyhow::Result<()> {
                 nodes: 1,
                 pid: None,
                 settle: Duration::from_secs(5),
+                h2_connections: None,
             };
             bench::print(&watch::run(target.clone(), target.clone(), spec).await?, cli.json);
         }
