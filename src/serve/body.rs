@@ -35,6 +35,21 @@ pub fn respond_bytes(status: u16, content_type: &str, bytes: Bytes) -> Response<
     resp
 }
 
+/// Like [`respond`], for a body written as the given parts one after the other (a large list
+/// from the cached items' own buffers), with its length announced.
+pub fn respond_parts(status: u16, content_type: &str, parts: Vec<Bytes>) -> Response<Body> {
+    let len: usize = parts.iter().map(Bytes::len).sum();
+    let mut resp = respond(status, content_type, Vec::new());
+    let frames = futures_util::stream::iter(
+        parts.into_iter().map(|p| Ok::<_, BoxError>(http_body::Frame::data(p))),
+    );
+    *resp.body_mut() = http_body_util::StreamBody::new(frames).boxed();
+    if let Ok(v) = len.to_string().parse() {
+        resp.headers_mut().insert(header::CONTENT_LENGTH, v);
+    }
+    resp
+}
+
 /// A Status error as JSON (kubeplex's own errors; upstream errors pass through as they are).
 pub fn status(s: &Status) -> Response<Body> {
     let mut bytes = s.to_json();

@@ -34,6 +34,10 @@ use crate::wire::{continue_token, gzip, proto};
 /// How long a not-older-than read waits for the cache before deferring to the upstream.
 const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
 const META_API_VERSION: &str = "meta.k8s.io/v1";
+/// Lists at least this large (and not to be gzipped) are written from the cached items' own
+/// buffers rather than assembled into one body: no copy of the whole list, and no pages of
+/// fresh memory to fault in for it.
+const STREAM_LIST_BYTES: usize = 256 * 1024;
 
 /// What the client asked to get back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +301,23 @@ fn encode_list(
     page_key: Option<&str>,
 ) -> Response<Body> {
     let info = out.info;
+    let size: usize = items.iter().map(|o| o.body.len()).sum();
+    if size >= STREAM_LIST_BYTES && !gzip::accepts_gzip(out.headers) {
+        let bodies: Vec<bytes::Bytes> = items.iter().map(|o| o.body.clone()).collect();
+        let (api_version, kind) = (info.api_version(), info.list_kind());
+        let parts = match (out.encoding, out.shape) {
+            (Encoding::Json, Shape::Object) if info.is_builtin() => {
+                Some(meta::list_json_parts(&api_version, &kind, meta_out, &bodies))
+            }
+            (Encoding::Protobuf, Shape::Object) => {
+                Some(proto::encode_list_parts(&api_version, &kind, meta_out, &bodies))
+            }
+            _ => None,
+        };
+        if let Some(parts) = parts {
+            return body::respond_parts(200, content_type(out), parts);
+        }
+    }
     let bodies: Vec<&[u8]> = items.iter().map(|o| o.body.as_ref()).collect();
     let result = match (out.encoding, out.shape) {
         (Encoding::Json, Shape::Object) => Ok(if info.is_builtin() {

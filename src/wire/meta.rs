@@ -284,6 +284,29 @@ pub fn list_json(
     out
 }
 
+/// [`list_json`] as parts to write one after the other: the items' own buffers are shared, not
+/// copied, so a large list is never assembled in memory.
+pub fn list_json_parts(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: &[bytes::Bytes],
+) -> Vec<bytes::Bytes> {
+    let mut head = start_list(api_version, list_kind, meta, 0);
+    head.push(b'[');
+    let mut parts = Vec::with_capacity(items.len() * 2 + 2);
+    parts.push(bytes::Bytes::from(head));
+    let comma = bytes::Bytes::from_static(b",");
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            parts.push(comma.clone());
+        }
+        parts.push(item.clone());
+    }
+    parts.push(bytes::Bytes::from_static(b"]}\n"));
+    parts
+}
+
 /// The raw `metadata` value of an object (`{}` when it has none).
 fn raw_metadata(object: &[u8]) -> Result<&str, Error> {
     #[derive(Deserialize)]

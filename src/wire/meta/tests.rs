@@ -94,6 +94,33 @@ fn lists_are_rebuilt_from_their_items() {
 }
 
 #[test]
+fn list_parts_are_the_list_in_pieces() {
+    let join = |parts: Vec<bytes::Bytes>| parts.concat();
+    let to_bytes = |items: Vec<&[u8]>| -> Vec<bytes::Bytes> {
+        items.into_iter().map(bytes::Bytes::copy_from_slice).collect()
+    };
+    let page1 = fixture!("cm-list-page1");
+    let meta = ListMeta {
+        resource_version: "265",
+        continue_token: "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjY1LCJzdGFydCI6Ii9jbS1iXHUwMDAwIn0",
+        remaining_item_count: Some(2),
+    };
+    let page_items = to_bytes(items(page1));
+    assert_eq!(join(list_json_parts("v1", "ConfigMapList", &meta, &page_items)), page1);
+    let pods = fixture!("pod-list-fieldsel-node");
+    let meta = ListMeta { resource_version: "265", ..ListMeta::default() };
+    let pod_items = to_bytes(items(pods));
+    let parts = list_json_parts("v1", "PodList", &meta, &pod_items);
+    assert_eq!(join(parts.clone()), pods);
+    // The items are shared, not copied.
+    assert!(pod_items.iter().all(|i| parts.iter().any(|p| p.as_ptr() == i.as_ptr())));
+    assert_eq!(
+        join(list_json_parts("v1", "PodList", &meta, &[])),
+        list_json("v1", "PodList", &meta, &[] as &[&[u8]])
+    );
+}
+
+#[test]
 fn empty_list_and_escaped_continue_match_go() {
     // json.Marshal(&v1.ConfigMapList{Items: []v1.ConfigMap{}, ...}) from k8s.io/api v0.36.4.
     let meta =

@@ -133,6 +133,30 @@ pub fn encode_list(
     encode_list_items(api_version, list_kind, meta, items.iter().map(|i| Item::Message(i.as_ref())))
 }
 
+/// [`encode_list`] as parts to write one after the other: the items' own buffers are shared,
+/// not copied, so a large list is never assembled in memory.
+pub fn encode_list_parts(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: &[bytes::Bytes],
+) -> Vec<bytes::Bytes> {
+    let items_len: usize = items.iter().map(|item| len_field_size(2, item.len())).sum();
+    let raw_len = len_field_size(1, list_meta_len(meta)) + items_len;
+    let mut head = start_envelope(api_version, list_kind, raw_len);
+    put_list_meta(&mut head, meta);
+    let mut parts = Vec::with_capacity(items.len() * 2 + 2);
+    parts.push(bytes::Bytes::from(head));
+    for item in items {
+        let mut header = Vec::with_capacity(6);
+        put_len_header(&mut header, 2, item.len());
+        parts.push(bytes::Bytes::from(header));
+        parts.push(item.clone());
+    }
+    parts.push(bytes::Bytes::from(finish_envelope(Vec::new())));
+    parts
+}
+
 pub(super) fn encode_list_items<'i>(
     api_version: &str,
     list_kind: &str,

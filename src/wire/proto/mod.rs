@@ -22,7 +22,8 @@ mod watch;
 
 pub use codec::{put_bytes_field, put_varint, read_varint, varint_len, Fields, Value};
 pub use envelope::{
-    decode_list, decode_unknown, encode_list, encode_unknown, ListRef, Unknown, CONTENT_TYPE, MAGIC,
+    decode_list, decode_unknown, encode_list, encode_list_parts, encode_unknown, ListRef, Unknown,
+    CONTENT_TYPE, MAGIC,
 };
 pub use object::{
     bookmark, bookmark_tail, empty_object_tail, object_meta, object_meta_bytes,

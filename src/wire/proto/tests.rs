@@ -54,6 +54,23 @@ fn lists_are_rebuilt_from_their_items() {
 }
 
 #[test]
+fn list_parts_are_the_list_in_pieces() {
+    for (body, kind) in [(CM_LIST, "ConfigMapList"), (POD_LIST, "PodList")] {
+        let list = decode_list(body).unwrap();
+        let items: Vec<bytes::Bytes> =
+            list.items.iter().map(|i| bytes::Bytes::copy_from_slice(i)).collect();
+        let parts = encode_list_parts("v1", kind, &list.meta, &items);
+        assert_eq!(parts.concat(), body, "{kind}");
+        assert!(items.iter().all(|i| parts.iter().any(|p| p.as_ptr() == i.as_ptr())));
+    }
+    let meta = ListMeta { resource_version: "1", ..ListMeta::default() };
+    assert_eq!(
+        encode_list_parts("v1", "PodList", &meta, &[]).concat(),
+        encode_list("v1", "PodList", &meta, &[] as &[&[u8]])
+    );
+}
+
+#[test]
 fn list_items_are_the_get_messages() {
     let list = decode_list(CM_LIST).unwrap();
     assert_eq!(list.items.first().copied(), Some(decode_unknown(CM_GET).unwrap().raw));
