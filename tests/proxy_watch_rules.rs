@@ -351,6 +351,18 @@ async fn ended_slow(stack: &Stack) -> u64 {
         .await
 }
 
+/// Watchers ended as slow, waiting up to `within` for the first.
+async fn ended_slow_within(stack: &Stack, within: Duration) -> u64 {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let ended = ended_slow(stack).await;
+        if ended >= 1 || tokio::time::Instant::now() >= deadline {
+            return ended;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn open_watchers(stack: &Stack) -> u64 {
     stack.metric("kubeplex_watchers{encoding=\"json\",resource=\"pods/v1\"}").await
 }
@@ -396,14 +408,7 @@ async fn a_watcher_that_stops_reading_is_ended_and_the_others_are_unaffected() {
     assert_eq!(writes.last(), Some(&expected_last));
     let (got, _reader) = reading.await.expect("reader");
     assert_eq!(got, writes, "the reading watcher gets every event, in order");
-    let mut ended = 0;
-    for _ in 0..200 {
-        ended = ended_slow(&stack).await;
-        if ended >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ended = ended_slow_within(&stack, Duration::from_secs(10)).await;
     assert_eq!(ended, 1, "the stalled watcher was ended");
     assert_eq!(open_watchers(&stack).await, 1, "and is dispatched nothing more");
     drop(stalled);
@@ -460,14 +465,7 @@ async fn a_stalled_http2_stream_does_not_hold_up_the_others_on_its_connection() 
     let writes = big_changes(&stack.sim, 150, 32 * 1024).await;
     let got = reading.await.expect("reader");
     assert_eq!(got, writes, "the live stream got every event while its neighbour stalled");
-    let mut ended = 0;
-    for _ in 0..200 {
-        ended = ended_slow(&stack).await;
-        if ended >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ended = ended_slow_within(&stack, Duration::from_secs(10)).await;
     assert_eq!(ended, 1, "the stalled stream's watcher was ended");
     drop(stalled);
 }

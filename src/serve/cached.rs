@@ -128,6 +128,30 @@ struct Out<'a> {
     page_key: String,
 }
 
+/// The request's label and field selectors as a cache of `encoding` evaluates them, or `None`
+/// when it cannot evaluate them exactly: malformed ones (whose 400 the upstream words), fields
+/// the encoding's cache does not hold, custom resources' selectable fields.
+pub(super) fn selectors(
+    info: &ResourceInfo,
+    encoding: Encoding,
+    opts: &ListOptions,
+) -> Option<(Option<LabelSelector>, Option<FieldSelector>)> {
+    let label = match &opts.label_selector {
+        Some(s) => Some(LabelSelector::parse(s).ok()?),
+        None => None,
+    };
+    let field = match &opts.field_selector {
+        Some(s) => {
+            let f = FieldSelector::parse(s).ok()?;
+            fields_by_kind::validate(&info.group, &info.resource, &f).ok()?;
+            // Old field names converted (pods' `spec.host` is `spec.nodeName`).
+            Some(select::cacheable_field_selector(encoding, &info.group, &info.resource, &f)?)
+        }
+        None => None,
+    };
+    Some((label, field))
+}
+
 /// Compressed list bodies, by what produced them: a popular large list (every kubelet's pods
 /// at resourceVersion=0, say) is gzipped once per state, not once per client. Bounded by bytes.
 pub type PageCache = moka::sync::Cache<String, bytes::Bytes>;
@@ -183,27 +207,7 @@ async fn list(
     opts: &ListOptions,
     out: &Out<'_>,
 ) -> Option<Response<Body>> {
-    // Selectors the cache cannot evaluate exactly (or malformed ones, whose 400 the upstream
-    // words) are the upstream's.
-    let label = match &opts.label_selector {
-        Some(s) => Some(LabelSelector::parse(s).ok()?),
-        None => None,
-    };
-    let field = match &opts.field_selector {
-        Some(s) => {
-            let f = FieldSelector::parse(s).ok()?;
-            fields_by_kind::validate(&out.info.group, &out.info.resource, &f).ok()?;
-            // The selector as the cache evaluates it (old field names converted), when the
-            // cache holds every field it names.
-            Some(select::cacheable_field_selector(
-                out.encoding,
-                &out.info.group,
-                &out.info.resource,
-                &f,
-            )?)
-        }
-        None => None,
-    };
+    let (label, field) = selectors(out.info, out.encoding, opts)?;
     // The watch cache ignores `limit` at resourceVersion=0 (`computeListLimit`).
     let limit = opts
         .limit

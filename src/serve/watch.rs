@@ -43,8 +43,7 @@ use crate::cache::CachedObject;
 use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
-use crate::wire::selector::fields_by_kind;
-use crate::wire::selector::{FieldSelector, LabelSelector};
+use crate::wire::selector::FieldSelector;
 use crate::wire::status::Status;
 
 /// How long a not-older-than start waits for the cache (the apiserver's 3 s).
@@ -187,18 +186,7 @@ fn filter(
     rp: &ResourcePath,
     opts: &ListOptions,
 ) -> Option<Filter> {
-    let label = match &opts.label_selector {
-        Some(s) => Some(LabelSelector::parse(s).ok()?),
-        None => None,
-    };
-    let mut field = match &opts.field_selector {
-        Some(s) => {
-            let f = FieldSelector::parse(s).ok()?;
-            fields_by_kind::validate(&info.group, &info.resource, &f).ok()?;
-            Some(select::cacheable_field_selector(encoding, &info.group, &info.resource, &f)?)
-        }
-        None => None,
-    };
+    let (label, mut field) = super::cached::selectors(info, encoding, opts)?;
     // A watch of one object is a watch filtered by its name.
     if let Some(name) = &rp.name {
         let mut reqs = field.map(|f| f.requirements().to_vec()).unwrap_or_default();
