@@ -469,3 +469,59 @@ async fn a_stalled_http2_stream_does_not_hold_up_the_others_on_its_connection() 
     assert_eq!(ended, 1, "the stalled stream's watcher was ended");
     drop(stalled);
 }
+
+/// A custom resource's watch (unstructured JSON: sorted keys, kind and apiVersion in every
+/// object, its own BOOKMARK shape) from the cache equals the apiserver's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_watches_equal_the_apiservers() {
+    let widget = |name: &str, size: u64| {
+        json!({"apiVersion": "demo.kubeplex.io/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "team-0", "labels": {"size": size.to_string()}},
+            "spec": {"size": size}})
+    };
+    let stack = Stack::build_with(
+        SimBuilder::new(),
+        small(),
+        &["demo.kubeplex.io/v1/widgets"],
+        Duration::from_secs(600),
+        WatchConfig::default(),
+    )
+    .await;
+    stack.sim.create(widget("w1", 1)).expect("create");
+    stack.sim.create(widget("w2", 2)).expect("create");
+    let n = stack.sim.current_rv();
+    // The cache has the two widgets once a not-older-than read at their RV answers.
+    let list = format!("/apis/demo.kubeplex.io/v1/widgets?resourceVersion={n}");
+    assert_eq!(get(&stack.addr(), &list).await.json()["items"].as_array().map(Vec::len), Some(2));
+    let base = "/apis/demo.kubeplex.io/v1/namespaces/team-0/widgets?watch=1";
+    let paths = [
+        format!("{base}&resourceVersion={n}"),
+        format!("{base}&resourceVersion={n}&labelSelector=size%3D1"),
+        format!("{base}&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={n}"),
+        format!("{base}&resourceVersion=0"),
+    ];
+    let before = cache_watches(&stack).await;
+    let mut pairs = Vec::new();
+    for path in &paths {
+        for accept in [JSON, META_JSON] {
+            let ours = watch(&stack.addr(), path, accept).await;
+            let theirs = watch(&stack.upstream(), path, accept).await;
+            pairs.push((path.clone(), accept, ours, theirs));
+        }
+    }
+    assert_eq!(cache_watches(&stack).await - before, 8, "served from the cache");
+    stack.sim.create(widget("w3", 1)).expect("create");
+    stack
+        .sim
+        .modify("demo.kubeplex.io", "widgets", "team-0", "w1", |w| {
+            w["metadata"]["labels"]["size"] = json!("5")
+        })
+        .expect("leave the selection");
+    stack.sim.delete("demo.kubeplex.io", "widgets", "team-0", "w2").expect("delete");
+    for (path, accept, mut ours, mut theirs) in pairs {
+        let quiet = Duration::from_millis(500);
+        let (a, b) = tokio::join!(drain(&mut ours, false, quiet), drain(&mut theirs, false, quiet));
+        assert!(b.len() >= 2, "{path} {accept}: {:?}", text(&b));
+        assert_eq!(text(&a), text(&b), "{path} {accept}");
+    }
+}
