@@ -525,3 +525,19 @@ async fn custom_resource_watches_equal_the_apiservers() {
         assert_eq!(text(&a), text(&b), "{path} {accept}");
     }
 }
+
+/// Invalid watch options get the apiserver's own 422 through kubeplex (fixture
+/// `err-watchlist-no-rvmatch`): kubeplex never answers a request it cannot parse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_watch_options_get_the_apiservers_422() {
+    let stack = stack_with(WatchConfig::default()).await;
+    let fixture = fixture("err-watchlist-no-rvmatch");
+    let path =
+        "/api/v1/namespaces/team-0/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true";
+    let ours = get_accept(&stack.addr(), path, JSON).await;
+    let theirs = get_accept(&stack.upstream(), path, JSON).await;
+    assert_eq!(ours.status, 422);
+    assert_eq!((ours.status, &ours.body), (theirs.status, &theirs.body));
+    assert_eq!(ours.json()["reason"], fixture.json()["reason"]);
+    assert_eq!(ours.json()["details"]["causes"], fixture.json()["details"]["causes"]);
+}
