@@ -253,15 +253,16 @@ pub struct Dispatched {
 /// The history and the watchers of one cache.
 pub struct FanOut {
     pub history: History,
-    encoder: Encoder,
+    encoder: Arc<Encoder>,
     watchers: HashMap<u64, Entry>,
     unindexed: Vec<u64>,
-    indexed: HashMap<(&'static str, String), Vec<u64>>,
+    /// Watcher ids by indexed field, then by the value their selection pins.
+    indexed: HashMap<&'static str, HashMap<String, Vec<u64>>>,
     next_id: u64,
 }
 
 impl FanOut {
-    pub fn new(encoder: Encoder, config: &WatchConfig) -> Self {
+    pub fn new(encoder: Arc<Encoder>, config: &WatchConfig) -> Self {
         FanOut {
             history: History::new(config.history_events, config.history_bytes),
             encoder,
@@ -270,10 +271,6 @@ impl FanOut {
             indexed: HashMap::new(),
             next_id: 0,
         }
-    }
-
-    pub fn encoder(&self) -> &Encoder {
-        &self.encoder
     }
 
     pub fn len(&self) -> usize {
@@ -321,7 +318,9 @@ impl FanOut {
         self.next_id += 1;
         let index = filter.index_key();
         match &index {
-            Some(key) => self.indexed.entry(key.clone()).or_default().push(id),
+            Some((field, value)) => {
+                self.indexed.entry(field).or_default().entry(value.clone()).or_default().push(id)
+            }
             None => self.unindexed.push(id),
         }
         self.watchers.insert(id, Entry { queue: queue.clone(), filter, metadata, after, index });
@@ -331,17 +330,26 @@ impl FanOut {
     pub fn remove(&mut self, id: u64) {
         let Some(entry) = self.watchers.remove(&id) else { return };
         let list = match &entry.index {
-            Some(key) => match self.indexed.get_mut(key) {
-                Some(list) => list,
-                None => return,
-            },
+            Some((field, value)) => {
+                match self.indexed.get_mut(field).and_then(|by_value| by_value.get_mut(value)) {
+                    Some(list) => list,
+                    None => return,
+                }
+            }
             None => &mut self.unindexed,
         };
         if let Some(pos) = list.iter().position(|&w| w == id) {
             list.swap_remove(pos);
         }
-        if let Some(key) = entry.index.filter(|k| self.indexed.get(k).is_some_and(Vec::is_empty)) {
-            self.indexed.remove(&key);
+        if let Some((field, value)) = entry.index {
+            if let Some(by_value) = self.indexed.get_mut(field) {
+                if by_value.get(&value).is_some_and(Vec::is_empty) {
+                    by_value.remove(&value);
+                }
+                if by_value.is_empty() {
+                    self.indexed.remove(field);
+                }
+            }
         }
     }
 
@@ -353,14 +361,12 @@ impl FanOut {
         // Watchers indexed by a value the object has now or had before (a pod being scheduled
         // enters its node's watches).
         let mut pinned: Vec<u64> = Vec::new();
-        if !indexed.is_empty() {
-            for field in INDEXED {
-                let now = indexed_value(&event.object, field);
-                let before = event.previous.as_deref().and_then(|p| indexed_value(p, field));
-                for value in [now, before.filter(|b| Some(*b) != now)].into_iter().flatten() {
-                    if let Some(ids) = indexed.get(&(field, value.to_owned())) {
-                        pinned.extend_from_slice(ids);
-                    }
+        for (field, by_value) in indexed.iter() {
+            let now = indexed_value(&event.object, field);
+            let before = event.previous.as_deref().and_then(|p| indexed_value(p, field));
+            for value in [now, before.filter(|b| Some(*b) != now)].into_iter().flatten() {
+                if let Some(ids) = by_value.get(value) {
+                    pinned.extend_from_slice(ids);
                 }
             }
         }

@@ -18,7 +18,7 @@ fn waker() -> Waker {
 
 fn fanout(queue_frames: usize) -> (FanOut, usize) {
     let config = WatchConfig { queue_frames, ..WatchConfig::default() };
-    let mut f = FanOut::new(Encoder::new(Encoding::Json, "v1", "Pod", true), &config);
+    let mut f = FanOut::new(Arc::new(Encoder::new(Encoding::Json, "v1", "Pod", true)), &config);
     f.history.reset(0);
     (f, queue_frames)
 }

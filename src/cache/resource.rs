@@ -58,6 +58,8 @@ pub struct ResourceCache {
     /// with nothing queued may be told it is at this RV (BOOKMARK).
     dispatched: AtomicU64,
     watch_config: WatchConfig,
+    /// Encodes this resource's watch frames (shared with the fan-out and every watch body).
+    encoder: Arc<Encoder>,
 }
 
 struct Gauges {
@@ -126,7 +128,8 @@ impl ResourceCache {
             bytes_sent: metrics.watch.bytes_sent.with_label_values(&l),
             delivery: metrics.watch.delivery.with_label_values(&l),
         };
-        let encoder = Encoder::new(encoding, &info.api_version(), &info.kind, info.is_builtin());
+        let encoder =
+            Arc::new(Encoder::new(encoding, &info.api_version(), &info.kind, info.is_builtin()));
         ResourceCache {
             info,
             encoding,
@@ -140,7 +143,8 @@ impl ResourceCache {
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
             gauges,
-            fanout: Mutex::new(FanOut::new(encoder, &watch_config)),
+            fanout: Mutex::new(FanOut::new(encoder.clone(), &watch_config)),
+            encoder,
             dispatched: AtomicU64::new(0),
             watch_config,
         }
@@ -269,7 +273,7 @@ impl ResourceCache {
         self.publish(&store);
         let mut fan = self.fanout();
         drop(store);
-        match relist_events(fan.encoder(), changes, old_rv, rv).filter(|_| was_whole) {
+        match relist_events(&self.encoder, changes, old_rv, rv).filter(|_| was_whole) {
             Some(events) => {
                 self.gauges.events_received.inc_by(events.len() as u64);
                 for event in events {
@@ -394,8 +398,8 @@ impl ResourceCache {
     }
 
     /// Encodes this cache's watch frames.
-    pub fn encoder(&self) -> Encoder {
-        self.fanout().encoder().clone()
+    pub fn encoder(&self) -> Arc<Encoder> {
+        self.encoder.clone()
     }
 
     /// Records bytes handed to a downstream connection, and the delivery delay of an event.

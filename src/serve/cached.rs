@@ -66,24 +66,9 @@ pub async fn try_answer(
     if neg.pretty(pretty.as_deref(), user_agent) {
         return None;
     }
-    let (encoding, shape) = match (neg.media_type, neg.representation, rp.name.is_some()) {
-        (MediaType::Json, Representation::Object, _) => (Encoding::Json, Shape::Object),
-        (MediaType::Protobuf, Representation::Object, _) => (Encoding::Protobuf, Shape::Object),
-        // PartialObjectMetadata for an object, PartialObjectMetadataList for a list; the other
-        // way round the apiserver answers 406, which is its to give.
-        (MediaType::Json, Representation::PartialObjectMetadata(MetaVersion::V1), true)
-        | (MediaType::Json, Representation::PartialObjectMetadataList(MetaVersion::V1), false) => {
-            (Encoding::Json, Shape::Metadata)
-        }
-        (MediaType::Protobuf, Representation::PartialObjectMetadata(MetaVersion::V1), true)
-        | (
-            MediaType::Protobuf,
-            Representation::PartialObjectMetadataList(MetaVersion::V1),
-            false,
-        ) if info.is_builtin() => (Encoding::Protobuf, Shape::Metadata),
-        // Table (per-kind printers), YAML and the v1beta1 meta types: the apiserver's job.
-        _ => return None,
-    };
+    let read = if rp.name.is_some() { Read::Get } else { Read::List };
+    let (encoding, metadata) = cache_form(info, &neg, read)?;
+    let shape = if metadata { Shape::Metadata } else { Shape::Object };
     // Only a request the cache could answer starts (or keeps alive) a cache: "most recent"
     // reads (no resourceVersion, no continue token) never do, so a `kubectl get secret x`
     // does not make kubeplex list and watch every secret.
@@ -126,6 +111,43 @@ struct Out<'a> {
     /// What, besides the snapshot, decides a list's bytes: resource, encoding, shape, scope and
     /// query.
     page_key: String,
+}
+
+/// What a cached answer is for: the representations each accepts differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Read {
+    Get,
+    List,
+    Watch,
+}
+
+/// The cache (by encoding) that answers what the client negotiated, and whether it asked for
+/// metadata only; `None` for what only the apiserver writes: Table (per-kind printers), YAML,
+/// the v1beta1 meta types, protobuf metadata of custom resources, and a metadata type that does
+/// not fit the read (PartialObjectMetadataList for a get, or the other way round: its 406).
+/// A watch's events carry PartialObjectMetadata whichever of the two the client named.
+pub(super) fn cache_form(
+    info: &ResourceInfo,
+    neg: &negotiate::Negotiated,
+    read: Read,
+) -> Option<(Encoding, bool)> {
+    let encoding = match neg.media_type {
+        MediaType::Json => Encoding::Json,
+        MediaType::Protobuf => Encoding::Protobuf,
+        _ => return None,
+    };
+    let metadata = match (neg.representation, read) {
+        (Representation::Object, _) => false,
+        (Representation::PartialObjectMetadata(MetaVersion::V1), Read::Get | Read::Watch)
+        | (Representation::PartialObjectMetadataList(MetaVersion::V1), Read::List | Read::Watch) => {
+            true
+        }
+        _ => return None,
+    };
+    if metadata && encoding == Encoding::Protobuf && !info.is_builtin() {
+        return None;
+    }
+    Some((encoding, metadata))
 }
 
 /// The request's label and field selectors as a cache of `encoding` evaluates them, or `None`

@@ -33,6 +33,7 @@ use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
 use super::body::{self, Body, BoxError};
+use super::cached::Read;
 use super::resources::ResourceInfo;
 use super::ProxyState;
 use crate::cache::fanout::{Filter, Next, Queue};
@@ -40,7 +41,7 @@ use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
-use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
+use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
 use crate::wire::selector::FieldSelector;
@@ -72,23 +73,7 @@ pub async fn try_watch(
     if pretty {
         return None;
     }
-    // A watch's events carry objects: PartialObjectMetadata for metadata watches (a list type
-    // is what informers ask for, and the events then carry PartialObjectMetadata).
-    let (encoding, metadata) = match (neg.media_type, neg.representation) {
-        (MediaType::Json, Representation::Object) => (Encoding::Json, false),
-        (MediaType::Protobuf, Representation::Object) => (Encoding::Protobuf, false),
-        (
-            MediaType::Json,
-            Representation::PartialObjectMetadata(MetaVersion::V1)
-            | Representation::PartialObjectMetadataList(MetaVersion::V1),
-        ) => (Encoding::Json, true),
-        (
-            MediaType::Protobuf,
-            Representation::PartialObjectMetadata(MetaVersion::V1)
-            | Representation::PartialObjectMetadataList(MetaVersion::V1),
-        ) if info.is_builtin() => (Encoding::Protobuf, true),
-        _ => return None,
-    };
+    let (encoding, metadata) = super::cached::cache_form(info, &neg, Read::Watch)?;
     let filter = filter(info, encoding, rp, opts)?;
     let cache = state.caches.get_or_start(info, encoding);
     if !cache.is_synced() {
@@ -251,7 +236,7 @@ struct WatchBody {
     cache: Arc<ResourceCache>,
     id: u64,
     queue: Arc<Queue>,
-    encoder: Encoder,
+    encoder: Arc<Encoder>,
     metadata: bool,
     /// Objects of the initial state not sent yet, in key order.
     initial: VecDeque<Arc<CachedObject>>,
