@@ -1,7 +1,11 @@
 //! kubeplex's Prometheus metrics, registered in an injected registry (STYLE.md rule 9) and
 //! exposed on the admin listener.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+use crate::net::h1::LeanCounters;
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +39,7 @@ pub struct Metrics {
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
     pub watch: WatchMetrics,
+    pub lean: LeanCounters,
 }
 
 /// The watch fan-out's metrics, by resource and encoding.
@@ -207,7 +212,20 @@ impl Metrics {
         registry.register(Box::new(upstream_calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
         let watch = WatchMetrics::new(&registry)?;
+        let lean = LeanCounters {
+            requests: IntCounter::new(
+                "kubeplex_lean_http1_requests_total",
+                "Body-less HTTP/1.1 GETs answered by kubeplex's lean HTTP/1.1 server (no buffers held while a watch idles).",
+            )?,
+            handovers: IntCounter::new(
+                "kubeplex_hyper_connections_total",
+                "Downstream connections served by hyper: HTTP/2 ones, and HTTP/1.1 ones from their first request the lean server does not take (a body, an upgrade, HTTP/1.0).",
+            )?,
+        };
+        registry.register(Box::new(lean.requests.clone()))?;
+        registry.register(Box::new(lean.handovers.clone()))?;
         Ok(Metrics {
+            lean,
             watch,
             registry,
             requests,

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
+
+use crate::net::h1::ReqBody;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -90,7 +92,8 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
         let st = state.clone();
-        tasks.spawn(crate::net::serve(listener, move |req| handle(st.clone(), req)));
+        let counters = state.metrics.lean.clone();
+        tasks.spawn(crate::net::serve_lean(listener, move |req| handle(st.clone(), req), counters));
         let admin_addr = match admin_listen {
             Some(a) => {
                 let l = TcpListener::bind(a).await?;
@@ -119,7 +122,7 @@ impl Proxy {
 
 fn handle(
     state: Arc<ProxyState>,
-    req: Request<Incoming>,
+    req: Request<ReqBody>,
 ) -> futures_util::future::BoxFuture<'static, Response<Body>> {
     Box::pin(async move {
         let started = Instant::now();
@@ -140,7 +143,7 @@ fn handle(
     })
 }
 
-async fn route(state: &Arc<ProxyState>, req: Request<Incoming>) -> (Response<Body>, Source) {
+async fn route(state: &Arc<ProxyState>, req: Request<ReqBody>) -> (Response<Body>, Source) {
     if req.method() == Method::GET {
         if let Some(resp) = from_cache(state, &req).await {
             return (resp, Source::Cache);
@@ -149,7 +152,7 @@ async fn route(state: &Arc<ProxyState>, req: Request<Incoming>) -> (Response<Bod
     (passthrough::forward(&state.upstream, req).await, Source::Upstream)
 }
 
-async fn from_cache(state: &Arc<ProxyState>, req: &Request<Incoming>) -> Option<Response<Body>> {
+async fn from_cache(state: &Arc<ProxyState>, req: &Request<ReqBody>) -> Option<Response<Body>> {
     // A client with credentials of its own is authorized by the apiserver, request by request;
     // the cache (filled with kubeplex's identity) must not answer for it.
     if passthrough::has_credentials(req.headers()) {

@@ -11,7 +11,6 @@
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::body::{self, Body};
@@ -70,7 +69,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 
 /// Forwards `req` to the upstream and streams the answer back. A failure to reach the upstream
 /// becomes the Status an unreachable apiserver behind a proxy gives: 503.
-pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>) -> Response<Body> {
+pub async fn forward(upstream: &Upstream, mut req: Request<UpstreamBody>) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     // Taken before the request is consumed; resolves once our 101 has been written.
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -84,8 +83,7 @@ pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>) -> Respons
         return body::status(&Status::bad_request("malformed request URI"));
     };
     parts.uri = uri;
-    let up_body: UpstreamBody = incoming.map_err(Into::into).boxed();
-    let up_req = Request::from_parts(parts, up_body);
+    let up_req = Request::from_parts(parts, incoming);
     let sent =
         if as_client { upstream.send_as_is(up_req).await } else { upstream.send(up_req).await };
     let mut resp = match sent {
