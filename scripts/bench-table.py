@@ -33,7 +33,7 @@ print()
 print("| watch | watchers | events delivered | lost | p50 | p99 | max | CPU target / bench | target RSS idle → with watchers | per watcher |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for label, reports in rows.items():
-    if not label.startswith("watch"):
+    if not label.startswith(("watch", "idle")):
         continue
     r = reports[0]
     rss = ""
@@ -42,7 +42,9 @@ for label, reports in rows.items():
     per = f"{r['rss_per_watcher_bytes'] / 1024:.1f} KiB" if r.get("rss_per_watcher_bytes") is not None else ""
     cpu = ""
     if r.get("target_cpu_seconds") is not None:
-        cpu = f"{r['target_cpu_seconds']:.1f} s / {r['bench_cpu_seconds']:.1f} s in {r['seconds']:.0f} s"
+        kernel = r.get("target_system_cpu_seconds")
+        kernel = f" (kernel {kernel:.1f} s)" if kernel is not None else ""
+        cpu = f"{r['target_cpu_seconds']:.1f} s{kernel} / {r['bench_cpu_seconds']:.1f} s in {r['seconds']:.0f} s"
     print(f"| {label} | {r['watchers']} | {r['events_received']}/{r['events_expected']} at {r['write_rate']:.0f}/s | {r['events_lost']} | {r['latency']['p50_ms']:.1f} ms | {r['latency']['p99_ms']:.1f} ms | {r['latency']['max_ms']:.1f} ms | {cpu} | {rss} | {per} |")
     if len(reports) > 1:
         print(f"|  upstream calls during {label} | {reports[1]['calls']} |")

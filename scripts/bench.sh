@@ -5,7 +5,7 @@
 #
 #   scripts/bench.sh            # everything (about 10 minutes on 2 cores)
 #   QUICK=1 scripts/bench.sh    # 1,000 pods, short runs, 1k watchers only
-#   ONLY=watch scripts/bench.sh # only the watch runs (or ONLY=list)
+#   ONLY=watch scripts/bench.sh # only the watch runs (or ONLY=list, ONLY=idle)
 #
 # Needs nginx (apt-get install nginx-light) for the static-file ceiling; skipped without it.
 set -euo pipefail
@@ -119,6 +119,22 @@ for w in $WATCHERS; do
   run "watch-h2-w$w-r100-apiserver" --server http://$SIM watch --h2-connections 100 --kind configmaps --watchers "$w" --rate 100 --duration "$SECS" --objects 100 --settle 30 --pid $SIM_PID
 done
 run watch-node-w1000-r100-kubeplex --server http://$KP watch --writer-server http://$SIM --kind pods --watchers 1000 --rate 100 --duration "$SECS" --objects "$PODS" --nodes 100 --field-selector spec.nodeName=node-7 --pid $KP_PID
+fi
+
+# Idle watcher memory, each count in a fresh kubeplex (a process that served the runs above
+# reuses the heap they freed, which reads low), over HTTP/1.1 through the lean server and
+# through hyper (--http1-server hyper).
+if [ "${ONLY:-idle}" = idle ] || [ "${ONLY:-}" = watch ]; then
+for http1 in lean hyper; do
+  for w in $WATCHERS; do
+    $K serve --kubeconfig "$OUT/sim.kubeconfig" --listen 127.0.0.1:28002 --admin-listen 127.0.0.1:29091 \
+      --cache configmaps --http1-server $http1 >"$OUT/kubeplex-idle.log" 2>&1 &
+    IDLE_PID=$!; pids+=($IDLE_PID)
+    for _ in $(seq 300); do curl -sf "http://127.0.0.1:29091/readyz" >/dev/null && break; sleep 0.2; done
+    run "idle-w$w-$http1" --server http://127.0.0.1:28002 watch --writer-server http://$SIM --kind configmaps --watchers "$w" --rate 1 --duration 2 --objects 100 --settle 5 --pid $IDLE_PID
+    kill $IDLE_PID; wait $IDLE_PID 2>/dev/null || true
+  done
+done
 fi
 
 # What 100 clients (a list at RV=0 and a watch each) cost the upstream.

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::resource::CachesConfig;
 use kubeplex::cache::store::StoreLimits;
-use kubeplex::serve::Proxy;
+use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
@@ -52,8 +52,20 @@ struct ServeArgs {
     /// Admin endpoints: /metrics, /healthz, /readyz.
     #[arg(long, env = "KUBEPLEX_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
     admin_listen: SocketAddr,
+    /// Server for HTTP/1.1 clients: `lean` answers body-less GETs (lists, gets, watches) with
+    /// no buffers held while a watch idles, the rest with hyper; `hyper` uses hyper for all.
+    #[arg(long, env = "KUBEPLEX_HTTP1_SERVER", default_value = "lean", value_parser = parse_http1_server)]
+    http1_server: Http1Server,
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+fn parse_http1_server(s: &str) -> Result<Http1Server, String> {
+    match s {
+        "lean" => Ok(Http1Server::Lean),
+        "hyper" => Ok(Http1Server::Hyper),
+        _ => Err(format!("{s:?}: expected lean or hyper")),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -258,7 +270,14 @@ async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         .context("finding the upstream apiserver")?;
     let upstream = Upstream::new(cfg).context("building the upstream client")?;
     let base = upstream.base_url().to_string();
-    let proxy = Proxy::start(upstream, a.listen, Some(a.admin_listen), a.cache.config()).await?;
+    let proxy = Proxy::start_with(
+        upstream,
+        a.listen,
+        Some(a.admin_listen),
+        a.cache.config(),
+        a.http1_server,
+    )
+    .await?;
     tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
     tokio::signal::ctrl_c().await?;
     Ok(())

@@ -71,7 +71,11 @@ async fn handler(req: Request<ReqBody>, dropped: Arc<AtomicUsize>) -> Response<B
         "/stream" => {
             let mut r = body::respond(200, body::JSON, Vec::new());
             *r.body_mut() = stream_of(
-                vec!["{\"type\":\"ADDED\"}\n", "{\"type\":\"MODIFIED\"}\n", "x"],
+                vec![
+                    "{\"type\":\"ADDED\"}\n",
+                    "{\"type\":\"MODIFIED\"}\n",
+                    "abcdefghijklmnopqrstuvwxy\n",
+                ],
                 Duration::from_millis(20),
                 None,
             );
@@ -187,7 +191,7 @@ async fn keep_alive_requests_get_hypers_bytes() {
     .await;
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
     assert!(got.contains("connection: close\r\ntransfer-encoding: chunked\r\n"), "{got}");
-    assert!(got.ends_with("11\r\n{\"type\":\"ADDED\"}\n\r\n14\r\n{\"type\":\"MODIFIED\"}\n\r\n1\r\nx\r\n0\r\n\r\n"), "{got}");
+    assert!(got.ends_with("11\r\n{\"type\":\"ADDED\"}\n\r\n14\r\n{\"type\":\"MODIFIED\"}\n\r\n1A\r\nabcdefghijklmnopqrstuvwxy\n\r\n0\r\n\r\n"), "{got}");
 }
 
 #[tokio::test]

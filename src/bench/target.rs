@@ -169,13 +169,19 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
 /// CPU time (user + system) a process has used, from `/proc/PID/stat` (in clock ticks of
 /// 10 ms, Linux's USER_HZ).
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    cpu_split(pid).map(|(user, system)| user + system)
+}
+
+/// A process's CPU seconds so far in user space and in the kernel (for a server writing to
+/// many sockets, the kernel's share is the part no user-space change can remove).
+pub fn cpu_split(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) in parentheses.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    Some((utime / 100.0, stime / 100.0))
 }
 
 /// Waits until `f` holds, polling, for at most `within`.

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::hist::{Histogram, Summary};
-use super::target::{cpu_seconds, rss_bytes, Target};
+use super::target::{cpu_seconds, cpu_split, rss_bytes, Target};
 
 const TS_KEY: &str = "kubeplex-bench/ts";
 
@@ -114,6 +114,8 @@ pub struct WatchReport {
     pub rss_per_watcher_bytes: Option<f64>,
     /// CPU the measured server used while the writer ran and the events were delivered.
     pub target_cpu_seconds: Option<f64>,
+    /// The kernel's part of `target_cpu_seconds` (socket writes, TCP, wakeups).
+    pub target_system_cpu_seconds: Option<f64>,
     /// CPU this tool (the watchers and the writer) used meanwhile: on a shared machine it
     /// competes with the target.
     pub bench_cpu_seconds: Option<f64>,
@@ -141,8 +143,9 @@ impl std::fmt::Display for WatchReport {
         if let (Some(target), Some(bench)) = (self.target_cpu_seconds, self.bench_cpu_seconds) {
             write!(
                 f,
-                "\n  CPU over {:.1} s: target {target:.1} s, this tool {bench:.1} s",
-                self.seconds
+                "\n  CPU over {:.1} s: target {target:.1} s (kernel {:.1} s), this tool {bench:.1} s",
+                self.seconds,
+                self.target_system_cpu_seconds.unwrap_or(0.0)
             )?;
         }
         if let (Some(before), Some(during)) = (self.rss_before_bytes, self.rss_watching_bytes) {
@@ -259,7 +262,7 @@ pub async fn run(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_watching = spec.pid.and_then(rss_bytes);
 
-    let cpu_before = (spec.pid.and_then(cpu_seconds), cpu_seconds(std::process::id()));
+    let cpu_before = (spec.pid.and_then(cpu_split), cpu_seconds(std::process::id()));
     let writing = Instant::now();
     let (written, write_rate) = write(&writer, &spec).await?;
     let selected = selection(&spec);
@@ -280,7 +283,7 @@ pub async fn run(
             break;
         }
     }
-    let cpu_after = (spec.pid.and_then(cpu_seconds), cpu_seconds(std::process::id()));
+    let cpu_after = (spec.pid.and_then(cpu_split), cpu_seconds(std::process::id()));
     let seconds = writing.elapsed().as_secs_f64();
     // Give the in-flight tallies a moment, then stop every watcher.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -300,7 +303,8 @@ pub async fn run(
         out_of_order: t.out_of_order,
         watch_ends: t.ends,
         watch_expired: t.expired,
-        target_cpu_seconds: cpu_before.0.zip(cpu_after.0).map(|(b, a)| a - b),
+        target_cpu_seconds: cpu_before.0.zip(cpu_after.0).map(|(b, a)| (a.0 + a.1) - (b.0 + b.1)),
+        target_system_cpu_seconds: cpu_before.0.zip(cpu_after.0).map(|(b, a)| a.1 - b.1),
         bench_cpu_seconds: cpu_before.1.zip(cpu_after.1).map(|(b, a)| a - b),
         seconds,
         latency: t.hist.summary(),

@@ -58,7 +58,7 @@ pub struct LeanCounters {
 #[derive(Debug)]
 pub enum Parsed {
     /// A body-less HTTP/1.1 GET, served here; `len` bytes of the buffer were its head.
-    Lean { req: Request<ReqBody>, len: usize, close: bool },
+    Lean { req: Box<Request<ReqBody>>, len: usize, close: bool },
     /// Not all of the head has arrived.
     Partial,
     /// Anything else: hyper's.
@@ -112,7 +112,7 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
     *req.uri_mut() = uri;
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = map;
-    Parsed::Lean { req, len, close }
+    Parsed::Lean { req: Box::new(req), len, close }
 }
 
 /// Serves one connection: body-less GETs here, the rest of the connection by `hyper_conn`
@@ -139,7 +139,7 @@ pub async fn connection<H, F, G, GF>(
                     pending = Vec::new();
                 }
                 let resp = tokio::select! {
-                    resp = handler(req) => resp,
+                    resp = handler(*req) => resp,
                     // Dropping the handler's future is what hyper does too when a client
                     // leaves while its answer is being prepared.
                     () = client_gone(&stream, &mut pending) => return,
@@ -386,7 +386,7 @@ impl Batch {
         *sent += data.len() as u64;
         self.frames += 1;
         if framing == Framing::Chunked {
-            self.push(Bytes::from(format!("{:x}\r\n", data.len())));
+            self.push(Bytes::from(format!("{:X}\r\n", data.len())));
             self.push(data);
             self.push(Bytes::from_static(b"\r\n"));
         } else {

@@ -2,7 +2,7 @@ use super::*;
 
 fn lean(buf: &[u8]) -> (Request<ReqBody>, usize, bool) {
     match parse_head(buf) {
-        Parsed::Lean { req, len, close } => (req, len, close),
+        Parsed::Lean { req, len, close } => (*req, len, close),
         other => panic!("not lean: {other:?}"),
     }
 }

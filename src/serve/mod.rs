@@ -68,6 +68,16 @@ impl Drop for Proxy {
     }
 }
 
+/// Which server answers HTTP/1.1 on the client listener.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Http1Server {
+    /// Body-less GETs by the lean server ([`crate::net::h1`]), the rest by hyper.
+    #[default]
+    Lean,
+    /// Everything by hyper (the lean server switched off).
+    Hyper,
+}
+
 impl Proxy {
     /// Binds the listeners and starts serving.
     pub async fn start(
@@ -75,6 +85,17 @@ impl Proxy {
         listen: SocketAddr,
         admin_listen: Option<SocketAddr>,
         caches: CachesConfig,
+    ) -> anyhow::Result<Proxy> {
+        Proxy::start_with(upstream, listen, admin_listen, caches, Http1Server::default()).await
+    }
+
+    /// [`Proxy::start`], choosing the HTTP/1.1 server.
+    pub async fn start_with(
+        upstream: Upstream,
+        listen: SocketAddr,
+        admin_listen: Option<SocketAddr>,
+        caches: CachesConfig,
+        http1: Http1Server,
     ) -> anyhow::Result<Proxy> {
         let preload = caches.preload.clone();
         let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
@@ -92,8 +113,29 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
         let st = state.clone();
-        let counters = state.metrics.lean.clone();
-        tasks.spawn(crate::net::serve_lean(listener, move |req| handle(st.clone(), req), counters));
+        match http1 {
+            Http1Server::Lean => {
+                let counters = state.metrics.lean.clone();
+                tasks.spawn(crate::net::serve_lean(
+                    listener,
+                    move |req| handle(st.clone(), req),
+                    counters,
+                ));
+            }
+            Http1Server::Hyper => {
+                tasks.spawn(crate::net::serve(listener, move |req: Request<Incoming>| {
+                    handle(
+                        st.clone(),
+                        req.map(|b| {
+                            http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_err(
+                                b,
+                                Into::into,
+                            ))
+                        }),
+                    )
+                }));
+            }
+        }
         let admin_addr = match admin_listen {
             Some(a) => {
                 let l = TcpListener::bind(a).await?;
