@@ -2,6 +2,8 @@
 //! behind both, the same raw bytes sent, the same bytes back (the `date` header's value
 //! aside); connections it hands to hyper mid-way; a client that leaves mid-stream.
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use kubeplex::net::h1::{LeanCounters, ReqBody};
 use kubeplex::serve::body::{self, Body, BoxError};
 use kubeplex::wire::status::Status;
 use prometheus::IntCounter;
+use support::{raw_exchange, undated};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -135,35 +138,9 @@ async fn servers() -> Servers {
     Servers { hyper, lean, dropped, counters }
 }
 
-/// Sends `parts` (waiting `gap` between them) and reads until the server closes.
-async fn exchange(addr: std::net::SocketAddr, parts: &[&[u8]], gap: Duration) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    for p in parts {
-        s.write_all(p).await.unwrap();
-        tokio::time::sleep(gap).await;
-    }
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
-        .await
-        .expect("the server closes the connection")
-        .unwrap();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The bytes with each `date` and `audit-id` (a fresh UUID per response) value blanked.
-fn undated(text: &str) -> String {
-    text.split("\r\n")
-        .map(|line| match line.split_once(": ") {
-            Some((name @ ("date" | "audit-id"), _)) => format!("{name}: -"),
-            _ => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\r\n")
-}
-
 async fn same_bytes(s: &Servers, parts: &[&[u8]], gap: Duration) -> String {
-    let want = undated(&exchange(s.hyper, parts, gap).await);
-    let got = undated(&exchange(s.lean, parts, gap).await);
+    let want = undated(&raw_exchange(s.hyper, parts, gap).await);
+    let got = undated(&raw_exchange(s.lean, parts, gap).await);
     assert_eq!(got, want, "lean server (left) and hyper (right) differ");
     got
 }

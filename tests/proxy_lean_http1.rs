@@ -13,28 +13,10 @@ use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::sim::seed::ClusterShape;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use support::stack::Stack;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use support::undated;
 
 async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(request.as_bytes()).await.expect("write");
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut out))
-        .await
-        .expect("kubeplex closes the connection")
-        .expect("read");
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn undated(text: &str) -> String {
-    text.split("\r\n")
-        .map(|line| match line.split_once(": ") {
-            Some((name @ ("date" | "audit-id"), _)) => format!("{name}: -"),
-            _ => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\r\n")
+    support::raw_exchange(addr, &[request.as_bytes()], Duration::ZERO).await
 }
 
 #[tokio::test]

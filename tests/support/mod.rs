@@ -324,3 +324,32 @@ fn normalize_continue(token: &str) -> String {
 pub fn norm_bytes(v: &Value) -> String {
     serde_json::to_string(&normalize(v)).expect("json")
 }
+
+/// Sends `parts` raw on one connection (waiting `gap` after each) and reads until the server
+/// closes it.
+pub async fn raw_exchange(addr: std::net::SocketAddr, parts: &[&[u8]], gap: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    for p in parts {
+        s.write_all(p).await.expect("write");
+        tokio::time::sleep(gap).await;
+    }
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection")
+        .expect("read");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Raw HTTP/1.1 responses with each `date` and `audit-id` (a fresh UUID per response) value
+/// blanked, for comparing two servers' bytes.
+pub fn undated(text: &str) -> String {
+    text.split("\r\n")
+        .map(|line| match line.split_once(": ") {
+            Some((name @ ("date" | "audit-id"), _)) => format!("{name}: -"),
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
