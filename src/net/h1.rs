@@ -33,6 +33,11 @@ use crate::upstream::UpstreamBody;
 /// A request body as handlers on the proxy listener see it (hyper's, boxed, or none).
 pub type ReqBody = UpstreamBody;
 
+/// A request as hyper received it, with its body boxed as handlers here take it.
+pub fn boxed(req: Request<hyper::body::Incoming>) -> Request<ReqBody> {
+    req.map(|b| b.map_err(Into::into).boxed())
+}
+
 /// The largest request head read here; a longer one goes to hyper, which answers it.
 const MAX_HEAD: usize = 64 * 1024;
 /// Bytes read at a time while a head arrives.

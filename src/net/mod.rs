@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -50,10 +49,7 @@ where
                 stream,
                 handler,
                 move |stream, read| {
-                    let boxed = move |req: Request<Incoming>| {
-                        hyper_handler(req.map(|b| b.map_err(Into::into).boxed()))
-                    };
-                    with_hyper(Rewind::new(read, stream), boxed)
+                    with_hyper(Rewind::new(read, stream), move |req| hyper_handler(h1::boxed(req)))
                 },
                 &counters,
             )

@@ -123,16 +123,8 @@ impl Proxy {
                 ));
             }
             Http1Server::Hyper => {
-                tasks.spawn(crate::net::serve(listener, move |req: Request<Incoming>| {
-                    handle(
-                        st.clone(),
-                        req.map(|b| {
-                            http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_err(
-                                b,
-                                Into::into,
-                            ))
-                        }),
-                    )
+                tasks.spawn(crate::net::serve(listener, move |req| {
+                    handle(st.clone(), crate::net::h1::boxed(req))
                 }));
             }
         }
