@@ -220,43 +220,29 @@ async fn write_response(
     let mut sent = 0u64;
     if framing == Framing::None {
         drop(body);
-        out.write_to(stream).await?;
-        return Ok(!close);
+        return finish(stream, out, framing, sent, close).await;
     }
     loop {
-        // Whatever the body has ready goes out in one write.
-        let mut ended = false;
-        while out.frames < BATCH_FRAMES && out.bytes < BATCH_BYTES {
-            match body.frame().now_or_never() {
-                None => break,
-                Some(None) => {
-                    ended = true;
-                    break;
-                }
-                Some(Some(frame)) => {
-                    out.frame(frame.map_err(io::Error::other)?, framing, &mut sent)
+        let next = match body.frame().now_or_never() {
+            Some(next) => next,
+            None => {
+                // Nothing more ready: what has gathered goes out in one write, then wait for
+                // the next frame or the client leaving.
+                out.write_to(stream).await?;
+                tokio::select! {
+                    biased;
+                    next = body.frame() => next,
+                    () = client_gone(stream, pending) => return Ok(false),
                 }
             }
-        }
-        if ended {
-            return finish(stream, out, framing, sent, close).await;
-        }
-        if !out.parts.is_empty() {
-            out.write_to(stream).await?;
-        }
-        if let Framing::Length(n) = framing {
-            if sent > n {
-                return Err(io::Error::other("body longer than its content-length"));
-            }
-        }
-        let next = tokio::select! {
-            biased;
-            frame = body.frame() => frame,
-            () = client_gone(stream, pending) => return Ok(false),
         };
-        match next {
-            Some(frame) => out.frame(frame.map_err(io::Error::other)?, framing, &mut sent),
-            None => return finish(stream, out, framing, sent, close).await,
+        let Some(frame) = next else { return finish(stream, out, framing, sent, close).await };
+        out.frame(frame.map_err(io::Error::other)?, framing, &mut sent);
+        if matches!(framing, Framing::Length(n) if sent > n) {
+            return Err(io::Error::other("body longer than its content-length"));
+        }
+        if out.frames >= BATCH_FRAMES || out.bytes >= BATCH_BYTES {
+            out.write_to(stream).await?;
         }
     }
 }
@@ -268,18 +254,13 @@ async fn finish(
     sent: u64,
     close: bool,
 ) -> io::Result<bool> {
-    match framing {
-        Framing::Chunked => out.push(Bytes::from_static(b"0\r\n\r\n")),
-        // A body shorter (or longer) than announced: the client must not read the next
-        // response from the middle of this one, so the connection ends (as hyper does).
-        Framing::Length(n) if n != sent => {
-            out.write_to(stream).await?;
-            return Ok(false);
-        }
-        _ => {}
+    if framing == Framing::Chunked {
+        out.push(Bytes::from_static(b"0\r\n\r\n"));
     }
     out.write_to(stream).await?;
-    Ok(!close)
+    // After a body shorter than announced the client would read the next response from the
+    // middle of this one, so the connection ends (as hyper does).
+    Ok(!close && !matches!(framing, Framing::Length(n) if n != sent))
 }
 
 /// How a response body is delimited.

@@ -83,7 +83,7 @@ fn heads_are_written_as_hyper_writes_them() {
     assert_eq!(f, Framing::Length(5));
 
     let streaming = http_body_util::StreamBody::new(futures_util::stream::empty::<
-        Result<http_body::Frame<Bytes>, BoxErrorForTest>,
+        Result<http_body::Frame<Bytes>, crate::serve::body::BoxError>,
     >())
     .boxed();
     let (h, f) =
@@ -106,5 +106,3 @@ fn heads_are_written_as_hyper_writes_them() {
     let (h, _) = head_text(599, &[], full(), false);
     assert_eq!(h, "HTTP/1.1 599 <none>\r\ncontent-length: 5\r\n");
 }
-
-type BoxErrorForTest = crate::serve::body::BoxError;
