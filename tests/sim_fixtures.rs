@@ -265,7 +265,7 @@ async fn watch_from_a_resource_version_matches_the_capture() {
     assert_watch_replays(
         "watch-json",
         0,
-        "/api/v1/namespaces/fx/configmaps?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2",
+        "/api/v1/namespaces/fx/configmaps?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=4",
     )
     .await;
 }

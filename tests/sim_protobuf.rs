@@ -87,7 +87,7 @@ async fn protobuf_watch_frames_match_the_capture() {
     let addr = sim.addr().to_string();
     let fx = fixture("watch-protobuf");
     let path = format!(
-        "/api/v1/namespaces/fx/configmaps?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=2",
+        "/api/v1/namespaces/fx/configmaps?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds=4",
         sim.current_rv()
     );
     let mut w = watch(&addr, &path, "application/vnd.kubernetes.protobuf").await;

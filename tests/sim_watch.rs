@@ -69,44 +69,60 @@ async fn a_resource_version_older_than_history_gets_a_410_error_event() {
     assert!(w.ends_within(Duration::from_secs(2)).await, "the stream ends after the error");
 }
 
+/// The bookmark rules measured on kube-apiserver 1.36 (`bookmark-probe-timing.json`): a watch
+/// from an older RV C gets, after a consistent list has answered R, one BOOKMARK at R about
+/// T-2 s into a `timeoutSeconds=T` watch (on the 1 s dispatch tick); with T=2 none; a watch
+/// started at the current RV none; a watch without `allowWatchBookmarks` none.
 #[tokio::test]
-async fn bookmarks_only_when_allowed_and_before_the_deadline() {
-    let sim = sim().await;
+async fn bookmarks_follow_the_apiservers_timing_and_resource_version_rules() {
+    // The apiserver's bookmark frequency (a minute): only the pre-timeout bookmark is due.
+    let sim = SimBuilder::new().start().await.expect("sim");
     sim.create(cm("a", "web")).expect("create");
-    let rv = sim.current_rv();
+    let c = sim.current_rv();
+    // Other resources move the cluster's RV on; configmaps stay quiet.
+    for i in 0..3 {
+        sim.create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("s{i}"), "namespace": "default"}}))
+            .expect("secret");
+    }
     let addr = sim.addr().to_string();
-    let mut with = watch(
-        &addr,
-        &format!("{CMS}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3"),
-        "application/json",
-    )
-    .await;
-    let mut without = watch(
-        &addr,
-        &format!("{CMS}?watch=1&resourceVersion={rv}&timeoutSeconds=3"),
-        "application/json",
-    )
-    .await;
+    let consistent = get(&addr, &format!("{CMS}?limit=1")).await.json();
+    let r: u64 =
+        consistent["metadata"]["resourceVersion"].as_str().expect("rv").parse().expect("n");
+    assert!(r > c, "the consistent list is at the cluster's RV ({r}), past the configmaps' ({c})");
+    let open = |q: String| {
+        let addr = addr.clone();
+        async move { watch(&addr, &format!("{CMS}?watch=1&{q}"), "application/json").await }
+    };
     let started = std::time::Instant::now();
-    let b = with.next().await;
+    let mut t3 =
+        open(format!("resourceVersion={c}&allowWatchBookmarks=true&timeoutSeconds=3")).await;
+    let mut t2 =
+        open(format!("resourceVersion={c}&allowWatchBookmarks=true&timeoutSeconds=2")).await;
+    let mut at_r =
+        open(format!("resourceVersion={r}&allowWatchBookmarks=true&timeoutSeconds=3")).await;
+    let mut without = open(format!("resourceVersion={c}&timeoutSeconds=3")).await;
+    let b = t3.next().await;
+    let at = started.elapsed();
     assert_eq!(b["type"], "BOOKMARK");
     assert_eq!(b["object"]["kind"], "ConfigMap");
-    assert!(rv_of(&b) >= rv);
+    assert_eq!(rv_of(&b), r, "the bookmark carries the consistent list's RV");
     // A bookmark object carries only kind, apiVersion and metadata.resourceVersion.
     assert_eq!(b["object"]["metadata"].as_object().map(|m| m.len()), Some(1));
     assert!(
-        without.next_within(Duration::from_millis(2500)).await.is_none(),
-        "no bookmarks unless allowed"
+        at >= Duration::from_millis(950) && at < Duration::from_millis(2100),
+        "due 2 s before the 3 s deadline, sent on the next 1 s tick: came at {at:?}"
     );
-    assert!(
-        with.ends_within(Duration::from_secs(5)).await
-            && without.ends_within(Duration::from_secs(5)).await
-    );
+    for (name, w) in [
+        ("timeoutSeconds=2", &mut t2),
+        ("at the current RV", &mut at_r),
+        ("not allowed", &mut without),
+    ] {
+        assert!(w.next_within(Duration::from_millis(3500)).await.is_none(), "{name}: no bookmark");
+    }
+    assert!(t3.ends_within(Duration::from_secs(2)).await, "the 3 s watch ends at its deadline");
     let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(2500) && took < Duration::from_secs(6),
-        "timeoutSeconds=3 ended after {took:?}"
-    );
+    assert!(took < Duration::from_secs(6), "timeoutSeconds=3 ended after {took:?}");
 }
 
 #[tokio::test]

@@ -120,6 +120,7 @@ impl SimBuilder {
             config: self.config.clone(),
             faults: Faults::default(),
             addr,
+            started: tokio::time::Instant::now(),
         });
         let sim =
             Sim { state: state.clone(), server: Mutex::new(None), progress: Mutex::new(None) };

@@ -109,6 +109,11 @@ pub async fn list(
         }
     };
 
+    // A consistent list (resourceVersion unset, no token): the watch cache asks etcd for
+    // progress and has reached the list's RV afterwards (`ConsistentListFromCache`).
+    if opts.resource_version.is_none() && opts.continue_token.is_none() {
+        state.store.publish_progress_of(kind);
+    }
     let (rv, items) = match at {
         ListAt::Latest => snapshot(state, kind, None).await?,
         ListAt::Exact(rv) => match snapshot(state, kind, Some(rv)).await {

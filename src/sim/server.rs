@@ -21,9 +21,13 @@ use crate::wire::status::Status;
 /// Tunables of the fake apiserver's behaviour.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// How often a watcher that allowed bookmarks gets one (the apiserver: about a minute).
+    /// How often a watcher that allowed bookmarks is due one (the cacher's
+    /// `bookmarkFrequency`: a minute). Whether it is sent depends on the RV rule in `watch`.
     pub bookmark_interval: Duration,
-    /// How often the store announces its RV to watchers (bookmark opportunities).
+    /// How often every resource's watch cache learns etcd's current revision without events of
+    /// its own (etcd's progress notifications: `--experimental-watch-progress-notify-interval`,
+    /// 10 minutes by default). Consistent reads of a resource also make its watch cache catch up
+    /// (see `Store::publish_progress_of`), as the real one asks etcd for progress to serve them.
     pub progress_interval: Duration,
     /// How long a "not older than N" read waits for N before 504 (the apiserver: 3 s).
     pub too_large_rv_wait: Duration,
@@ -38,7 +42,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             bookmark_interval: Duration::from_secs(60),
-            progress_interval: Duration::from_secs(1),
+            progress_interval: Duration::from_secs(600),
             too_large_rv_wait: Duration::from_secs(3),
             min_request_timeout: Duration::from_secs(1800),
             watch_list: true,
@@ -63,6 +67,9 @@ pub struct SimState {
     pub config: SimConfig,
     pub faults: Faults,
     pub addr: SocketAddr,
+    /// The origin of the cacher's 1 s bookmark ticker: bookmarks due at some instant go out at
+    /// the first tick after it (`timeBucketWatchers` buckets watchers by the second).
+    pub started: tokio::time::Instant,
 }
 
 /// Serves connections from `listener` until the returned task is aborted; aborting it drops

@@ -101,6 +101,8 @@ struct ResourceState {
     /// Watches from an RV below this cannot be served (events after it were trimmed).
     history_from: u64,
     live: broadcast::Sender<Live>,
+    /// The RV this resource's watch cache has reached: its last event, or etcd's progress.
+    cache_rv: u64,
 }
 
 impl ResourceState {
@@ -112,6 +114,7 @@ impl ResourceState {
             history: VecDeque::new(),
             history_from: 0,
             live: broadcast::channel(LIVE_CHANNEL_CAPACITY).0,
+            cache_rv: 0,
         }
     }
 }
@@ -262,6 +265,7 @@ impl Store {
             }
         }
         // No receivers is fine: nobody is watching this resource.
+        state.cache_rv = state.cache_rv.max(event.rv);
         let _ = state.live.send(Live::Event(event.clone()));
         inner.rv = next_rv;
         self.rv_tx.send_replace(next_rv);
@@ -308,12 +312,31 @@ impl Store {
         rv
     }
 
-    /// Tells every live watcher that the store has reached the current RV (for bookmarks).
+    /// Tells one resource's watch cache that etcd is at the current RV: what the apiserver's
+    /// cacher learns when it asks etcd for progress to serve a consistent read of that resource
+    /// (a list or a WatchList with resourceVersion unset). Its next bookmarks carry this RV.
+    pub fn publish_progress_of(&self, kind: &Kind) {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        let state = inner.resources.entry(kind.key.clone()).or_insert_with(ResourceState::new);
+        state.cache_rv = state.cache_rv.max(rv);
+        let _ = state.live.send(Live::Progress(rv));
+    }
+
+    /// Tells every live watcher that the store has reached the current RV (etcd's periodic
+    /// progress notification).
     pub fn publish_progress(&self) {
-        let inner = self.lock();
-        for state in inner.resources.values() {
-            let _ = state.live.send(Live::Progress(inner.rv));
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        for state in inner.resources.values_mut() {
+            state.cache_rv = state.cache_rv.max(rv);
+            let _ = state.live.send(Live::Progress(rv));
         }
+    }
+
+    /// The RV a resource's watch cache has reached (its bookmarks carry it).
+    pub fn cache_rv(&self, kind: &Kind) -> u64 {
+        self.lock().resources.get(&kind.key).map_or(0, |s| s.cache_rv)
     }
 
     /// Ends every live watch (fault injection): their receivers see the channel closed.

@@ -22,8 +22,11 @@ use super::store::{Event, EventType, Live, Obj, WatchStart};
 use crate::wire::request::ListOptions;
 use crate::wire::status::Status;
 
-/// How long before a watch's deadline its last bookmark is sent.
-const FINAL_BOOKMARK_LEAD: Duration = Duration::from_millis(500);
+/// How long before a watch's deadline its last bookmark is due (the cacher's
+/// `nextBookmarkTime`: "right before the watcher timeout - for now we simply set it 2s before").
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
+/// The period of the cacher's bookmark dispatch ticker.
+const BOOKMARK_TICK: Duration = Duration::from_secs(1);
 
 pub async fn watch(
     state: &Arc<SimState>,
@@ -58,6 +61,10 @@ pub async fn watch(
         (Some(true), rv) => {
             if let Some(n) = rv.filter(|n| *n > 0) {
                 wait_not_older_than(state, n).await?;
+            }
+            if rv.is_none() {
+                // A consistent WatchList: the watch cache waits for etcd's progress first.
+                state.store.publish_progress_of(&kind);
             }
             initial_end_bookmark = opts.allow_watch_bookmarks;
             None
@@ -101,10 +108,16 @@ pub async fn watch(
             });
         }
         Ok((start, rx)) => {
-            let interval = state.config.bookmark_interval;
+            // Read after subscribing: earlier progress is in it, later progress in `rx`.
+            let cache_rv = state.store.cache_rv(&kind);
+            let schedule = BookmarkSchedule {
+                interval: state.config.bookmark_interval,
+                deadline,
+                ticks_from: state.started,
+            };
             tokio::spawn(async move {
                 let _guard = guard;
-                stream.run(start, rx, deadline, interval, initial_end_bookmark).await;
+                stream.run(start, rx, schedule, cache_rv, initial_end_bookmark).await;
             });
         }
     }
@@ -120,6 +133,39 @@ fn watch_timeout(state: &SimState, opts: &ListOptions) -> Duration {
             let min = state.config.min_request_timeout;
             min + min.mul_f64(rand::rng().random_range(0.0..1.0))
         }
+    }
+}
+
+/// When a watcher is due a bookmark, as the apiserver's cacher schedules them.
+struct BookmarkSchedule {
+    /// `bookmarkFrequency` (a minute in the apiserver).
+    interval: Duration,
+    /// The watch's deadline (`timeoutSeconds`).
+    deadline: Instant,
+    /// The origin of the 1 s dispatch ticker.
+    ticks_from: Instant,
+}
+
+impl BookmarkSchedule {
+    /// `cacheWatcher.nextBookmarkTime`: `now + interval`, or 2 s before the deadline if that is
+    /// sooner; none if that is already past (so a watch of `timeoutSeconds=2` gets none).
+    fn next_due(&self, now: Instant) -> Option<Instant> {
+        let heartbeat = now + self.interval;
+        let pre_timeout =
+            self.deadline.checked_sub(PRE_TIMEOUT_BOOKMARK).unwrap_or(self.ticks_from);
+        let due = heartbeat.min(pre_timeout);
+        (due >= now).then_some(due)
+    }
+
+    /// The dispatch tick a bookmark due at `due` goes out on: watchers are bucketed by the
+    /// second and popped by a 1 s ticker, so a bookmark comes up to a second after it is due
+    /// (the real one measured: 1.4–1.6 s into a `timeoutSeconds=3` watch).
+    fn dispatch_at(&self, due: Instant) -> Instant {
+        let since = due.saturating_duration_since(self.ticks_from);
+        let tick = BOOKMARK_TICK.as_nanos();
+        let ticks = since.as_nanos().div_ceil(tick);
+        let offset = Duration::from_nanos(u64::try_from(ticks * tick).unwrap_or(u64::MAX));
+        self.ticks_from.checked_add(offset).unwrap_or(due)
     }
 }
 
@@ -140,8 +186,8 @@ impl WatchStream {
         &mut self,
         start: WatchStart,
         mut rx: broadcast::Receiver<Live>,
-        deadline: Instant,
-        bookmark_interval: Duration,
+        schedule: BookmarkSchedule,
+        cache_rv: u64,
         initial_end_bookmark: bool,
     ) {
         match start {
@@ -169,38 +215,38 @@ impl WatchStream {
                 }
             }
         }
-        let mut next_bookmark = Instant::now() + bookmark_interval;
-        let final_at = deadline.checked_sub(FINAL_BOOKMARK_LEAD).unwrap_or(deadline);
-        let mut final_sent = false;
+        // The cacher's rules for bookmarks (`cacheWatcher.process`): only an RV newer than the
+        // one the watch started from (after its initial events) is sent, so a watch started at
+        // the current RV gets none until the resource's watch cache moves on. The RV is that of
+        // the resource's watch cache, which moves with the resource's events and with etcd's
+        // progress (periodic, or asked for by a consistent read) — never on demand.
+        let started_at = self.last_rv;
+        let mut cache_rv = cache_rv.max(started_at);
+        let mut due = if self.bookmarks { schedule.next_due(Instant::now()) } else { None };
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
+            let bookmark_at = due.map(|d| schedule.dispatch_at(d));
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Ok(Live::Event(e)) => {
+                        cache_rv = cache_rv.max(e.rv);
                         if e.rv > self.last_rv && !self.send_event(&e).await {
                             return;
                         }
                     }
-                    Ok(Live::Progress(rv)) => {
-                        if self.bookmarks && Instant::now() >= next_bookmark && rv >= self.last_rv {
-                            next_bookmark = Instant::now() + bookmark_interval;
-                            if !self.send_bookmark(rv, false).await {
-                                return;
-                            }
-                        }
-                    }
+                    Ok(Live::Progress(rv)) => cache_rv = cache_rv.max(rv),
                     // Fell too far behind, or the watch was dropped (fault injection): end the
                     // stream; the client resumes from its last RV.
                     Err(_) => return,
                 },
-                _ = tokio::time::sleep_until(final_at), if !final_sent => {
-                    final_sent = true;
-                    if self.bookmarks && self.last_rv > 0 && !self.send_bookmark(self.last_rv, false).await {
+                _ = tokio::time::sleep_until(bookmark_at.unwrap_or(schedule.deadline)), if bookmark_at.is_some() => {
+                    if cache_rv > started_at && !self.send_bookmark(cache_rv, false).await {
                         return;
                     }
+                    due = schedule.next_due(Instant::now());
                 }
-                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tokio::time::sleep_until(schedule.deadline) => return,
                 _ = tick.tick() => {
                     if self.tx.is_closed() {
                         return;
