@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::resource::CachesConfig;
+use kubeplex::cache::resource::{CachesConfig, FreshnessConfig};
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::sim::seed::{self, ClusterShape};
@@ -83,6 +83,15 @@ struct CacheArgs {
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache.
     #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',')]
     preload: Vec<String>,
+    /// Reads of a cache that has not synced yet wait this long for its first load (sharing
+    /// its one upstream list), then pass through; 0s: pass through at once.
+    #[arg(long, env = "KUBEPLEX_CACHE_SYNC_WAIT", default_value = "15s", value_parser = parse_duration)]
+    cache_sync_wait: std::time::Duration,
+    /// Consistent reads (resourceVersion unset: kubectl get, WatchList informers) wait this
+    /// long for the cache to be shown current (a one-item list and a bookmark probe upstream,
+    /// shared by all waiting reads), then pass through; 0s: always pass through.
+    #[arg(long, env = "KUBEPLEX_CONSISTENT_READ_WAIT", default_value = "3s", value_parser = parse_duration)]
+    consistent_read_wait: std::time::Duration,
     #[command(flatten)]
     watch: WatchArgs,
 }
@@ -140,6 +149,10 @@ impl CacheArgs {
                 slow_after: self.watch.watch_slow_after,
                 bookmark_interval: self.watch.watch_bookmark_interval,
                 max_timeout: self.watch.min_request_timeout,
+            },
+            freshness: FreshnessConfig {
+                sync_wait: self.cache_sync_wait,
+                consistent_wait: self.consistent_read_wait,
             },
         }
     }
@@ -294,6 +307,8 @@ async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
         snapshot_max: 10_000,
         preload: vec!["pods".into(), "configmaps".into()],
+        cache_sync_wait: FreshnessConfig::SYNC_WAIT,
+        consistent_read_wait: FreshnessConfig::CONSISTENT_WAIT,
         watch: WatchArgs::default(),
     };
     let proxy =

@@ -31,6 +31,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         idle_timeout: Duration::from_secs(600),
         preload: vec!["configmaps".into(), "pods".into()],
         watch: Default::default(),
+        freshness: Default::default(),
     };
     let hyper = Proxy::start_with(
         upstream,

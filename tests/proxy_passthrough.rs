@@ -84,6 +84,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         idle_timeout: Duration::from_secs(60),
         preload: Vec::new(),
         watch: Default::default(),
+        freshness: Default::default(),
     };
     let proxy =
         Proxy::start(up, "127.0.0.1:0".parse().expect("addr"), None, caches).await.expect("proxy");

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use super::store::{Applied, Change, Snapshot, SnapshotError, Store, StoreLimits}
 
 use crate::serve::metrics::Metrics;
 use crate::serve::resources::ResourceInfo;
+use crate::upstream::freshness::Freshness;
 use crate::upstream::reflector::Reflector;
 use crate::upstream::Upstream;
 
@@ -40,6 +41,20 @@ pub struct ResourceCache {
     /// The RV the store has reached; not-older-than readers wait on it.
     rv_tx: watch::Sender<u64>,
     synced: AtomicBool,
+    /// `synced`, for readers waiting on a cold cache's first sync.
+    synced_tx: watch::Sender<bool>,
+    /// Bumped whenever the store's state may stop following from the one before it (a load
+    /// begins or ends, an object is skipped): a freshness proof begun in one epoch is not applied
+    /// in another (see [`ResourceCache::mark_progress`]).
+    epoch: AtomicU64,
+    /// The load (list or streaming list) under way, if any, and when its request was sent.
+    loading: Mutex<Option<std::time::Instant>>,
+    /// When the request of the load the state comes from was sent: that state is consistent
+    /// for every read that arrived before then (the upstream answers a list with
+    /// resourceVersion unset at its current RV).
+    loaded_from: Mutex<Option<std::time::Instant>>,
+    /// The shared freshness proofs of this cache (set once, when the cache is started).
+    freshness: OnceLock<Arc<Freshness>>,
     metrics: Metrics,
     label: String,
     last_used: Mutex<Instant>,
@@ -136,6 +151,11 @@ impl ResourceCache {
             store: RwLock::new(store),
             rv_tx: watch::channel(0).0,
             synced: AtomicBool::new(false),
+            synced_tx: watch::channel(false).0,
+            epoch: AtomicU64::new(0),
+            loading: Mutex::new(None),
+            loaded_from: Mutex::new(None),
+            freshness: OnceLock::new(),
             metrics,
             label,
             last_used: Mutex::new(Instant::now()),
@@ -166,6 +186,11 @@ impl ResourceCache {
         &self.info
     }
 
+    /// The cache's metric label (`resource/version`, with its group).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
     pub fn describe(&self) -> String {
         format!("{} ({})", self.label, self.encoding.as_str())
     }
@@ -193,6 +218,67 @@ impl ResourceCache {
 
     pub fn at(&self, rv: u64) -> Result<Snapshot, SnapshotError> {
         self.read().at(rv, std::time::Instant::now())
+    }
+
+    /// Waits until the cache has synced (a cold cache's first load), at most `timeout`; whether
+    /// it is synced. Every reader of a cold cache shares its one upstream list this way.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        if self.is_synced() {
+            return true;
+        }
+        let mut rx = self.synced_tx.subscribe();
+        let wait = async move { rx.wait_for(|s| *s).await.is_ok() };
+        tokio::time::timeout(timeout, wait).await.unwrap_or(false) && self.is_synced()
+    }
+
+    /// Whether the state comes from a load requested at or after `arrived`: then it is at
+    /// least as new as the upstream was when a read arrived at `arrived` (a consistent answer
+    /// for it, with no further proof).
+    pub fn loaded_since(&self, arrived: std::time::Instant) -> bool {
+        self.is_synced()
+            && self
+                .loaded_from
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|at| at >= arrived)
+    }
+
+    /// The freshness proofs of this cache.
+    pub fn freshness(&self) -> Option<&Arc<Freshness>> {
+        self.freshness.get()
+    }
+
+    /// The epoch and RV a freshness probe starts from, or `None` while the cache is not synced
+    /// or a load is under way (its state is about to be replaced).
+    pub fn probe_start(&self) -> Option<(u64, u64)> {
+        let store = self.read();
+        let loading = self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        (self.is_synced() && !loading)
+            .then(|| (self.epoch.load(Ordering::Acquire), store.resource_version()))
+    }
+
+    /// A freshness probe's conclusion: the upstream had no event of this resource in
+    /// `(events_through, rv]`. Once the cache holds every event up to `events_through` (the
+    /// probe saw them too), it is at `rv`, as a BOOKMARK at `rv` on its own watch would have
+    /// told it. Refused (false) when the cache is not there yet, or its state changed epoch
+    /// since the probe began (a relist: the probe's view no longer follows from it).
+    pub fn mark_progress(&self, epoch: u64, events_through: u64, rv: u64) -> bool {
+        let mut store = self.write();
+        let loading = self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if loading
+            || !self.is_synced()
+            || self.epoch.load(Ordering::Acquire) != epoch
+            || store.resource_version() < events_through
+        {
+            return false;
+        }
+        store.bookmark(rv, std::time::Instant::now());
+        self.publish(&store);
+        let fan = self.fanout();
+        drop(store);
+        self.dispatched.fetch_max(rv, Ordering::AcqRel);
+        drop(fan);
+        true
     }
 
     /// Waits until the cache has reached `rv`; `Err(current)` after `timeout`.
@@ -293,7 +379,29 @@ impl ResourceCache {
         self.publish_history(&fan);
         drop(fan);
         self.complete.store(true, Ordering::Release);
-        self.synced.store(true, Ordering::Release);
+        let requested = self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
+        *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = requested;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.set_synced(true);
+    }
+
+    fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Release);
+        self.synced_tx.send_replace(synced);
+    }
+
+    /// A load (paged list or streaming list) is about to be requested: proofs begun before it
+    /// do not apply after it, and its state will be consistent for reads that arrived before
+    /// now.
+    pub fn load_started(&self) {
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A load failed before it replaced the state.
+    pub fn load_failed(&self) {
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn apply(&self, kind: EventKind, obj: CachedObject) {
@@ -444,7 +552,8 @@ impl ResourceCache {
     /// relist loads everything.
     pub fn mark_incomplete(&self) {
         self.complete.store(false, Ordering::Release);
-        self.synced.store(false, Ordering::Release);
+        self.set_synced(false);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         // Watchers would miss that object's events: end them (their clients resume through
         // the upstream while the cache is not whole), and resume nothing from before.
         let mut fan = self.fanout();
@@ -489,6 +598,34 @@ pub struct CachesConfig {
     /// A cache nobody read for this long is stopped (its memory and upstream watch freed).
     pub idle_timeout: Duration,
     pub watch: WatchConfig,
+    /// How reads wait for a cold cache and prove a warm one fresh.
+    pub freshness: FreshnessConfig,
+}
+
+/// How long reads wait for the cache rather than passing through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshnessConfig {
+    /// A read of a cache that has not synced yet waits this long for its first load (shared by
+    /// every such read), then passes through. Zero: pass through at once.
+    pub sync_wait: Duration,
+    /// A consistent read (resourceVersion unset) or a not-older-than read past the cache waits
+    /// this long for the freshness proof, then passes through (or, for not-older-than, gets the
+    /// apiserver's 504). Zero: consistent reads always pass through.
+    pub consistent_wait: Duration,
+}
+
+impl FreshnessConfig {
+    /// The cold-start wait's default: long enough for a streaming list of a large resource.
+    pub const SYNC_WAIT: Duration = Duration::from_secs(15);
+    /// The proof's default budget: a probe's bookmark comes 1–2 s in (see
+    /// `upstream::freshness`), and the apiserver's own not-older-than wait is 3 s.
+    pub const CONSISTENT_WAIT: Duration = Duration::from_secs(3);
+}
+
+impl Default for FreshnessConfig {
+    fn default() -> Self {
+        FreshnessConfig { sync_wait: Self::SYNC_WAIT, consistent_wait: Self::CONSISTENT_WAIT }
+    }
 }
 
 type CacheKey = (String, String, String, Encoding);
@@ -522,6 +659,11 @@ impl Caches {
             self.config.watch,
             self.metrics.clone(),
         ));
+        let _ = cache.freshness.set(Arc::new(Freshness::new(
+            self.upstream.clone(),
+            Arc::downgrade(&cache),
+            self.config.freshness,
+        )));
         let reflector = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
@@ -542,6 +684,11 @@ impl Caches {
         tracing::info!(resource = %cache.describe(), "cache started");
         map.insert(key, cache.clone());
         cache
+    }
+
+    /// How reads wait for these caches.
+    pub fn freshness_config(&self) -> FreshnessConfig {
+        self.config.freshness
     }
 
     /// Stops caches idle longer than the configured timeout. Run periodically.

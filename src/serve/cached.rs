@@ -5,18 +5,24 @@
 //! resourceVersion rules (DESIGN.md §2) as the cache applies them:
 //! - `"0"` (any): the cache's current state;
 //! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait ~3 s for
-//!   the cache to reach N, then its current state — or, like the apiserver's own watch cache,
-//!   504 "Too large resource version";
+//!   the cache to reach N (proving it there when the upstream is past N: `serve::fresh`), then
+//!   its current state — or, like the apiserver's own watch cache, 504 "Too large resource
+//!   version";
 //! - `N` exact (list with N and a limit; `Exact`; a continue token): the snapshot at N when it
 //!   is still in the window, else pass through;
-//! - unset (most recent, consistent): passed through until freshness can be proven.
+//! - unset (most recent, consistent): a list is answered once the cache is shown to hold the
+//!   upstream's state as of the request's arrival (`upstream::freshness`), else passed
+//!   through; a get is passed through (one small upstream request either way, and faster).
+//!
+//! A cache that has not synced yet is waited for (bounded), not passed by: the reads of a cold
+//! cache share its one upstream list.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{header, HeaderMap, Response};
 
 use super::body::{self, Body, JSON, PROTOBUF};
+use super::fresh;
 use super::resources::ResourceInfo;
 use super::ProxyState;
 use crate::cache::resource::{Encoding, ResourceCache};
@@ -31,8 +37,6 @@ use crate::wire::selector::{FieldSelector, LabelSelector};
 use crate::wire::status::Status;
 use crate::wire::{continue_token, gzip, proto};
 
-/// How long a not-older-than read waits for the cache before deferring to the upstream.
-const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
 const META_API_VERSION: &str = "meta.k8s.io/v1";
 /// Lists at least this large (and not to be gzipped) are written from the cached items' own
 /// buffers rather than assembled into one body: no copy of the whole list, and no pages of
@@ -55,6 +59,7 @@ pub async fn try_answer(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Response<Body>> {
+    let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
     let neg = negotiate::negotiate_output(accept, endpoint).ok()?;
@@ -69,15 +74,21 @@ pub async fn try_answer(
     let read = if rp.name.is_some() { Read::Get } else { Read::List };
     let (encoding, metadata) = cache_form(info, &neg, read)?;
     let shape = if metadata { Shape::Metadata } else { Shape::Object };
-    // Only a request the cache could answer starts (or keeps alive) a cache: "most recent"
-    // reads (no resourceVersion, no continue token) never do, so a `kubectl get secret x`
-    // does not make kubeplex list and watch every secret.
-    let has_position = opts.resource_version.is_some() || opts.continue_token.is_some();
-    if !has_position || (rp.name.is_some() && rp.namespace.is_none() && info.namespaced) {
+    // Only a request the cache could answer starts (or keeps alive) a cache: a consistent get
+    // (no resourceVersion) never does, so a `kubectl get secret x` does not make kubeplex list
+    // and watch every secret; a consistent list does when proofs are on.
+    let consistent = opts.resource_version.is_none() && opts.continue_token.is_none();
+    let proofs = !state.caches.freshness_config().consistent_wait.is_zero();
+    if (consistent && (rp.name.is_some() || !proofs))
+        || (rp.name.is_some() && rp.namespace.is_none() && info.namespaced)
+    {
         return None;
     }
     let cache = state.caches.get_or_start(info, encoding);
-    if !cache.is_synced() {
+    if !fresh::synced(state, &cache).await {
+        return None;
+    }
+    if consistent && !fresh::consistent(state, &cache, arrived).await {
         return None;
     }
     let page_key = format!(
@@ -96,8 +107,8 @@ pub async fn try_answer(
         page_key,
     };
     match &rp.name {
-        Some(name) => get(&cache, rp, opts, name, &out).await,
-        None => list(&cache, rp, opts, &out).await,
+        Some(name) => get(state, &cache, rp, opts, name, &out).await,
+        None => list(state, &cache, rp, opts, &out).await,
     }
 }
 
@@ -193,14 +204,19 @@ pub fn page_cache(max_bytes: u64) -> PageCache {
 /// If it does not get there in the apiserver's ~3 s, the answer is the apiserver's own: its
 /// watch cache waits the same way and then gives 504 "Too large resource version" with its
 /// current RV. (Passing through instead would make the client wait twice.)
-async fn not_older_than(cache: &ResourceCache, rv: u64) -> Result<Snapshot, Response<Body>> {
-    match cache.wait_for(rv, FRESHNESS_WAIT).await {
-        Ok(_) => Ok(cache.current()),
+async fn not_older_than(
+    state: &ProxyState,
+    cache: &ResourceCache,
+    rv: u64,
+) -> Result<Snapshot, Response<Body>> {
+    match fresh::not_older_than(state, cache, rv).await {
+        Ok(()) => Ok(cache.current()),
         Err(current) => Err(body::status(&Status::too_large_resource_version(rv, current))),
     }
 }
 
 async fn get(
+    state: &ProxyState,
     cache: &ResourceCache,
     rp: &ResourcePath,
     opts: &ListOptions,
@@ -209,7 +225,7 @@ async fn get(
 ) -> Option<Response<Body>> {
     let snap = match opts.resource_version.as_deref() {
         Some("0") => cache.current(),
-        Some(rv) => match not_older_than(cache, rv.parse().ok()?).await {
+        Some(rv) => match not_older_than(state, cache, rv.parse().ok()?).await {
             Ok(snap) => snap,
             Err(too_large) => return Some(too_large),
         },
@@ -224,6 +240,7 @@ async fn get(
 }
 
 async fn list(
+    state: &ProxyState,
     cache: &ResourceCache,
     rp: &ResourcePath,
     opts: &ListOptions,
@@ -251,12 +268,13 @@ async fn list(
         None => {
             let rv = opts.resource_version.as_deref();
             let (snap, latest) = match (rv, opts.resource_version_match, limit) {
-                (None, _, _) => return None,
+                // Consistent: the caller has shown the cache to be current.
+                (None, _, _) => (cache.current(), true),
                 (Some("0"), _, _) => (cache.current(), true),
                 (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
                     (cache.at(rv.parse().ok()?).ok()?, false)
                 }
-                (Some(rv), _, _) => match not_older_than(cache, rv.parse().ok()?).await {
+                (Some(rv), _, _) => match not_older_than(state, cache, rv.parse().ok()?).await {
                     Ok(snap) => (snap, true),
                     Err(too_large) => return Some(too_large),
                 },

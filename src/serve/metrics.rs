@@ -38,8 +38,66 @@ pub struct Metrics {
     pub skipped_objects: IntCounterVec,
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
+    pub freshness: FreshnessMetrics,
     pub watch: WatchMetrics,
     pub lean: LeanCounters,
+}
+
+/// Waits for caches: cold starts, and freshness proofs of consistent and not-older-than reads.
+#[derive(Clone)]
+pub struct FreshnessMetrics {
+    /// Reads that found their cache not synced yet, by result (`synced`, `timeout`).
+    pub sync_waits: IntCounterVec,
+    pub sync_wait_seconds: HistogramVec,
+    /// Reads that needed the cache at the upstream's current RV (consistent) or at a given RV
+    /// past it (not-older-than), by read (`consistent`, `not_older_than`) and proof (`load`,
+    /// `cache`, `watch`, `probe`, or `timeout` when it was passed through or got the 504).
+    pub proofs: IntCounterVec,
+    pub proof_wait_seconds: HistogramVec,
+}
+
+impl FreshnessMetrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let buckets =
+            vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0];
+        let m = FreshnessMetrics {
+            sync_waits: IntCounterVec::new(
+                Opts::new(
+                    "kubeplex_cache_sync_waits_total",
+                    "Reads that waited for a cache's first sync (sharing its one upstream list) instead of passing through, by result: synced, or timeout (then passed through).",
+                ),
+                &["resource", "encoding", "result"],
+            )?,
+            sync_wait_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "kubeplex_cache_sync_wait_seconds",
+                    "How long reads waited for a cache's first sync.",
+                )
+                .buckets(buckets.clone()),
+                &["resource", "encoding"],
+            )?,
+            proofs: IntCounterVec::new(
+                Opts::new(
+                    "kubeplex_freshness_proofs_total",
+                    "Reads that needed the cache at the upstream's current RV (read=consistent) or at an RV past the cache's (read=not_older_than), by how it was shown: load (state loaded after the read arrived), cache (already there), watch (its watch got there), probe (a bookmark probe), timeout (not shown in time).",
+                ),
+                &["resource", "encoding", "read", "proof"],
+            )?,
+            proof_wait_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "kubeplex_freshness_wait_seconds",
+                    "How long reads waited for their cache to be shown fresh.",
+                )
+                .buckets(buckets),
+                &["resource", "encoding", "read"],
+            )?,
+        };
+        registry.register(Box::new(m.sync_waits.clone()))?;
+        registry.register(Box::new(m.sync_wait_seconds.clone()))?;
+        registry.register(Box::new(m.proofs.clone()))?;
+        registry.register(Box::new(m.proof_wait_seconds.clone()))?;
+        Ok(m)
+    }
 }
 
 /// The watch fan-out's metrics, by resource and encoding.
@@ -212,6 +270,7 @@ impl Metrics {
         registry.register(Box::new(upstream_calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
         let watch = WatchMetrics::new(&registry)?;
+        let freshness = FreshnessMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
                 "kubeplex_lean_http1_requests_total",
@@ -226,6 +285,7 @@ impl Metrics {
         registry.register(Box::new(lean.handovers.clone()))?;
         Ok(Metrics {
             lean,
+            freshness,
             watch,
             registry,
             requests,

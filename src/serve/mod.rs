@@ -12,6 +12,7 @@
 
 pub mod body;
 mod cached;
+mod fresh;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;

@@ -26,14 +26,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{header, HeaderMap, Response, StatusCode};
+use http::{header, HeaderMap, Response};
 use http_body::Frame;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
 use super::body::{self, Body, BoxError};
 use super::cached::Read;
+use super::fresh;
 use super::resources::ResourceInfo;
 use super::ProxyState;
 use crate::cache::fanout::{Filter, Next, Queue};
@@ -47,13 +48,6 @@ use crate::wire::selector::field::{FieldOperator, FieldRequirement};
 use crate::wire::selector::FieldSelector;
 use crate::wire::status::Status;
 
-/// How long a not-older-than start waits for the cache (the apiserver's 3 s).
-const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
-/// How long a consistent start waits for the cache to reach the upstream's current RV before
-/// the watch is passed through instead. The cache learns of RVs from its resource's events and
-/// the upstream's bookmarks; on a quiet resource the wait would be long, and passing through
-/// is always correct.
-const CONSISTENT_WAIT: Duration = Duration::from_secs(1);
 /// Bytes of frames handed to the connection at a time.
 const CHUNK: usize = 64 * 1024;
 
@@ -66,6 +60,7 @@ pub async fn try_watch(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Response<Body>> {
+    let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
     let neg = negotiate::negotiate_watch(accept, endpoint).ok()?;
@@ -76,7 +71,7 @@ pub async fn try_watch(
     let (encoding, metadata) = super::cached::cache_form(info, &neg, Read::Watch)?;
     let filter = filter(info, encoding, rp, opts)?;
     let cache = state.caches.get_or_start(info, encoding);
-    if !cache.is_synced() {
+    if !fresh::synced(state, &cache).await {
         return None;
     }
     let rv = match opts.resource_version.as_deref() {
@@ -85,23 +80,34 @@ pub async fn try_watch(
     };
     let bookmarks = opts.allow_watch_bookmarks;
     let (from, end_bookmark) = match (opts.send_initial_events, rv) {
+        // Consistent (a WatchList with resourceVersion unset): the state once the cache is
+        // shown to be current, else passed through.
         (Some(true), None) => {
-            if !caught_up(state, &cache).await {
+            if !fresh::consistent(state, &cache, arrived).await {
                 return None;
             }
             (WatchFrom::State, bookmarks)
         }
         (Some(true), Some(n)) => {
-            if n > 0 && cache.wait_for(n, FRESHNESS_WAIT).await.is_err() {
-                let status = Status::too_large_resource_version(n, cache.resource_version());
-                return Some(body::status(&status));
+            if n > 0 {
+                if let Err(current) = fresh::not_older_than(state, &cache, n).await {
+                    let status = Status::too_large_resource_version(n, current);
+                    return Some(body::status(&status));
+                }
             }
             (WatchFrom::State, bookmarks)
         }
         (Some(false), None | Some(0)) => (WatchFrom::Now, false),
         (Some(false), Some(n)) => (WatchFrom::After(n), false),
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
-        (None, _) => (WatchFrom::State, false),
+        // resourceVersion unset: "get state and start at most recent" — consistent too.
+        (None, None) => {
+            if !fresh::consistent(state, &cache, arrived).await {
+                return None;
+            }
+            (WatchFrom::State, false)
+        }
+        (None, Some(_)) => (WatchFrom::State, false),
     };
     let encoder = cache.encoder();
     let reg = match cache.register_watch(from, filter.clone(), metadata) {
@@ -183,44 +189,6 @@ fn filter(
         field = Some(FieldSelector::from_requirements(reqs));
     }
     Some(Filter { namespace: rp.namespace.clone().filter(|ns| !ns.is_empty()), label, field })
-}
-
-/// Whether the cache has reached the upstream's current RV (learnt from a one-item list, which
-/// the apiserver answers consistently), waiting a little for it.
-async fn caught_up(state: &ProxyState, cache: &ResourceCache) -> bool {
-    let Some(current) = upstream_rv(state, cache).await else { return false };
-    cache.wait_for(current, CONSISTENT_WAIT).await.is_ok()
-}
-
-async fn upstream_rv(state: &ProxyState, cache: &ResourceCache) -> Option<u64> {
-    let path = format!("{}?limit=1", cache.collection_path());
-    let req = http::Request::builder()
-        .method(http::Method::GET)
-        .uri(path)
-        .header(
-            header::ACCEPT,
-            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
-        )
-        .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
-        .body(Empty::new().map_err(|never| match never {}).boxed())
-        .ok()?;
-    cache.metrics_upstream_call("list");
-    let resp = state.upstream.send(req).await.ok()?;
-    if resp.status() != StatusCode::OK {
-        return None;
-    }
-    let bytes = http_body_util::Limited::new(resp.into_body(), 16 << 20).collect().await.ok()?;
-    #[derive(serde::Deserialize)]
-    struct List {
-        metadata: Meta,
-    }
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        #[serde(rename = "resourceVersion")]
-        resource_version: String,
-    }
-    let list: List = serde_json::from_slice(&bytes.to_bytes()).ok()?;
-    list.metadata.resource_version.parse().ok()
 }
 
 fn stream_response(encoder: &Encoder, body: Body) -> Response<Body> {

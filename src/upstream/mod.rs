@@ -5,12 +5,15 @@
 //! - [`client`]: [`Upstream`], a streaming HTTP client over rustls that multiplexes long
 //!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
 //!   exec plugins);
-//! - [`reflector`]: the list+watch loop that feeds one resource cache.
+//! - [`reflector`]: the list+watch loop that feeds one resource cache;
+//! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
+//!   bookmark probe).
 
 mod auth;
 pub mod client;
 pub mod config;
 mod exec;
+pub mod freshness;
 mod kubeconfig;
 pub mod reflector;
 mod tls;

@@ -216,6 +216,15 @@ impl Reflector {
     /// A complete paged list; replaces the cache's contents. Returns the list's RV.
     async fn list(&self) -> Result<u64, ReflectError> {
         self.cache.metrics_upstream_call("list");
+        self.cache.load_started();
+        let result = self.list_pages().await;
+        if result.is_err() {
+            self.cache.load_failed();
+        }
+        result
+    }
+
+    async fn list_pages(&self) -> Result<u64, ReflectError> {
         let base = self.cache.collection_path();
         let mut objects = Vec::new();
         let mut complete = true;
@@ -315,7 +324,14 @@ impl Reflector {
         );
         let mut initial = Some(Vec::new());
         self.cache.begin_load();
-        let last = self.stream(&path, 0, &mut initial).await?;
+        self.cache.load_started();
+        let result = self.stream(&path, 0, &mut initial).await;
+        if result.is_err() || initial.is_some() {
+            // Nothing was replaced (or, after the state, the stream failed: the load itself
+            // completed and `replace` already ended it; this only clears a load left open).
+            self.cache.load_failed();
+        }
+        let last = result?;
         if initial.is_some() {
             // The stream ended before the state was complete: nothing was applied.
             return Err(ReflectError::Transport(

@@ -67,6 +67,7 @@ impl Stack {
             idle_timeout: idle,
             preload: preload.iter().map(|s| s.to_string()).collect(),
             watch,
+            freshness: Default::default(),
         };
         let proxy = Proxy::start(
             upstream,
@@ -128,12 +129,17 @@ impl Stack {
     /// The fake apiserver's own count of successful `verb` requests for pods (a refused
     /// streaming-list attempt is not a list).
     pub fn upstream_calls(&self, verb: &str) -> u64 {
+        self.upstream_calls_of("pods", verb)
+    }
+
+    /// The fake apiserver's own count of successful `verb` requests for a resource.
+    pub fn upstream_calls_of(&self, resource: &str, verb: &str) -> u64 {
         self.sim
             .metrics_text()
             .lines()
             .filter(|l| {
                 l.starts_with("apiserver_request_total{code=\"200\"")
-                    && l.contains("resource=\"pods\"")
+                    && l.contains(&format!("resource=\"{resource}\""))
                     && l.contains(&format!("verb=\"{verb}\""))
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())

@@ -1,0 +1,107 @@
+//! Waiting for a cache instead of passing a read through: a cold cache's first sync, and the
+//! freshness proof of consistent and not-older-than reads (see `upstream::freshness`). Each
+//! wait is bounded (`FreshnessConfig`) and counted in `kubeplex_cache_sync_*` and
+//! `kubeplex_freshness_*`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ProxyState;
+use crate::cache::resource::ResourceCache;
+
+/// How long a not-older-than read first gives the cache's own watch before asking the
+/// upstream for its current RV (a busy resource's events up to N are on their way).
+const NOT_OLDER_THAN_GRACE: Duration = Duration::from_millis(100);
+/// The apiserver's wait for a not-older-than RV before its 504 "Too large resource version".
+pub const NOT_OLDER_THAN_WAIT: Duration = Duration::from_secs(3);
+
+/// Whether the cache has synced, waiting (bounded) for a cold cache's first load: every read
+/// of a cold cache shares its one upstream list rather than each passing through.
+pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
+    if cache.is_synced() {
+        return true;
+    }
+    let started = std::time::Instant::now();
+    let synced = cache.wait_synced(state.caches.freshness_config().sync_wait).await;
+    let m = &state.metrics.freshness;
+    let labels = [cache.label(), cache.encoding().as_str()];
+    let result = if synced { "synced" } else { "timeout" };
+    m.sync_waits.with_label_values(&[labels[0], labels[1], result]).inc();
+    m.sync_wait_seconds.with_label_values(&labels).observe(started.elapsed().as_secs_f64());
+    synced
+}
+
+/// Whether the cache is shown to hold the upstream's state as of `arrived` (a consistent read:
+/// resourceVersion unset), within the proof's budget; if not, the read passes through.
+pub async fn consistent(
+    state: &ProxyState,
+    cache: &ResourceCache,
+    arrived: std::time::Instant,
+) -> bool {
+    let Some(freshness) = cache.freshness() else { return false };
+    let budget = freshness.budget();
+    if budget.is_zero() {
+        return false;
+    }
+    let started = std::time::Instant::now();
+    let proof = freshness.consistent(cache, arrived, Instant::now() + budget).await;
+    observe(state, cache, "consistent", proof.map(|p| p.as_str()), started);
+    proof.is_some()
+}
+
+/// Waits for the cache to reach `rv` (a not-older-than read), like the apiserver's watch cache
+/// does for ~3 s: through its own watch, or — when the upstream is already past `rv`, e.g. an
+/// RV taken from another resource on a quiet one — through the freshness proof. `Err(current)`
+/// when it did not get there: the apiserver's 504 is the answer then.
+pub async fn not_older_than(state: &ProxyState, cache: &ResourceCache, rv: u64) -> Result<(), u64> {
+    if cache.resource_version() >= rv {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let deadline = Instant::now() + NOT_OLDER_THAN_WAIT;
+    let proof = reach(cache, rv, deadline).await;
+    observe(state, cache, "not_older_than", proof, started);
+    match proof {
+        Some(_) => Ok(()),
+        None => Err(cache.resource_version()),
+    }
+}
+
+async fn reach(cache: &ResourceCache, rv: u64, deadline: Instant) -> Option<&'static str> {
+    if cache.wait_for(rv, NOT_OLDER_THAN_GRACE).await.is_ok() {
+        return Some("watch");
+    }
+    let proven = match cache.freshness() {
+        Some(f) if !f.budget().is_zero() => {
+            let deadline = deadline.min(Instant::now() + f.budget());
+            match tokio::time::timeout_at(deadline, f.current_rv()).await {
+                // The upstream is past `rv`: the cache can be shown to be there too.
+                Ok(Some(current)) if current >= rv => f.reach(cache, rv, deadline).await,
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if let Some(p) = proven {
+        return Some(p.as_str());
+    }
+    // `rv` is ahead of the upstream too (or the proof failed): wait out the apiserver's time.
+    let left = deadline.saturating_duration_since(Instant::now());
+    cache.wait_for(rv, left).await.ok().map(|_| "watch")
+}
+
+fn observe(
+    state: &ProxyState,
+    cache: &ResourceCache,
+    read: &str,
+    proof: Option<&str>,
+    started: std::time::Instant,
+) {
+    let m = &state.metrics.freshness;
+    let (label, encoding) = (cache.label(), cache.encoding().as_str());
+    m.proofs.with_label_values(&[label, encoding, read, proof.unwrap_or("timeout")]).inc();
+    m.proof_wait_seconds
+        .with_label_values(&[label, encoding, read])
+        .observe(started.elapsed().as_secs_f64());
+}

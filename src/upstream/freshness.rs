@@ -1,0 +1,331 @@
+//! Proving a cache fresh enough for a consistent read, through the apiserver's public API
+//! (DESIGN.md §5).
+//!
+//! A consistent read (resourceVersion unset: `kubectl get`, client-go's WatchList informers)
+//! must see every write that completed before it arrived. The cache learns the upstream's
+//! progress only from its own watch — events, and bookmarks about once a minute — so on a quiet
+//! resource its RV lags the cluster's and it cannot tell whether it is current. The proof, from
+//! facts measured on kube-apiserver 1.36 (`fixtures/bookmark-probe-timing.json`):
+//!
+//! 1. **The upstream's current RV R**: a LIST with `limit=1` and resourceVersion unset is a
+//!    consistent read; its `metadata.resourceVersion` is etcd's current revision, and afterwards
+//!    the apiserver's own watch cache has reached R. One such list is shared by every read that
+//!    arrived before it was sent (single-flight: readers arriving later need a later one; one is
+//!    in flight at a time, the next one gathers everyone waiting meanwhile).
+//! 2. **The cache reaching R**: when the cache's own watch brings it to R (a busy resource) the
+//!    proof is done. Otherwise a **probe**: a WATCH from the cache's RV C with
+//!    `allowWatchBookmarks=true&timeoutSeconds=3` gets every event of the resource in (C, R′]
+//!    and then a BOOKMARK at the watch cache's RV R′ ≥ R, 2 s before its deadline on the
+//!    apiserver's 1 s bookmark tick (1–2 s in; `timeoutSeconds=2` would get none). Once the cache
+//!    holds the last event the probe saw (its own watch delivers the same events), no event of
+//!    the resource lies between it and R′: the cache is at R′ ([`ResourceCache::mark_progress`]).
+//!    One probe runs per cache at a time, shared by every read waiting on it. A probe reads
+//!    metadata only (`PartialObjectMetadata`), so it costs the upstream a few bytes per event.
+//!
+//! A read that cannot be proven within its budget passes through (always correct).
+//!
+//! Which reads use it is decided by the serving side (`serve::cached`, `serve::watch`):
+//! consistent lists, consistent watches and WatchLists, and not-older-than reads past the
+//! cache's RV. A consistent *get* passes through: it costs the upstream one small request
+//! either way (the proof's `limit=1` list, or the get itself), and the get is faster.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http::{header, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Upstream, UpstreamBody};
+use crate::cache::resource::{FreshnessConfig, ResourceCache};
+use crate::wire::meta;
+
+/// `timeoutSeconds` of a probe watch: its bookmark is due 2 s before the deadline, so 3 is the
+/// shortest that gets one (1–2 s in).
+const PROBE_TIMEOUT_SECONDS: u64 = 3;
+/// How long past its deadline a probe's stream may stay silent before it is abandoned.
+const PROBE_MARGIN: Duration = Duration::from_secs(2);
+/// How long the cache's own watch is given to reach R before a probe is started: on a busy
+/// resource the events up to R are already on their way.
+const WATCH_GRACE: Duration = Duration::from_millis(50);
+/// A probe that could not start (a relist under way) is retried after this long.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+/// Largest line of a probe's watch (a PartialObjectMetadata event).
+const MAX_PROBE_LINE: usize = 16 << 20;
+/// Largest body of the `limit=1` list (one PartialObjectMetadata item).
+const MAX_RV_LIST: usize = 16 << 20;
+/// Metadata only, JSON: the probe needs RVs, not objects.
+const ACCEPT_METADATA: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const ACCEPT_METADATA_WATCH: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// How a read was shown to be fresh, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The cache's state comes from a load requested after the read arrived.
+    Load,
+    /// The cache was already at the upstream's current RV.
+    Cache,
+    /// The cache's own watch brought it there.
+    Watch,
+    /// A probe showed no event between the cache's RV and the upstream's.
+    Probe,
+}
+
+impl Proof {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::Load => "load",
+            Proof::Cache => "cache",
+            Proof::Watch => "watch",
+            Proof::Probe => "probe",
+        }
+    }
+}
+
+/// A result every waiter of one single-flight operation gets: `None` while it runs.
+type Shared<T> = watch::Receiver<Option<T>>;
+
+/// The freshness proofs of one cache.
+pub struct Freshness {
+    upstream: Arc<Upstream>,
+    cache: Weak<ResourceCache>,
+    config: FreshnessConfig,
+    /// The current-RV list that readers can still join: its request has not been sent.
+    next_fetch: Mutex<Option<Shared<Option<u64>>>>,
+    /// Held while a current-RV list is in flight: one at a time.
+    fetching: tokio::sync::Mutex<()>,
+    /// The probe under way; its result says whether it moved the cache.
+    probe: Mutex<Option<Shared<bool>>>,
+}
+
+impl Freshness {
+    pub fn new(
+        upstream: Arc<Upstream>,
+        cache: Weak<ResourceCache>,
+        config: FreshnessConfig,
+    ) -> Self {
+        Freshness {
+            upstream,
+            cache,
+            config,
+            next_fetch: Mutex::new(None),
+            fetching: tokio::sync::Mutex::new(()),
+            probe: Mutex::new(None),
+        }
+    }
+
+    /// The budget of a proof.
+    pub fn budget(&self) -> Duration {
+        self.config.consistent_wait
+    }
+
+    /// Waits until the cache holds a state at least as new as the upstream's when the read
+    /// arrived (at `arrived`); how that was shown, or `None` when it could not be before
+    /// `deadline`.
+    pub async fn consistent(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        arrived: std::time::Instant,
+        deadline: Instant,
+    ) -> Option<Proof> {
+        if cache.loaded_since(arrived) {
+            return Some(Proof::Load);
+        }
+        let current = tokio::time::timeout_at(deadline, self.current_rv()).await.ok()??;
+        // A load requested while the list was in flight may have answered already.
+        if cache.loaded_since(arrived) {
+            return Some(Proof::Load);
+        }
+        self.reach(cache, current, deadline).await
+    }
+
+    /// The upstream's current RV, from a consistent `limit=1` list sent after this call.
+    pub async fn current_rv(self: &Arc<Self>) -> Option<u64> {
+        let mut rx = {
+            let mut slot = self.next_fetch.lock().unwrap_or_else(|p| p.into_inner());
+            match &*slot {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    *slot = Some(rx.clone());
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let rv = this.fetch_current_rv().await;
+                        let _ = tx.send(Some(rv));
+                    });
+                    rx
+                }
+            }
+        };
+        let got = rx.wait_for(Option::is_some).await.ok()?;
+        (*got).flatten()
+    }
+
+    async fn fetch_current_rv(&self) -> Option<u64> {
+        let _turn = self.fetching.lock().await;
+        // From here on the request is (about to be) sent: a read arriving now needs the next.
+        self.next_fetch.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let cache = self.cache.upgrade()?;
+        cache.metrics_upstream_call("proof_list");
+        let path = format!("{}?limit=1", cache.collection_path());
+        drop(cache);
+        let resp = self.upstream.send(request(&path, ACCEPT_METADATA)?).await.ok()?;
+        if resp.status() != StatusCode::OK {
+            tracing::debug!(status = %resp.status(), "current-RV list refused");
+            return None;
+        }
+        let body =
+            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()?;
+        #[derive(serde::Deserialize)]
+        struct List {
+            metadata: ListMeta,
+        }
+        #[derive(serde::Deserialize)]
+        struct ListMeta {
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+        }
+        let list: List = serde_json::from_slice(&body.to_bytes()).ok()?;
+        list.metadata.resource_version.parse().ok()
+    }
+
+    /// Waits until the cache has reached `rv`, through its own watch or a probe; `None` when it
+    /// has not by `deadline`.
+    pub async fn reach(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        rv: u64,
+        deadline: Instant,
+    ) -> Option<Proof> {
+        if cache.resource_version() >= rv {
+            return Some(Proof::Cache);
+        }
+        let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
+        if cache.wait_for(rv, grace).await.is_ok() {
+            return Some(Proof::Watch);
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let mut probe = self.probe();
+            let probe_done = async move {
+                probe.wait_for(Option::is_some).await.ok().is_some_and(|m| *m == Some(true))
+            };
+            tokio::select! {
+                reached = cache.wait_for(rv, left) => {
+                    return reached.ok().map(|_| Proof::Watch);
+                }
+                moved = probe_done => {
+                    if cache.resource_version() >= rv {
+                        return Some(Proof::Probe);
+                    }
+                    // A probe that moved nothing (a relist under way, an upstream error) is
+                    // not retried at once; one that moved the cache short of `rv` (it began
+                    // before `rv` was current) is.
+                    if !moved {
+                        tokio::time::sleep_until(deadline.min(Instant::now() + RETRY_AFTER)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The probe under way, or a new one.
+    fn probe(self: &Arc<Self>) -> Shared<bool> {
+        let mut slot = self.probe.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rx) = &*slot {
+            if rx.borrow().is_none() {
+                return rx.clone();
+            }
+        }
+        let (tx, rx) = watch::channel(None);
+        *slot = Some(rx.clone());
+        let this = self.clone();
+        tokio::spawn(async move {
+            let moved = this.run_probe().await;
+            let _ = tx.send(Some(moved));
+        });
+        rx
+    }
+
+    /// One probe watch; whether it moved the cache.
+    async fn run_probe(&self) -> bool {
+        let Some(cache) = self.cache.upgrade() else { return false };
+        let Some((epoch, from)) = cache.probe_start() else { return false };
+        cache.metrics_upstream_call("proof_watch");
+        let path = format!(
+            "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}",
+            cache.collection_path()
+        );
+        let deadline = Instant::now() + Duration::from_secs(PROBE_TIMEOUT_SECONDS) + PROBE_MARGIN;
+        let Some(req) = request(&path, ACCEPT_METADATA_WATCH) else { return false };
+        let resp = match tokio::time::timeout_at(deadline, self.upstream.send(req)).await {
+            Ok(Ok(resp)) if resp.status() == StatusCode::OK => resp,
+            _ => return false,
+        };
+        let mut body = resp.into_body();
+        let mut lines = BytesMut::new();
+        // Every event of the resource after `from` the probe has seen goes up to here.
+        let mut events_through = from;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => frame,
+                _ => return false,
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            lines.extend_from_slice(&data);
+            while let Some(pos) = lines.iter().position(|b| *b == b'\n') {
+                let line = lines.split_to(pos + 1);
+                if line.len() <= 1 {
+                    continue;
+                }
+                let Ok(event) = meta::parse_watch_event_json(&line) else { return false };
+                let rv = match event.event_type.as_ref() {
+                    "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" => {
+                        match meta::object_meta_json(event.object)
+                            .ok()
+                            .and_then(|m| m.resource_version.parse::<u64>().ok())
+                        {
+                            Some(rv) => rv,
+                            None => return false,
+                        }
+                    }
+                    // ERROR (410: the cache's RV is compacted away upstream; its own watch will
+                    // relist) or anything unknown: no proof.
+                    _ => return false,
+                };
+                if event.event_type != "BOOKMARK" {
+                    events_through = events_through.max(rv);
+                    continue;
+                }
+                drop(body);
+                // The cache's own watch carries the same events; once it has them all, the
+                // bookmark's RV holds for it too.
+                let left = deadline.saturating_duration_since(Instant::now());
+                if cache.wait_for(events_through, left).await.is_err() {
+                    return false;
+                }
+                return cache.mark_progress(epoch, events_through, rv);
+            }
+            if lines.len() > MAX_PROBE_LINE {
+                return false;
+            }
+        }
+    }
+}
+
+fn request(path: &str, accept: &'static str) -> Option<Request<UpstreamBody>> {
+    Request::builder()
+        .method(Method::GET)
+        .uri(path)
+        .header(header::ACCEPT, accept)
+        .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
+        .body(Empty::new().map_err(|never| match never {}).boxed())
+        .ok()
+}

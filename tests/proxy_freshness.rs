@@ -1,0 +1,301 @@
+//! Reads the cache can answer once it is synced or shown fresh (issue 10): cold starts share the
+//! cache's one upstream load instead of passing through, and consistent and not-older-than reads
+//! of a quiet resource are proven current (a `limit=1` list and a bookmark probe, which the fake
+//! apiserver answers with kube-apiserver 1.36's bookmark rules) and answered from the cache.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use kubeplex::sim::seed::ClusterShape;
+use serde_json::{json, Value};
+use support::stack::Stack;
+use support::*;
+
+fn small() -> ClusterShape {
+    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }
+}
+
+const JSON: &str = "application/json";
+const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "team-1"}})
+}
+
+/// Moves the cluster's RV on with writes to another resource, so that configmaps are quiet and
+/// their cache's RV lags the upstream's. Returns the upstream's RV after them.
+fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
+    for i in 0..3 {
+        stack.sim.create(secret(&format!("{tag}-{i}"))).expect("secret");
+    }
+    stack.sim.current_rv()
+}
+
+/// A kubeplex metric summed over every series whose labels contain all of `labels`.
+async fn metric_sum(stack: &Stack, name: &str, labels: &[&str]) -> u64 {
+    let admin = stack.proxy.admin_addr.expect("admin").to_string();
+    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+async fn wait_synced(stack: &Stack, resource: &str) {
+    for _ in 0..200 {
+        if metric_sum(stack, "kubeplex_cache_objects", &[&format!("resource=\"{resource}")]).await
+            > 0
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the {resource} cache never synced");
+}
+
+#[tokio::test]
+async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
+    let stack = Stack::new(small(), &[]).await;
+    let addr = stack.addr();
+    let path = "/api/v1/configmaps?resourceVersion=0";
+    let answers = join_all((0..50).map(|_| get_accept(&addr, path, JSON))).await;
+    // The cache's own load (a streaming list) is the only read of configmaps upstream.
+    let loads = stack.upstream_calls_of("configmaps", "LIST")
+        + stack.upstream_calls_of("configmaps", "WATCH");
+    let direct = get_accept(&stack.upstream(), path, JSON).await;
+    for a in &answers {
+        assert_eq!(a.status, 200);
+        assert!(a.body == direct.body, "a cold list differs from the apiserver's");
+    }
+    assert_eq!(loads, 1, "one upstream load for 50 cold lists");
+    assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
+    assert_eq!(stack.served_from("cache").await, 50);
+    let waited =
+        metric_sum(&stack, "kubeplex_cache_sync_waits_total", &["result=\"synced\""]).await;
+    assert!(waited >= 1, "the cold reads waited for the sync ({waited})");
+    assert_eq!(
+        metric_sum(&stack, "kubeplex_cache_sync_waits_total", &["result=\"timeout\""]).await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
+    let stack = Stack::new(small(), &[]).await;
+    let addr = stack.addr();
+    // Half start from the state at resourceVersion=0, half with a consistent WatchList (what
+    // client-go ≥ 1.35 sends): both are answered from the cache's first load.
+    let paths: Vec<String> = (0..200)
+        .map(|i| {
+            if i % 2 == 0 {
+                format!("{CMS}?watch=1&resourceVersion=0&timeoutSeconds=20")
+            } else {
+                format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=20")
+            }
+        })
+        .collect();
+    let mut watchers = join_all(paths.iter().map(|p| watch(&addr, p, JSON))).await;
+    // One upstream watch: the cache's streaming list. WatchLists that arrived after it was
+    // requested share one consistent-RV list (a LIST of one item), and need no probe when
+    // nothing moved.
+    let watches = stack.upstream_calls_of("configmaps", "WATCH");
+    let lists = stack.upstream_calls_of("configmaps", "LIST");
+    let state = get_accept(&stack.upstream(), CMS, JSON).await.json();
+    let names: Vec<String> = state["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    let list_rv = rv_of(&state);
+    for (i, w) in watchers.iter_mut().enumerate() {
+        assert_eq!(w.status, 200);
+        let mut got = Vec::new();
+        for _ in 0..names.len() {
+            let e = w.next().await;
+            assert_eq!(e["type"], "ADDED", "watcher {i}");
+            got.push(ev(&e).1);
+        }
+        assert_eq!(got, names, "watcher {i}: the state in key order");
+        if i % 2 == 1 {
+            let end = w.next().await;
+            assert_eq!(end["type"], "BOOKMARK");
+            assert_eq!(
+                end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+                "true"
+            );
+            assert!(rv_of(&end) >= list_rv, "the WatchList's state is consistent");
+        }
+    }
+    stack
+        .sim
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "after", "namespace": "team-0"}}))
+        .expect("create");
+    for w in &mut watchers {
+        assert_eq!(ev(&w.next().await).1, "after");
+    }
+    assert_eq!(watches, 1, "one upstream watch (the streaming list) for 200 cold watchers");
+    assert!(lists <= 1, "at most one shared consistent-RV list ({lists})");
+    assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
+    let proofs = |p: &'static str| {
+        let stack = &stack;
+        async move {
+            metric_sum(stack, "kubeplex_freshness_proofs_total", &[&format!("proof=\"{p}\"")]).await
+        }
+    };
+    assert_eq!(proofs("timeout").await, 0);
+    assert_eq!(
+        proofs("load").await + proofs("cache").await,
+        100,
+        "every WatchList shown consistent by the load it waited for, or the shared list"
+    );
+}
+
+#[tokio::test]
+async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cache() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    let current = move_cluster_on(&stack, "quiet");
+    let lists_before = stack.upstream_calls_of("configmaps", "LIST");
+    let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
+    let cache_before = stack.served_from("cache").await;
+
+    let started = Instant::now();
+    let ours = get_accept(&stack.addr(), CMS, JSON).await;
+    let took = started.elapsed();
+    // The proof's own calls: one limit=1 list and one short probe watch.
+    assert_eq!(stack.upstream_calls_of("configmaps", "LIST") - lists_before, 1);
+    assert_eq!(stack.upstream_calls_of("configmaps", "WATCH") - watches_before, 1);
+    let theirs = get_accept(&stack.upstream(), CMS, JSON).await;
+    assert_eq!(ours.status, 200);
+    assert_eq!(rv_of(&ours.json()), current, "the state at the upstream's current RV");
+    assert!(ours.body == theirs.body, "the consistent list equals the apiserver's");
+    assert_eq!(stack.served_from("cache").await, cache_before + 1, "answered from the cache");
+    assert!(took < Duration::from_millis(2300), "proven within ~2 s: took {took:?}");
+    println!("consistent list of a quiet resource answered in {took:?}");
+    assert_eq!(
+        metric_sum(
+            &stack,
+            "kubeplex_freshness_proofs_total",
+            &["read=\"consistent\"", "proof=\"probe\""]
+        )
+        .await,
+        1
+    );
+
+    // Proven once, the cache stays current while nothing moves: the next consistent read
+    // needs only the one-item list.
+    let again = get_accept(&stack.addr(), CMS, JSON).await;
+    assert!(again.body == theirs.body);
+    assert_eq!(stack.upstream_calls_of("configmaps", "WATCH") - watches_before, 1, "no new probe");
+}
+
+#[tokio::test]
+async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    let current = move_cluster_on(&stack, "wl");
+    let path = format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10");
+    let cache_before = stack.served_from("cache").await;
+    let started = Instant::now();
+    let mut ours = watch(&stack.addr(), &path, JSON).await;
+    let mut theirs = watch(&stack.upstream(), &path, JSON).await;
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    loop {
+        let line = ours.next_line_within(Duration::from_secs(5)).await.expect("event");
+        let end = line.windows(10).any(|w| w == b"\"BOOKMARK\"");
+        got.push(line);
+        if end {
+            break;
+        }
+    }
+    let took = started.elapsed();
+    while want.len() < got.len() {
+        want.push(theirs.next_line_within(Duration::from_secs(5)).await.expect("event"));
+    }
+    assert_eq!(got, want, "the state and the initial-events-end bookmark, byte for byte");
+    let end: Value = serde_json::from_slice(got.last().expect("end")).expect("json");
+    assert_eq!(rv_of(&end), current);
+    assert!(took < Duration::from_millis(2300), "proven within ~2 s: took {took:?}");
+    assert_eq!(stack.served_from("cache").await, cache_before + 1, "answered from the cache");
+    // Then it carries changes like any watch.
+    stack
+        .sim
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "later", "namespace": "team-0"}}))
+        .expect("create");
+    assert_eq!(ev(&ours.next().await), ev(&theirs.next().await));
+}
+
+#[tokio::test]
+async fn a_write_during_the_proof_is_either_in_the_answer_or_after_it() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    for round in 0..3 {
+        move_cluster_on(&stack, &format!("w{round}"));
+        let addr = stack.addr();
+        let read = tokio::spawn(async move { get_accept(&addr, CMS, JSON).await });
+        tokio::time::sleep(Duration::from_millis(300 * round + 100)).await;
+        stack
+            .sim
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("during-{round}"), "namespace": "team-0"}}))
+            .expect("create");
+        let ours = read.await.expect("read");
+        assert_eq!(ours.status, 200);
+        let list = ours.json();
+        // Whatever RV it is at, it is exactly the apiserver's state at that RV.
+        let exact = get_accept(
+            &stack.upstream(),
+            &format!("{CMS}?resourceVersion={}&resourceVersionMatch=Exact", rv_of(&list)),
+            JSON,
+        )
+        .await;
+        assert_eq!(norm_bytes(&list), norm_bytes(&exact.json()), "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    let name = get_accept(&stack.upstream(), CMS, JSON).await.json()["items"][0]["metadata"]
+        ["name"]
+        .as_str()
+        .expect("a configmap")
+        .to_string();
+    for (i, path) in [
+        "{CMS}?resourceVersion={RV}&resourceVersionMatch=NotOlderThan",
+        "{CMS}?resourceVersion={RV}",
+        "{CMS}/{NAME}?resourceVersion={RV}",
+    ]
+    .iter()
+    .enumerate()
+    {
+        // Each read with an RV the cluster reached through another resource.
+        let other = move_cluster_on(&stack, &format!("nt{i}"));
+        let path =
+            path.replace("{CMS}", CMS).replace("{RV}", &other.to_string()).replace("{NAME}", &name);
+        let cache_before = stack.served_from("cache").await;
+        let started = Instant::now();
+        let ours = get_accept(&stack.addr(), &path, JSON).await;
+        let took = started.elapsed();
+        let theirs = get_accept(&stack.upstream(), &path, JSON).await;
+        assert_eq!((ours.status, theirs.status), (theirs.status, 200), "{path}");
+        assert!(ours.body == theirs.body, "{path}: equals the apiserver's");
+        assert_eq!(stack.served_from("cache").await, cache_before + 1, "{path}: from the cache");
+        assert!(took < Duration::from_millis(2300), "{path}: took {took:?}");
+    }
+    // An RV ahead of the upstream too still gets the apiserver's 504 after its ~3 s.
+    let ahead = stack.sim.current_rv() + 1000;
+    let path = format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan");
+    let started = Instant::now();
+    let ours = get_accept(&stack.addr(), &path, JSON).await;
+    assert_eq!(ours.status, 504);
+    assert_eq!(ours.json()["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+    assert!(started.elapsed() >= Duration::from_millis(2900));
+}
