@@ -15,6 +15,7 @@ mod cached;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
+mod table;
 mod watch;
 
 use std::net::SocketAddr;
