@@ -109,6 +109,8 @@ fn extra_objects() -> Vec<Value> {
             "spec": {"containers": [{"name": "app", "image": "web:1"}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot", "namespace": "fx"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "fx", "labels": {"app": "web"}},
+            "data": {"a": "1"}}),
     ]
 }
 
@@ -421,4 +423,98 @@ async fn kubectl_get_prints_the_same_through_kubeplex() {
         }
         assert!(same, "kubectl {args:?}: every attempt straddled a second boundary");
     }
+}
+
+/// A watch event line through kubeplex against the apiserver's. Each server prints an event
+/// when it sends it, so the AGE of an object created seconds ago may tick between the two; a
+/// pair of lines that differs must be the same once cells that read as seconds ("0s", "1s")
+/// are blanked, and nothing else may differ.
+fn assert_same_event(ours: &[u8], theirs: &[u8], path: &str) {
+    if ours == theirs {
+        return;
+    }
+    let blank_ages = |line: &[u8]| {
+        let mut v: Value = serde_json::from_slice(line).expect("event is JSON");
+        for row in v["object"]["rows"].as_array_mut().into_iter().flatten() {
+            for cell in row["cells"].as_array_mut().into_iter().flatten() {
+                let age = cell.as_str().and_then(|s| s.strip_suffix('s'));
+                if age.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                    *cell = json!("<age>");
+                }
+            }
+        }
+        serde_json::to_string(&v).expect("json")
+    };
+    assert_eq!(
+        blank_ages(ours),
+        blank_ages(theirs),
+        "{path}: events differ in more than an age {}",
+        difference(ours, theirs)
+    );
+}
+
+#[tokio::test]
+async fn table_watches_come_from_the_cache() {
+    let stack = stack().await;
+    let rv = stack.sim.current_rv();
+    let state = objects_in(&stack, "/api/v1/namespaces/fx/configmaps").await;
+    let before = stack.served_from("cache").await;
+    // (query, events each stream carries for the changes below)
+    let starts = [
+        (format!("resourceVersion={rv}"), 4),
+        ("resourceVersion=0".to_string(), state + 4),
+        (format!("resourceVersion={rv}&labelSelector=app%3Dweb"), 3),
+        ("resourceVersion=0&fieldSelector=metadata.name%3Dw".to_string(), 4),
+    ];
+    let mut streams = Vec::new();
+    for (query, events) in &starts {
+        for include in INCLUDE {
+            let path = format!("/api/v1/namespaces/fx/configmaps?watch=1&{query}{include}");
+            let ours = watch(&stack.addr(), &path, TABLE).await;
+            let theirs = watch(&stack.upstream(), &path, TABLE).await;
+            assert_eq!((ours.status, theirs.status), (200, 200), "{path}");
+            let content_type = |w: &Watch| w.headers.get("content-type").cloned();
+            assert_eq!(content_type(&ours), content_type(&theirs), "{path}");
+            streams.push((path, *events, ours, theirs));
+        }
+    }
+    assert_eq!(
+        stack.served_from("cache").await,
+        before + streams.len() as u64,
+        "every Table watch was answered from the cache"
+    );
+    // Created, changed, moved out of `app=web` (DELETED for that watch), deleted.
+    let cm = |labels: Value, data: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "w", "namespace": "fx", "labels": labels}, "data": data})
+    };
+    stack.sim.create(cm(json!({"app": "web"}), json!({"a": "1"}))).expect("create");
+    stack.sim.modify("", "configmaps", "fx", "w", |v| v["data"]["b"] = json!("2")).expect("modify");
+    stack
+        .sim
+        .modify("", "configmaps", "fx", "w", |v| v["metadata"]["labels"]["app"] = json!("db"))
+        .expect("relabel");
+    stack.sim.delete("", "configmaps", "fx", "w").expect("delete");
+    for (path, events, ours, theirs) in &mut streams {
+        for i in 0..*events {
+            let theirs = theirs.next_line_within(STEP).await.expect("the apiserver's event");
+            let ours = ours.next_line_within(STEP).await.unwrap_or_else(|| {
+                panic!("{path}: event {i} missing; the apiserver sent {}", show(&theirs))
+            });
+            assert_same_event(&ours, &theirs, path);
+            let columns = &serde_json::from_slice::<Value>(&ours).expect("json")["object"]
+                ["columnDefinitions"];
+            assert_eq!(columns.is_array(), i == 0, "{path}: columns on the first event only");
+        }
+        let extra = ours.next_line_within(Duration::from_millis(200)).await;
+        assert!(extra.is_none(), "{path}: unexpected {:?}", extra.map(|l| show(&l)));
+    }
+    // Bookmarks in a Table watch are the apiserver's to render: passed through.
+    let cache = stack.served_from("cache").await;
+    let path = format!(
+        "/api/v1/namespaces/fx/configmaps?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+    );
+    let w = watch(&stack.addr(), &path, TABLE).await;
+    assert_eq!(w.status, 200);
+    assert_eq!(stack.served_from("cache").await, cache, "a Table watch with bookmarks");
 }

@@ -10,9 +10,12 @@
 //!   the apiserver's 400 to word, so the request passes through;
 //! - ages (AGE, LAST SEEN, restarts' "ago") are computed at the time of the request, as the
 //!   apiserver does, so a Table is never kept in the page cache.
+//!
+//! Watches (`kubectl get -w`) follow the JSON watch's rules too; see [`TableWatch`].
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
 
@@ -79,7 +82,83 @@ pub(super) fn list(
 /// The cached item as its GET object (kind and apiVersion first, as the apiserver prints it
 /// into a row with `includeObject=Object`), parsed.
 fn parse(info: &ResourceInfo, obj: &CachedObject) -> Result<Value, String> {
-    let bytes = meta::with_type_meta(&obj.body, &info.api_version(), &info.kind)
-        .map_err(|e| e.to_string())?;
+    parse_bytes(info, &obj.body)
+}
+
+fn parse_bytes(info: &ResourceInfo, body: &[u8]) -> Result<Value, String> {
+    let bytes =
+        meta::with_type_meta(body, &info.api_version(), &info.kind).map_err(|e| e.to_string())?;
     serde_json::from_slice(&bytes).map_err(|e| format!("cached {} object: {e}", info.kind))
+}
+
+/// A Table watch (`kubectl get -w`): the cache's JSON event frames, each object printed on its
+/// own for this watcher, as the apiserver's `watchEmbeddedEncoder` converts every event; only
+/// the first event carries `columnDefinitions` (it sets `NoHeaders` after it), later ones
+/// `null`. The watcher is fed the whole-object JSON frames the fan-out already encodes for
+/// JSON watchers, so other watchers pay nothing for it; each Table watcher prints its own
+/// events.
+pub(super) struct TableWatch {
+    info: Arc<ResourceInfo>,
+    include: IncludeObject,
+    /// No event has been sent yet: the next one carries the column definitions.
+    first: bool,
+}
+
+/// A Table watch the cache can print, or `None` to pass it through.
+pub(super) fn watch(
+    info: &Arc<ResourceInfo>,
+    neg: &Negotiated,
+    opts: &ListOptions,
+) -> Option<TableWatch> {
+    let include = requested(info, neg, opts)?;
+    // A BOOKMARK goes through the same Table conversion as any object in the apiserver
+    // (`watchEncoder.doEncode`), a rendering no capture shows: such watches pass through.
+    // `kubectl get -w` does not ask for bookmarks.
+    if opts.allow_watch_bookmarks {
+        return None;
+    }
+    Some(TableWatch { info: info.clone(), include, first: true })
+}
+
+impl TableWatch {
+    /// The ADDED event of an object of the initial state (a cached item's bytes).
+    pub(super) fn initial(&mut self, body: &[u8]) -> Result<Bytes, String> {
+        let object = parse_bytes(&self.info, body)?;
+        Ok(Bytes::from(self.event("ADDED", &object)))
+    }
+
+    /// Queued frames (whole-object JSON events, one line each) as Table events. A frame that
+    /// cannot be read is left out and logged, as the fan-out does with an object it cannot
+    /// encode.
+    pub(super) fn frames<'a>(&mut self, frames: impl Iterator<Item = &'a [u8]>) -> Bytes {
+        let mut out = Vec::new();
+        for frame in frames {
+            match self.frame(frame) {
+                Ok(printed) => out.extend_from_slice(&printed),
+                Err(error) => {
+                    tracing::error!(%error, "cannot print a watch event as a Table; not sent")
+                }
+            }
+        }
+        Bytes::from(out)
+    }
+
+    fn frame(&mut self, frame: &[u8]) -> Result<Vec<u8>, String> {
+        let event = meta::parse_watch_event_json(frame).map_err(|e| e.to_string())?;
+        // A Status (the ERROR of an ended watch) is not converted (`doTransformObject`).
+        if event.event_type == "ERROR" {
+            return Ok(frame.to_vec());
+        }
+        let object: Value =
+            serde_json::from_slice(event.object).map_err(|e| format!("watch event object: {e}"))?;
+        Ok(self.event(&event.event_type, &object))
+    }
+
+    fn event(&mut self, event_type: &str, object: &Value) -> Vec<u8> {
+        let first = std::mem::replace(&mut self.first, false);
+        let (resource, group) = (&self.info.resource, &self.info.group);
+        let table =
+            table::table_for_watch_event(resource, group, object, self.include, Utc::now(), first);
+        meta::watch_event_json(event_type, &table)
+    }
 }
