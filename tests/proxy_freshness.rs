@@ -138,7 +138,10 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
         assert_eq!(ev(&w.next().await).1, "after");
     }
     assert_eq!(watches, 1, "one upstream watch (the streaming list) for 200 cold watchers");
-    assert!(lists <= 1, "at most one shared consistent-RV list ({lists})");
+    // WatchLists that arrived after the load was requested share a consistent-RV list; one is in
+    // flight at a time and the next gathers every reader that arrived meanwhile, so a burst
+    // of connections costs a few at most, never one per watcher.
+    assert!(lists <= 3, "a few shared consistent-RV lists at most ({lists})");
     assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
     let proofs = |p: &'static str| {
         let stack = &stack;

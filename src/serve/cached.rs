@@ -35,6 +35,7 @@ use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
 use crate::wire::selector::fields_by_kind::{self, FieldRules};
 use crate::wire::selector::{FieldSelector, LabelSelector};
 use crate::wire::status::Status;
+use crate::wire::table::IncludeObject;
 use crate::wire::{continue_token, gzip, proto};
 
 const META_API_VERSION: &str = "meta.k8s.io/v1";
@@ -48,6 +49,8 @@ const STREAM_LIST_BYTES: usize = 256 * 1024;
 enum Shape {
     Object,
     Metadata,
+    /// A `meta.k8s.io/v1` Table, printed from the JSON cache (`table.rs`).
+    Table(IncludeObject),
 }
 
 /// Answers the request from the cache, or returns `None` to have it passed through.
@@ -72,8 +75,15 @@ pub async fn try_answer(
         return None;
     }
     let read = if rp.name.is_some() { Read::Get } else { Read::List };
-    let (encoding, metadata) = cache_form(info, &neg, read)?;
-    let shape = if metadata { Shape::Metadata } else { Shape::Object };
+    // --- Tables (kubectl get): the JSON cache, printed (table.rs).
+    let (encoding, shape) = match super::table::requested(info, &neg, opts) {
+        Some(include) => (Encoding::Json, Shape::Table(include)),
+        None => {
+            let (encoding, metadata) = cache_form(info, &neg, read)?;
+            (encoding, if metadata { Shape::Metadata } else { Shape::Object })
+        }
+    };
+    // --- end Tables
     // Only a request the cache could answer starts (or keeps alive) a cache: a consistent get
     // (no resourceVersion) never does, so a `kubectl get secret x` does not make kubeplex list
     // and watch every secret; a consistent list does when proofs are on.
@@ -133,7 +143,7 @@ pub(super) enum Read {
 }
 
 /// The cache (by encoding) that answers what the client negotiated, and whether it asked for
-/// metadata only; `None` for what only the apiserver writes: Table (per-kind printers), YAML,
+/// metadata only; `None` for what only the apiserver writes: Table (but see `table.rs`), YAML,
 /// the v1beta1 meta types, protobuf metadata of custom resources, and a metadata type that does
 /// not fit the read (PartialObjectMetadataList for a get, or the other way round: its 406).
 /// A watch's events carry PartialObjectMetadata whichever of the two the client named.
@@ -334,6 +344,7 @@ fn encode_object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
         (Encoding::Protobuf, Shape::Metadata) => {
             proto::partial_object_metadata(&obj.body, META_API_VERSION).map_err(|e| e.to_string())
         }
+        (_, Shape::Table(include)) => super::table::object(info, obj, include),
     };
     finish(result, out, None)
 }
@@ -345,6 +356,8 @@ fn encode_list(
     page_key: Option<&str>,
 ) -> Response<Body> {
     let info = out.info;
+    // A Table's ages are of the moment it is printed: never kept in the page cache.
+    let page_key = page_key.filter(|_| !matches!(out.shape, Shape::Table(_)));
     let size: usize = items.iter().map(|o| o.body.len()).sum();
     if size >= STREAM_LIST_BYTES && !gzip::accepts_gzip(out.headers) {
         let bodies: Vec<bytes::Bytes> = items.iter().map(|o| o.body.clone()).collect();
@@ -382,6 +395,7 @@ fn encode_list(
             proto::partial_object_metadata_list(META_API_VERSION, meta_out, &bodies)
                 .map_err(|e| e.to_string())
         }
+        (_, Shape::Table(include)) => super::table::list(info, items, meta_out, include),
     };
     finish(result, out, page_key)
 }

@@ -16,6 +16,7 @@ mod fresh;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
+mod table;
 mod watch;
 
 use std::net::SocketAddr;

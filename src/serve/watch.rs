@@ -68,7 +68,13 @@ pub async fn try_watch(
     if pretty {
         return None;
     }
-    let (encoding, metadata) = super::cached::cache_form(info, &neg, Read::Watch)?;
+    // --- Tables (kubectl get -w): whole-object JSON frames, printed per watcher (table.rs).
+    let table = super::table::watch(info, &neg, opts);
+    let (encoding, metadata) = match table {
+        Some(_) => (Encoding::Json, false),
+        None => super::cached::cache_form(info, &neg, Read::Watch)?,
+    };
+    // --- end Tables
     let filter = filter(info, encoding, rp, opts)?;
     let cache = state.caches.get_or_start(info, encoding);
     if !fresh::synced(state, &cache).await {
@@ -165,6 +171,7 @@ pub async fn try_watch(
         last_rv: reg.position,
         done: false,
         cache,
+        table,
     };
     Some(stream_response(&encoder, body.boxed()))
 }
@@ -218,6 +225,8 @@ struct WatchBody {
     /// The newest RV the client has been sent (events or bookmarks), or started from.
     last_rv: u64,
     done: bool,
+    /// A Table watch's printer (table.rs).
+    table: Option<super::table::TableWatch>,
 }
 
 impl Drop for WatchBody {
@@ -241,7 +250,11 @@ impl WatchBody {
         let mut out = BytesMut::new();
         while out.len() < CHUNK {
             let Some(object) = self.initial.pop_front() else { break };
-            match self.encoder.event("ADDED", &object.body, self.metadata) {
+            let frame = match self.table.as_mut() {
+                Some(table) => table.initial(&object.body),
+                None => self.encoder.event("ADDED", &object.body, self.metadata),
+            };
+            match frame {
                 Ok(frame) => out.extend_from_slice(&frame),
                 Err(error) => {
                     tracing::error!(%error, key = %object.key, "cannot encode a cached object; left out of a watch")
@@ -286,6 +299,10 @@ impl http_body::Body for WatchBody {
             Next::Frames(frames) => {
                 let received = frames.first().map(|q| q.received);
                 this.last_rv = frames.iter().map(|q| q.rv).fold(this.last_rv, u64::max);
+                if let Some(table) = this.table.as_mut() {
+                    let printed = table.frames(frames.iter().map(|q| q.frame.as_ref()));
+                    return this.data(printed, received);
+                }
                 let bytes = match frames.as_slice() {
                     [one] => one.frame.clone(),
                     many => {

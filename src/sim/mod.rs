@@ -34,7 +34,6 @@ mod respond;
 pub mod seed;
 mod server;
 pub mod store;
-pub mod table;
 mod table_glue;
 mod watch;
 mod write;

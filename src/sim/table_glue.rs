@@ -1,13 +1,13 @@
-//! Table output (`kubectl get`) for the sim's objects, through the table printers.
+//! Table output (`kubectl get`) for the sim's objects, through the printers in `wire::table`.
 
 use std::sync::Arc;
 
 use super::encode::ListMeta;
 use super::kinds::Kind;
 use super::store::Obj;
-use super::table::{self, IncludeObject, ListMetaOut};
 use crate::wire::request::ListOptions;
 use crate::wire::status::Status;
+use crate::wire::table::{self, IncludeObject, ListMetaOut};
 
 fn include(opts: &ListOptions) -> Result<IncludeObject, Status> {
     IncludeObject::from_query(opts.include_object.as_deref())

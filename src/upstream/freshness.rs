@@ -29,6 +29,7 @@
 //! cache's RV. A consistent *get* passes through: it costs the upstream one small request
 //! either way (the proof's `limit=1` list, or the get itself), and the get is faster.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -100,6 +101,9 @@ pub struct Freshness {
     fetching: tokio::sync::Mutex<()>,
     /// The probe under way; its result says whether it moved the cache.
     probe: Mutex<Option<Shared<bool>>>,
+    /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
+    /// woken by the move can tell who moved it).
+    probed_to: AtomicU64,
 }
 
 impl Freshness {
@@ -115,6 +119,7 @@ impl Freshness {
             next_fetch: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
             probe: Mutex::new(None),
+            probed_to: AtomicU64::new(0),
         }
     }
 
@@ -219,7 +224,8 @@ impl Freshness {
             };
             tokio::select! {
                 reached = cache.wait_for(rv, left) => {
-                    return reached.ok().map(|_| Proof::Watch);
+                    let by_probe = self.probed_to.load(Ordering::Acquire) >= rv;
+                    return reached.ok().map(|_| if by_probe { Proof::Probe } else { Proof::Watch });
                 }
                 moved = probe_done => {
                     if cache.resource_version() >= rv {
@@ -311,6 +317,7 @@ impl Freshness {
                 if cache.wait_for(events_through, left).await.is_err() {
                     return false;
                 }
+                self.probed_to.fetch_max(rv, Ordering::AcqRel);
                 return cache.mark_progress(epoch, events_through, rv);
             }
             if lines.len() > MAX_PROBE_LINE {

@@ -11,3 +11,4 @@ pub mod proto;
 pub mod request;
 pub mod selector;
 pub mod status;
+pub mod table;

@@ -91,9 +91,53 @@ pub fn table_for_list(
     include: IncludeObject,
     now: DateTime<Utc>,
 ) -> Vec<u8> {
-    let mut out = write_table(resource, group, objects, &list_meta, true, include, now);
-    out.push(b'\n');
-    out
+    let mut table = ListTable::new(resource, group, &list_meta, include, now, objects.len());
+    for obj in objects {
+        table.push(obj);
+    }
+    table.finish()
+}
+
+/// A list's Table written row by row: a caller that holds objects as bytes (kubeplex's cache)
+/// can parse one object, print its row and drop it, rather than hold the whole list parsed.
+pub struct ListTable {
+    out: Vec<u8>,
+    printer: Printer,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+    rows: usize,
+}
+
+impl ListTable {
+    /// The Table's head (metadata and column definitions); `capacity` is the expected row count.
+    pub fn new(
+        resource: &str,
+        group: &str,
+        list_meta: &ListMetaOut,
+        include: IncludeObject,
+        now: DateTime<Utc>,
+        capacity: usize,
+    ) -> Self {
+        let printer = printer_for(resource, group);
+        let mut out = Vec::with_capacity(1024 + 512 * capacity);
+        write_head(&mut out, printer, list_meta, true);
+        ListTable { out, printer, include, now, rows: 0 }
+    }
+
+    /// Appends the row of the next object in list order.
+    pub fn push(&mut self, obj: &Value) {
+        if self.rows > 0 {
+            self.out.push(b',');
+        }
+        write_row(&mut self.out, &self.printer.row(obj, self.now), obj, self.include);
+        self.rows += 1;
+    }
+
+    /// The response body, with encoding/json's trailing newline.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.out.extend_from_slice(b"]}\n");
+        self.out
+    }
 }
 
 /// The response body (with encoding/json's trailing newline) of a get as a Table: one row,
@@ -149,6 +193,10 @@ struct Row {
     conditions: &'static [RowCondition],
 }
 
+fn printer_for(resource: &str, group: &str) -> Printer {
+    Printer::for_resource(resource, group).unwrap_or(Printer::Custom)
+}
+
 fn write_table(
     resource: &str,
     group: &str,
@@ -158,31 +206,9 @@ fn write_table(
     include: IncludeObject,
     now: DateTime<Utc>,
 ) -> Vec<u8> {
-    let printer = Printer::for_resource(resource, group).unwrap_or(Printer::Custom);
+    let printer = printer_for(resource, group);
     let mut out = Vec::with_capacity(1024 + 512 * objects.len());
-    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"#);
-    // ListMeta: every field is omitempty; remainingItemCount is a pointer.
-    let mut sep = "";
-    if !meta.resource_version.is_empty() {
-        out.extend_from_slice(br#""resourceVersion":"#);
-        push_string(&mut out, &meta.resource_version);
-        sep = ",";
-    }
-    if let Some(token) = meta.continue_token.as_deref().filter(|t| !t.is_empty()) {
-        out.extend_from_slice(format!(r#"{sep}"continue":"#).as_bytes());
-        push_string(&mut out, token);
-        sep = ",";
-    }
-    if let Some(n) = meta.remaining_item_count {
-        out.extend_from_slice(format!(r#"{sep}"remainingItemCount":{n}"#).as_bytes());
-    }
-    out.extend_from_slice(br#"},"columnDefinitions":"#);
-    if headers {
-        write_columns(&mut out, printer.columns());
-    } else {
-        out.extend_from_slice(b"null");
-    }
-    out.extend_from_slice(br#","rows":["#);
+    write_head(&mut out, printer, meta, headers);
     for (i, obj) in objects.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -191,6 +217,34 @@ fn write_table(
     }
     out.extend_from_slice(b"]}");
     out
+}
+
+/// Everything up to the first row: `metadata`, `columnDefinitions` (`null` without
+/// `headers`) and the opening of `rows`.
+fn write_head(out: &mut Vec<u8>, printer: Printer, meta: &ListMetaOut, headers: bool) {
+    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"#);
+    // ListMeta: every field is omitempty; remainingItemCount is a pointer.
+    let mut sep = "";
+    if !meta.resource_version.is_empty() {
+        out.extend_from_slice(br#""resourceVersion":"#);
+        push_string(out, &meta.resource_version);
+        sep = ",";
+    }
+    if let Some(token) = meta.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        out.extend_from_slice(format!(r#"{sep}"continue":"#).as_bytes());
+        push_string(out, token);
+        sep = ",";
+    }
+    if let Some(n) = meta.remaining_item_count {
+        out.extend_from_slice(format!(r#"{sep}"remainingItemCount":{n}"#).as_bytes());
+    }
+    out.extend_from_slice(br#"},"columnDefinitions":"#);
+    if headers {
+        write_columns(out, printer.columns());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(br#","rows":["#);
 }
 
 fn write_columns(out: &mut Vec<u8>, columns: &[Column]) {

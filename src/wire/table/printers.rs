@@ -1,6 +1,7 @@
-//! Row printers of pkg/printers/internalversion/printers.go for the kinds the sim serves, and
-//! the custom-resource default (apiextensions' tableconvertor with the logically defaulted
-//! "Age" column). All run wide, as the apiserver's TableConvertor does.
+//! Row printers of pkg/printers/internalversion/printers.go for the kinds the sim serves (and
+//! kubeplex's cache answers Tables for), and the custom-resource default (apiextensions'
+//! tableconvertor with the logically defaulted "Age" column). All run wide, as the apiserver's
+//! TableConvertor does.
 
 use std::collections::BTreeSet;
 
