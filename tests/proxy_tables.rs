@@ -386,8 +386,8 @@ async fn kubectl(kubeconfig: &std::path::Path, home: &std::path::Path, args: &[&
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// kubectl reads with resourceVersion unset (a consistent read): whether kubeplex serves it
-/// from the cache is not this test's concern, only that kubectl prints the same.
+/// kubectl reads with resourceVersion unset (a consistent read): kubeplex proves its cache
+/// current and prints the Tables from it (no LIST passes through), the same as the apiserver.
 #[tokio::test]
 async fn kubectl_get_prints_the_same_through_kubeplex() {
     let stack = stack().await;
@@ -407,7 +407,20 @@ async fn kubectl_get_prints_the_same_through_kubeplex() {
         let mut same = false;
         for _attempt in 0..5 {
             let started = SystemTime::now();
+            let (lists_up, lists_cached) = (
+                stack.served_verb_from("LIST", "upstream").await,
+                stack.served_verb_from("LIST", "cache").await,
+            );
             let ours = kubectl(&via, &h1, args).await;
+            assert_eq!(
+                stack.served_verb_from("LIST", "upstream").await,
+                lists_up,
+                "kubectl {args:?}: a list passed through"
+            );
+            assert!(
+                stack.served_verb_from("LIST", "cache").await > lists_cached,
+                "kubectl {args:?}: answered from the cache"
+            );
             let theirs = kubectl(&direct, &h2, args).await;
             let ended = SystemTime::now();
             assert!(ours.lines().count() > 1, "kubectl {args:?}: {ours}");

@@ -113,6 +113,20 @@ impl Stack {
             .unwrap_or(0)
     }
 
+    /// `kubeplex_requests_total` for a source and verb (`LIST`, `GET`, `WATCH`), summed.
+    pub async fn served_verb_from(&self, verb: &str, source: &str) -> u64 {
+        let admin = self.proxy.admin_addr.expect("admin").to_string();
+        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        text.lines()
+            .filter(|l| {
+                l.starts_with("kubeplex_requests_total{")
+                    && l.contains(&format!("source=\"{source}\""))
+                    && l.contains(&format!("verb=\"{verb}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// `kubeplex_requests_total` for a source, summed.
     pub async fn served_from(&self, source: &str) -> u64 {
         let admin = self.proxy.admin_addr.expect("admin").to_string();
