@@ -92,6 +92,10 @@ struct CacheArgs {
     /// shared by all waiting reads), then pass through; 0s: always pass through.
     #[arg(long, env = "KUBEPLEX_CONSISTENT_READ_WAIT", default_value = "3s", value_parser = parse_duration)]
     consistent_read_wait: std::time::Duration,
+    /// A consistent list smaller than this (bytes of its objects) passes through rather than
+    /// wait ~1.5 s for a bookmark probe of its own; larger ones, and watches, are proven.
+    #[arg(long, env = "KUBEPLEX_CONSISTENT_LIST_PROBE_MIN_BYTES", default_value_t = FreshnessConfig::PROBE_MIN_LIST_BYTES)]
+    consistent_list_probe_min_bytes: usize,
     #[command(flatten)]
     watch: WatchArgs,
 }
@@ -153,6 +157,7 @@ impl CacheArgs {
             freshness: FreshnessConfig {
                 sync_wait: self.cache_sync_wait,
                 consistent_wait: self.consistent_read_wait,
+                probe_min_list_bytes: self.consistent_list_probe_min_bytes,
             },
         }
     }
@@ -309,6 +314,7 @@ async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         preload: vec!["pods".into(), "configmaps".into()],
         cache_sync_wait: FreshnessConfig::SYNC_WAIT,
         consistent_read_wait: FreshnessConfig::CONSISTENT_WAIT,
+        consistent_list_probe_min_bytes: FreshnessConfig::PROBE_MIN_LIST_BYTES,
         watch: WatchArgs::default(),
     };
     let proxy =

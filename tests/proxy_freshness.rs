@@ -8,7 +8,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use kubeplex::cache::fanout::WatchConfig;
+use kubeplex::cache::resource::FreshnessConfig;
 use kubeplex::sim::seed::ClusterShape;
+use kubeplex::sim::SimBuilder;
 use serde_json::{json, Value};
 use support::stack::Stack;
 use support::*;
@@ -157,9 +160,16 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
     );
 }
 
+/// kubeplex with every consistent list worth a probe (the default spares lists under 1 MiB).
+async fn probing_every_list() -> Stack {
+    let freshness = FreshnessConfig { probe_min_list_bytes: 0, ..FreshnessConfig::default() };
+    let (idle, watch) = (Duration::from_secs(600), WatchConfig::default());
+    Stack::build_full(SimBuilder::new(), small(), &["configmaps"], idle, watch, freshness).await
+}
+
 #[tokio::test]
 async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cache() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = probing_every_list().await;
     wait_synced(&stack, "configmaps").await;
     let current = move_cluster_on(&stack, "quiet");
     let lists_before = stack.upstream_calls_of("configmaps", "LIST");
@@ -234,9 +244,43 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     assert_eq!(ev(&ours.next().await), ev(&theirs.next().await));
 }
 
+/// The rule for small lists: a consistent list that would need a probe of its own, and whose
+/// objects come to less than 1 MiB, passes through (milliseconds, and cheaper for the upstream
+/// than a probe); once a probe is under way, or the cache is current, it is served.
+#[tokio::test]
+async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_current() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    move_cluster_on(&stack, "small");
+    let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
+    let (cache_before, upstream_before) =
+        (stack.served_from("cache").await, stack.served_from("upstream").await);
+    let started = Instant::now();
+    let ours = get_accept(&stack.addr(), CMS, JSON).await;
+    let took = started.elapsed();
+    let theirs = get_accept(&stack.upstream(), CMS, JSON).await;
+    assert!(ours.body == theirs.body);
+    assert_eq!(stack.served_from("upstream").await, upstream_before + 1, "passed through");
+    assert_eq!(stack.served_from("cache").await, cache_before);
+    assert!(took < Duration::from_millis(500), "no probe waited for: {took:?}");
+    assert_eq!(stack.upstream_calls_of("configmaps", "WATCH"), watches_before, "no probe");
+    assert_eq!(
+        metric_sum(&stack, "kubeplex_freshness_proofs_total", &["proof=\"declined\""]).await,
+        1
+    );
+    // A WatchList proves the cache (its probe is always worth it); then the same small list,
+    // with nothing moved since, is answered from the cache.
+    let path = format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5");
+    let mut w = watch(&stack.addr(), &path, JSON).await;
+    while w.next().await["type"] != "BOOKMARK" {}
+    let again = get_accept(&stack.addr(), CMS, JSON).await;
+    assert!(again.body == theirs.body);
+    assert_eq!(stack.served_from("cache").await, cache_before + 2, "the WatchList and the list");
+}
+
 #[tokio::test]
 async fn a_write_during_the_proof_is_either_in_the_answer_or_after_it() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = probing_every_list().await;
     wait_synced(&stack, "configmaps").await;
     for round in 0..3 {
         move_cluster_on(&stack, &format!("w{round}"));

@@ -98,8 +98,12 @@ pub async fn try_answer(
     if !fresh::synced(state, &cache).await {
         return None;
     }
-    if consistent && !fresh::consistent(state, &cache, arrived).await {
-        return None;
+    if consistent {
+        let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
+        let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
+        if !fresh::consistent(state, &cache, arrived, worth_it).await {
+            return None;
+        }
     }
     let page_key = format!(
         "{}|{shape:?}|{}|{}",
@@ -119,6 +123,28 @@ pub async fn try_answer(
     match &rp.name {
         Some(name) => get(state, &cache, rp, opts, name, &out).await,
         None => list(state, &cache, rp, opts, &out).await,
+    }
+}
+
+/// The bytes of the objects a list of `namespace` (all namespaces: `None`) would read: what
+/// decides whether a consistent list is worth a bookmark probe. The probe costs the upstream a
+/// one-item list and a 3 s watch and the client ~1.5 s; passing a list through costs the
+/// apiserver its serialization (tens of MB/s: a 10,000-pod list takes it 2–3 s) and the client
+/// milliseconds when it is small. Measured against the fake apiserver (debug build): a 12-item
+/// list passed through in 1–4 ms; proven by probe in 1.6–1.95 s; served from an already-current
+/// cache in 1–7 ms.
+fn scope_bytes(snap: &Snapshot, namespace: Option<&str>) -> usize {
+    let items = snap.items();
+    match namespace.filter(|ns| !ns.is_empty()) {
+        Some(ns) => {
+            let prefix = format!("{ns}/");
+            items
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .map(|(_, o)| o.body.len())
+                .sum()
+        }
+        None => items.values().map(|o| o.body.len()).sum(),
     }
 }
 

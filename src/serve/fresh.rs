@@ -34,10 +34,13 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
 
 /// Whether the cache is shown to hold the upstream's state as of `arrived` (a consistent read:
 /// resourceVersion unset), within the proof's budget; if not, the read passes through.
+/// `probe_worth_it` says, when a probe of its own would be needed, whether the read is worth
+/// one (see `cached::probe_worth_it`).
 pub async fn consistent(
     state: &ProxyState,
     cache: &ResourceCache,
     arrived: std::time::Instant,
+    probe_worth_it: impl FnOnce() -> bool,
 ) -> bool {
     let Some(freshness) = cache.freshness() else { return false };
     let budget = freshness.budget();
@@ -45,9 +48,13 @@ pub async fn consistent(
         return false;
     }
     let started = std::time::Instant::now();
-    let proof = freshness.consistent(cache, arrived, Instant::now() + budget).await;
-    observe(state, cache, "consistent", proof.map(|p| p.as_str()), started);
-    proof.is_some()
+    let proof = freshness.consistent(cache, arrived, Instant::now() + budget, probe_worth_it).await;
+    let label = match proof {
+        Ok(p) => p.as_str(),
+        Err(e) => e.as_str(),
+    };
+    observe(state, cache, "consistent", Some(label), started);
+    proof.is_ok()
 }
 
 /// Waits for the cache to reach `rv` (a not-older-than read), like the apiserver's watch cache
@@ -77,7 +84,9 @@ async fn reach(cache: &ResourceCache, rv: u64, deadline: Instant) -> Option<&'st
             let deadline = deadline.min(Instant::now() + f.budget());
             match tokio::time::timeout_at(deadline, f.current_rv()).await {
                 // The upstream is past `rv`: the cache can be shown to be there too.
-                Ok(Some(current)) if current >= rv => f.reach(cache, rv, deadline).await,
+                Ok(Some(current)) if current >= rv => {
+                    f.reach(cache, rv, deadline, || true).await.ok()
+                }
                 _ => None,
             }
         }

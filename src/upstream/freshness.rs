@@ -87,6 +87,24 @@ impl Proof {
     }
 }
 
+/// Why a read was not shown fresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotProven {
+    /// Not within the budget (or the upstream could not be asked).
+    Timeout,
+    /// A probe would be needed and the caller judged passing through cheaper (a small list).
+    Declined,
+}
+
+impl NotProven {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotProven::Timeout => "timeout",
+            NotProven::Declined => "declined",
+        }
+    }
+}
+
 /// A result every waiter of one single-flight operation gets: `None` while it runs.
 type Shared<T> = watch::Receiver<Option<T>>;
 
@@ -129,23 +147,28 @@ impl Freshness {
     }
 
     /// Waits until the cache holds a state at least as new as the upstream's when the read
-    /// arrived (at `arrived`); how that was shown, or `None` when it could not be before
-    /// `deadline`.
+    /// arrived (at `arrived`); how that was shown, or why not by `deadline`. `probe_worth_it`
+    /// is asked, only when a probe of its own would be needed, whether the read is worth one.
     pub async fn consistent(
         self: &Arc<Self>,
         cache: &ResourceCache,
         arrived: std::time::Instant,
         deadline: Instant,
-    ) -> Option<Proof> {
+        probe_worth_it: impl FnOnce() -> bool,
+    ) -> Result<Proof, NotProven> {
         if cache.loaded_since(arrived) {
-            return Some(Proof::Load);
+            return Ok(Proof::Load);
         }
-        let current = tokio::time::timeout_at(deadline, self.current_rv()).await.ok()??;
+        let current = tokio::time::timeout_at(deadline, self.current_rv())
+            .await
+            .ok()
+            .flatten()
+            .ok_or(NotProven::Timeout)?;
         // A load requested while the list was in flight may have answered already.
         if cache.loaded_since(arrived) {
-            return Some(Proof::Load);
+            return Ok(Proof::Load);
         }
-        self.reach(cache, current, deadline).await
+        self.reach(cache, current, deadline, probe_worth_it).await
     }
 
     /// The upstream's current RV, from a consistent `limit=1` list sent after this call.
@@ -198,25 +221,29 @@ impl Freshness {
         list.metadata.resource_version.parse().ok()
     }
 
-    /// Waits until the cache has reached `rv`, through its own watch or a probe; `None` when it
-    /// has not by `deadline`.
+    /// Waits until the cache has reached `rv`, through its own watch or a probe. A probe is
+    /// joined if one is under way; a new one is started only if `probe_worth_it()`.
     pub async fn reach(
         self: &Arc<Self>,
         cache: &ResourceCache,
         rv: u64,
         deadline: Instant,
-    ) -> Option<Proof> {
+        probe_worth_it: impl FnOnce() -> bool,
+    ) -> Result<Proof, NotProven> {
         if cache.resource_version() >= rv {
-            return Some(Proof::Cache);
+            return Ok(Proof::Cache);
         }
         let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
         if cache.wait_for(rv, grace).await.is_ok() {
-            return Some(Proof::Watch);
+            return Ok(Proof::Watch);
+        }
+        if !self.probing() && !probe_worth_it() {
+            return Err(NotProven::Declined);
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return None;
+                return Err(NotProven::Timeout);
             }
             let mut probe = self.probe();
             let probe_done = async move {
@@ -225,11 +252,15 @@ impl Freshness {
             tokio::select! {
                 reached = cache.wait_for(rv, left) => {
                     let by_probe = self.probed_to.load(Ordering::Acquire) >= rv;
-                    return reached.ok().map(|_| if by_probe { Proof::Probe } else { Proof::Watch });
+                    return match reached {
+                        Ok(_) if by_probe => Ok(Proof::Probe),
+                        Ok(_) => Ok(Proof::Watch),
+                        Err(_) => Err(NotProven::Timeout),
+                    };
                 }
                 moved = probe_done => {
                     if cache.resource_version() >= rv {
-                        return Some(Proof::Probe);
+                        return Ok(Proof::Probe);
                     }
                     // A probe that moved nothing (a relist under way, an upstream error) is
                     // not retried at once; one that moved the cache short of `rv` (it began
@@ -240,6 +271,12 @@ impl Freshness {
                 }
             }
         }
+    }
+
+    /// Whether a probe is under way (joining it costs the upstream nothing more).
+    fn probing(&self) -> bool {
+        let slot = self.probe.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().is_some_and(|rx| rx.borrow().is_none())
     }
 
     /// The probe under way, or a new one.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::resource::CachesConfig;
+use kubeplex::cache::resource::{CachesConfig, FreshnessConfig};
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
@@ -51,6 +51,18 @@ impl Stack {
         idle: Duration,
         watch: WatchConfig,
     ) -> Stack {
+        Self::build_full(builder, shape, preload, idle, watch, FreshnessConfig::default()).await
+    }
+
+    /// With the fan-out tuned by `watch` and the cold-start and freshness waits by `freshness`.
+    pub async fn build_full(
+        builder: SimBuilder,
+        shape: ClusterShape,
+        preload: &[&str],
+        idle: Duration,
+        watch: WatchConfig,
+        freshness: FreshnessConfig,
+    ) -> Stack {
         let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-proxy-{}-{}",
@@ -67,7 +79,7 @@ impl Stack {
             idle_timeout: idle,
             preload: preload.iter().map(|s| s.to_string()).collect(),
             watch,
-            freshness: Default::default(),
+            freshness,
         };
         let proxy = Proxy::start(
             upstream,
