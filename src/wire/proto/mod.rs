@@ -16,6 +16,7 @@
 mod codec;
 mod empty_objects;
 mod envelope;
+pub mod fields;
 mod object;
 mod status;
 mod watch;
