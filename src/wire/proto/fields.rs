@@ -208,7 +208,7 @@ pub fn selectable_fields<'a>(
     };
     if !sources.is_empty() {
         let mut first_taken = 0u64;
-        walk(raw_message, &mut Prefix::default(), sources, &mut fields.values, &mut first_taken)?;
+        walk(raw_message, Prefix::default(), sources, &mut fields.values, &mut first_taken)?;
         for (source, value) in sources.iter().zip(&fields.values) {
             match (source.scalar, value) {
                 (_, None)
@@ -244,7 +244,7 @@ impl Prefix {
 /// walked.
 fn walk<'a>(
     message: &'a [u8],
-    prefix: &mut Prefix,
+    prefix: Prefix,
     sources: &'static [Source],
     values: &mut [Option<Value<'a>>],
     first_taken: &mut u64,
@@ -277,12 +277,12 @@ fn walk<'a>(
             let Value::Len(inner) = value else {
                 return Err(Error::WrongWireType("embedded message"));
             };
-            let mut inner_prefix = *prefix;
+            let mut inner_prefix = prefix;
             if let Some(slot) = inner_prefix.numbers.get_mut(depth) {
                 *slot = number;
             }
             inner_prefix.len = depth + 1;
-            walk(inner, &mut inner_prefix, sources, values, first_taken)?;
+            walk(inner, inner_prefix, sources, values, first_taken)?;
         }
     }
     Ok(())

@@ -232,7 +232,7 @@ fn pod_strategy() -> impl Strategy<Value = Json> {
         .prop_map(|(node, sa, old_sa, phase, host, ip, nominated, ips)| {
             let mut spec = serde_json::Map::new();
             let mut status = serde_json::Map::new();
-            let mut put = |m: &mut serde_json::Map<String, Json>, k: &str, v: Option<String>| {
+            let put = |m: &mut serde_json::Map<String, Json>, k: &str, v: Option<String>| {
                 if let Some(v) = v {
                     m.insert(k.to_owned(), Json::String(v));
                 }
