@@ -124,12 +124,9 @@ impl CachedObject {
         let meta = proto::object_meta(&raw)?;
         let fields = {
             let source = proto::fields::selectable_fields(group, resource, &raw, &meta)?;
+            // The other fields `holds_field` admits are outside the field set and read as "".
             let held = rules.supported_fields().iter().copied();
-            field_set(
-                rules,
-                held.filter(|f| proto::fields::holds_field(group, resource, f)),
-                &source,
-            )
+            field_set(rules, held.filter(|f| source.reads(f)), &source)
         };
         Self::build(meta, fields, raw.clone())
     }
@@ -311,6 +308,20 @@ mod tests {
         assert_eq!(
             proto.unwrap_err().to_string(),
             "object is not a valid protobuf message: message is truncated"
+        );
+        // A pod whose spec.nodeName (spec = 2, nodeName = 10) is a varint is refused, not cached
+        // with a guessed node; a configmap's message is not read past ObjectMeta.
+        let bad_node = b"\x0a\x06\x0a\x01p\x32\x01\x31\x12\x02\x50\x01";
+        let pod = CachedObject::from_protobuf_message("", "pods", Bytes::from_static(bad_node));
+        assert_eq!(
+            pod.unwrap_err().to_string(),
+            "object is not a valid protobuf message: field nodeName has the wrong wire type"
+        );
+        let cm =
+            CachedObject::from_protobuf_message("", "configmaps", Bytes::from_static(bad_node));
+        assert_eq!(
+            cm.unwrap().fields,
+            [("metadata.name".into(), "p".into()), ("metadata.namespace".into(), "".into())]
         );
     }
 

@@ -185,6 +185,7 @@ pub fn holds_field(group: &str, resource: &str, field: &str) -> bool {
 pub struct SelectableFields<'a> {
     name: &'a str,
     namespace: &'a str,
+    fields: &'static [&'static str],
     sources: &'static [Source],
     values: Vec<Option<Value<'a>>>,
 }
@@ -199,10 +200,12 @@ pub fn selectable_fields<'a>(
     raw_message: &'a [u8],
     meta: &'a ObjectMetaRef<'a>,
 ) -> Result<SelectableFields<'a>, Error> {
-    let sources = kind_fields(group, resource).map_or(&[][..], |k| k.sources);
+    let kind = kind_fields(group, resource);
+    let sources = kind.map_or(&[][..], |k| k.sources);
     let mut fields = SelectableFields {
         name: &meta.name,
         namespace: &meta.namespace,
+        fields: kind.map_or(&[][..], |k| k.fields),
         sources,
         values: vec![None; sources.len()],
     };
@@ -254,8 +257,9 @@ fn walk<'a>(
         let (number, value) = field?;
         let mut descend = false;
         for (i, source) in sources.iter().enumerate() {
-            let on_path = source.numbers.get(..depth) == Some(prefix.as_slice())
-                && source.numbers.get(depth) == Some(&number);
+            // The number first: it rules out almost every source at once.
+            let on_path = source.numbers.get(depth) == Some(&number)
+                && source.numbers.get(..depth) == Some(prefix.as_slice());
             if !on_path {
                 continue;
             }
@@ -305,6 +309,12 @@ fn source_name(source: &Source) -> &'static str {
 }
 
 impl SelectableFields<'_> {
+    /// Whether `field` is one of those read ([`META_FIELDS`] and the kind's): the fields of the
+    /// object's field set that [`holds_field`] admits.
+    pub fn reads(&self, field: &str) -> bool {
+        META_FIELDS.contains(&field) || self.fields.contains(&field)
+    }
+
     fn value(&self, path: &[&str]) -> Option<Value<'_>> {
         let i = self.sources.iter().position(|s| s.json == path)?;
         *self.values.get(i)?
