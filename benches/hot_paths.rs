@@ -62,6 +62,24 @@ fn benches(c: &mut Criterion) {
                 .map(|o| o.resource_version)
         })
     });
+    // The partial decode of a pod's selectable fields alone, and the whole cached object built
+    // from a protobuf message (ObjectMeta, labels, every selectable field).
+    g.bench_function("protobuf_pod_fields", |b| {
+        b.iter(|| {
+            let meta = proto::object_meta(black_box(&pb[7])).expect("meta");
+            let fields =
+                proto::fields::selectable_fields("", "pods", &pb[7], &meta).expect("fields");
+            kubeplex::wire::selector::FieldRules::Pods
+                .field_value(&fields, "spec.nodeName")
+                .map(|v| v.len())
+        })
+    });
+    g.bench_function("cached_object_from_protobuf_message", |b| {
+        b.iter(|| {
+            CachedObject::from_protobuf_message("", "pods", black_box(pb[7].clone()))
+                .map(|o| o.resource_version)
+        })
+    });
     g.finish();
 
     let mut g = c.benchmark_group("list_10k_pods");

@@ -134,8 +134,6 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
     let before_cache = cache_watches(&stack).await;
     for path in &paths {
         for accept in [JSON, PROTOBUF, META_JSON, META_PROTOBUF] {
-            // The protobuf cache holds only metadata fields: a spec.nodeName watch in protobuf
-            // is passed through (and still must equal the apiserver's).
             let ours = watch(&stack.addr(), path, accept).await;
             let theirs = watch(&stack.upstream(), path, accept).await;
             assert_eq!(ours.status, 200, "{path} {accept}");
@@ -148,10 +146,11 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
         }
     }
     let from_cache = cache_watches(&stack).await - before_cache;
-    // Every shape but the protobuf spec.nodeName ones (2 of 24) is served from the cache.
-    assert_eq!(from_cache, 22, "watches served from the cache");
+    // Every shape is served from the cache, the protobuf spec.nodeName ones too (the protobuf
+    // cache reads the node name from each pod's message).
+    assert_eq!(from_cache, 24, "watches served from the cache");
     let passed = upstream_watches(&stack.sim) - before_up;
-    assert_eq!(passed, 24 + 2, "the sim saw the direct watches and the 2 passed through");
+    assert_eq!(passed, 24, "the sim saw the direct watches only");
 
     script(&stack.sim);
     let checks = pairs.into_iter().map(|(path, accept, mut ours, mut theirs)| async move {
@@ -183,9 +182,6 @@ async fn initial_events_and_their_end_bookmark_equal_the_apiservers() {
     ];
     for path in &cases {
         for accept in [JSON, PROTOBUF, META_JSON] {
-            if accept == PROTOBUF && path.contains("spec.nodeName") {
-                continue;
-            }
             let before = cache_watches(&stack).await;
             let mut ours = watch(&stack.addr(), path, accept).await;
             let mut theirs = watch(&stack.upstream(), path, accept).await;

@@ -184,11 +184,7 @@ fn protobuf_items_keep_upstream_bytes() {
         assert_eq!(o.body.as_ref(), *item);
     }
     assert_eq!(objects[0].labels, [("app".into(), "web".into())]);
-    // Only ObjectMeta's fields are known from a bare message.
-    assert_eq!(
-        objects[0].fields,
-        [("metadata.name".into(), "p-1".into()), ("metadata.namespace".into(), "fx".into())]
-    );
+    assert_eq!(objects[0].field("spec.nodeName"), Some("node-1"));
 
     let mut store = Store::default();
     store.replace(objects, 265, Instant::now());
@@ -196,6 +192,55 @@ fn protobuf_items_keep_upstream_bytes() {
     let items: Vec<&[u8]> = page.items.iter().map(|o| o.body.as_ref()).collect();
     let meta = ListMeta { resource_version: "265", ..ListMeta::default() };
     assert_eq!(proto::encode_list("v1", "PodList", &meta, &items), body);
+}
+
+/// The selectable fields read from the real protobuf capture are those the JSON cache reads from
+/// the same pods: p-1 against the apiserver's own JSON of it (the node-filtered list), every
+/// item against its JSON as the fake apiserver's codec decodes the message.
+#[test]
+fn protobuf_fields_equal_the_json_ones() {
+    let body = fixture!("pod-list-protobuf");
+    let list = proto::decode_list(&body).unwrap();
+    let pod_type = crate::sim::codec::type_for("v1", "Pod").unwrap();
+    let mut by_node = Vec::new();
+    for item in &list.items {
+        let from_proto =
+            CachedObject::from_protobuf_message("", "pods", body.slice_ref(item)).unwrap();
+        let mut json = crate::sim::codec::from_protobuf(pod_type, item).unwrap();
+        let object = json.as_object_mut().unwrap();
+        object.shift_remove("kind");
+        object.shift_remove("apiVersion");
+        let item_json = Bytes::from(serde_json::to_vec(&json).unwrap());
+        let from_json = CachedObject::from_json_item("", "pods", item_json).unwrap();
+        assert_eq!(from_proto.fields, from_json.fields, "{}", from_proto.key);
+        by_node
+            .push((from_proto.key.clone(), from_proto.field("spec.nodeName").map(str::to_owned)));
+    }
+    assert_eq!(by_node.len(), 2);
+    assert_eq!(by_node[0], ("fx/p-1".to_owned(), Some("node-1".to_owned())));
+
+    let json_body = fixture!("pod-list-fieldsel-node");
+    let [p1] = json_items(&json_body).try_into().unwrap();
+    let p1 = CachedObject::from_json_item("", "pods", p1).unwrap();
+    let item = body.slice_ref(list.items[0]);
+    let p1_proto = CachedObject::from_protobuf_message("", "pods", item).unwrap();
+    assert_eq!(p1_proto.fields, p1.fields);
+    let names: Vec<&str> = p1_proto.fields.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName"
+        ]
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@ use imbl::{OrdMap, OrdSet};
 
 use crate::wire::selector::fields_by_kind::FieldRules;
 
-use super::object::{CachedObject, Encoding, PROTOBUF_FIELDS};
+use super::object::{holds_field, CachedObject, Encoding};
 
 /// Object keys, in key order. `Arc<str>` so that copying a persistent node on a change costs
 /// reference counts, not string copies.
@@ -27,12 +27,11 @@ pub const DEFAULT_INDEXED_FIELDS: &[&str] = &["metadata.name"];
 
 /// The fields a cache of this resource in this encoding indexes: the default ones, plus those
 /// the apiserver indexes ([`FieldRules::index_fields`]) when the encoding holds them (a protobuf
-/// cache knows only ObjectMeta's fields, and cannot answer selectors on the others anyway).
+/// cache holds what its partial decode reads: pods' `spec.nodeName` among them).
 pub fn indexed_fields(encoding: Encoding, group: &str, resource: &str) -> Vec<&'static str> {
     let mut fields = DEFAULT_INDEXED_FIELDS.to_vec();
     for &field in FieldRules::for_resource(group, resource).index_fields() {
-        let held = encoding == Encoding::Json || PROTOBUF_FIELDS.contains(&field);
-        if held && !fields.contains(&field) {
+        if holds_field(encoding, group, resource, field) && !fields.contains(&field) {
             fields.push(field);
         }
     }

@@ -35,8 +35,9 @@ fn rebuilt(store: &Store) -> Indexes {
 #[test]
 fn fields_indexed_by_resource_and_encoding() {
     assert_eq!(indexed_fields(Encoding::Json, "", "pods"), ["metadata.name", "spec.nodeName"]);
-    // A protobuf cache does not hold the node name (nor answers selectors on it).
-    assert_eq!(indexed_fields(Encoding::Protobuf, "", "pods"), ["metadata.name"]);
+    // A protobuf cache reads the node name from the message, and indexes it too.
+    assert_eq!(indexed_fields(Encoding::Protobuf, "", "pods"), ["metadata.name", "spec.nodeName"]);
+    assert_eq!(indexed_fields(Encoding::Protobuf, "", "nodes"), ["metadata.name"]);
     assert_eq!(indexed_fields(Encoding::Json, "", "configmaps"), ["metadata.name"]);
     assert_eq!(indexed_fields(Encoding::Json, "example.com", "pods"), ["metadata.name"]);
     let indexes = Indexes::new(&["metadata.name", "metadata.name"]);

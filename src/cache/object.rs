@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::wire::meta::{self, ObjectMetaRef};
 use crate::wire::proto;
-use crate::wire::selector::fields_by_kind::FieldRules;
+use crate::wire::selector::fields_by_kind::{FieldRules, FieldSource};
 use crate::wire::selector::LabelSource;
 
 /// The wire encoding a cache holds its objects in; one store per (resource, encoding).
@@ -65,9 +65,15 @@ pub enum ObjectError {
     ResourceVersion(String),
 }
 
-/// The selectable fields a protobuf cache can evaluate: protobuf objects are not decoded beyond
-/// ObjectMeta, so only the fields every kind takes from there.
-pub const PROTOBUF_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+/// Whether a cache of this encoding holds the value of `field` (a canonical field name of the
+/// resource): a JSON cache every selectable field of built-in kinds; a protobuf cache those its
+/// partial decode reads (`proto::fields`: ObjectMeta's, and the kind's table entry).
+pub fn holds_field(encoding: Encoding, group: &str, resource: &str, field: &str) -> bool {
+    match encoding {
+        Encoding::Json => true,
+        Encoding::Protobuf => proto::fields::holds_field(group, resource, field),
+    }
+}
 
 impl CachedObject {
     /// A JSON object on its own, as a watch event or a GET carries it (`kind` and `apiVersion`
@@ -99,15 +105,16 @@ impl CachedObject {
         let needs_body = rules.supported_fields().iter().any(|f| !f.starts_with("metadata."));
         let fields = if needs_body {
             let value: Value = serde_json::from_slice(&item).map_err(meta::Error::from)?;
-            field_set(rules, rules.supported_fields(), &value)
+            field_set(rules, rules.supported_fields().iter().copied(), &value)
         } else {
-            field_set(rules, rules.supported_fields(), &meta_value(&meta))
+            field_set(rules, rules.supported_fields().iter().copied(), &meta_value(&meta))
         };
         Self::build(meta, fields, item.clone())
     }
 
     /// A bare protobuf message (a list item, or `raw` of a watch event's envelope), kept byte for
-    /// byte. Only `metadata.name` and `metadata.namespace` are known (see [`PROTOBUF_FIELDS`]).
+    /// byte. Its selectable fields are those [`holds_field`] names, read by one pass over the
+    /// message that borrows the few scalars they need.
     pub fn from_protobuf_message(
         group: &str,
         resource: &str,
@@ -115,7 +122,12 @@ impl CachedObject {
     ) -> Result<Self, ObjectError> {
         let rules = FieldRules::for_resource(group, resource);
         let meta = proto::object_meta(&raw)?;
-        let fields = field_set(rules, PROTOBUF_FIELDS, &meta_value(&meta));
+        let fields = {
+            let source = proto::fields::selectable_fields(group, resource, &raw, &meta)?;
+            // The other fields `holds_field` admits are outside the field set and read as "".
+            let held = rules.supported_fields().iter().copied();
+            field_set(rules, held.filter(|f| source.reads(f)), &source)
+        };
         Self::build(meta, fields, raw.clone())
     }
 
@@ -177,11 +189,12 @@ impl LabelSource for CachedObject {
 }
 
 /// The values `fields` have for the object, as the registry's field set holds them.
-fn field_set(rules: FieldRules, fields: &[&str], object: &Value) -> Vec<(String, String)> {
-    fields
-        .iter()
-        .filter_map(|f| rules.field_value(object, f).map(|v| ((*f).to_owned(), v)))
-        .collect()
+fn field_set<'f>(
+    rules: FieldRules,
+    fields: impl Iterator<Item = &'f str>,
+    object: &impl FieldSource,
+) -> Vec<(String, String)> {
+    fields.filter_map(|f| rules.field_value(object, f).map(|v| (f.to_owned(), v))).collect()
 }
 
 /// Just enough of an object for `field_value` to read `metadata.name` and `metadata.namespace`.
@@ -295,6 +308,20 @@ mod tests {
         assert_eq!(
             proto.unwrap_err().to_string(),
             "object is not a valid protobuf message: message is truncated"
+        );
+        // A pod whose spec.nodeName (spec = 2, nodeName = 10) is a varint is refused, not cached
+        // with a guessed node; a configmap's message is not read past ObjectMeta.
+        let bad_node = b"\x0a\x06\x0a\x01p\x32\x01\x31\x12\x02\x50\x01";
+        let pod = CachedObject::from_protobuf_message("", "pods", Bytes::from_static(bad_node));
+        assert_eq!(
+            pod.unwrap_err().to_string(),
+            "object is not a valid protobuf message: field nodeName has the wrong wire type"
+        );
+        let cm =
+            CachedObject::from_protobuf_message("", "configmaps", Bytes::from_static(bad_node));
+        assert_eq!(
+            cm.unwrap().fields,
+            [("metadata.name".into(), "p".into()), ("metadata.namespace".into(), "".into())]
         );
     }
 

@@ -27,7 +27,7 @@ use crate::wire::selector::fields_by_kind::FieldRules;
 use crate::wire::selector::{FieldSelector, LabelSelector};
 
 use super::index::{indexed_value, Keys};
-use super::object::{CachedObject, Encoding, PROTOBUF_FIELDS};
+use super::object::{holds_field, CachedObject, Encoding};
 use super::store::Snapshot;
 
 /// What a list asks for.
@@ -258,9 +258,10 @@ pub fn field_selector_supported(
 }
 
 /// The selector as [`select`] evaluates it (field names converted by the resource's rules), when
-/// a cache of this encoding holds every field it names: a JSON cache holds all the selectable
-/// fields of built-in kinds; a protobuf cache only `metadata.name` and `metadata.namespace`.
-/// Custom resources' CRD `selectableFields` are not known, so those selectors are refused.
+/// a cache of this encoding holds every field it names ([`holds_field`]): a JSON cache holds all
+/// the selectable fields of built-in kinds; a protobuf cache those its partial decode reads, and
+/// a selector on any other field is passed through rather than guessed. Custom resources' CRD
+/// `selectableFields` are not known, so those selectors are refused.
 pub fn cacheable_field_selector(
     encoding: Encoding,
     group: &str,
@@ -268,10 +269,7 @@ pub fn cacheable_field_selector(
     selector: &FieldSelector,
 ) -> Option<FieldSelector> {
     let converted = FieldRules::for_resource(group, resource).convert(selector).ok()?;
-    let held = |field: &str| match encoding {
-        Encoding::Json => true,
-        Encoding::Protobuf => PROTOBUF_FIELDS.contains(&field),
-    };
+    let held = |field: &str| holds_field(encoding, group, resource, field);
     converted.requirements().iter().all(|r| held(&r.field)).then_some(converted)
 }
 

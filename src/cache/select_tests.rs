@@ -187,8 +187,17 @@ fn field_selector_support_by_encoding() {
     assert!(!ok(Encoding::Json, "example.com", "widgets", "spec.color=red"));
     assert!(ok(Encoding::Json, "example.com", "widgets", "metadata.name=w"));
     assert!(ok(Encoding::Protobuf, "", "pods", "metadata.name=p,metadata.namespace!=x"));
-    assert!(!ok(Encoding::Protobuf, "", "pods", "spec.nodeName=n1"));
-    assert!(!ok(Encoding::Protobuf, "", "pods", "spec.host=n1"));
+    // A protobuf cache reads pods' selectable fields from the message, and passes through
+    // what it cannot evaluate (a replication controller's replica count, not in its table).
+    assert!(ok(Encoding::Protobuf, "", "pods", "spec.nodeName=n1,status.phase!=Failed"));
+    assert!(ok(Encoding::Protobuf, "", "pods", "spec.host=n1,spec.hostNetwork=true"));
+    assert!(ok(Encoding::Protobuf, "", "pods", "status.podIPs="));
+    assert!(ok(Encoding::Protobuf, "", "events", "source=kubelet,involvedObject.uid=u"));
+    assert!(ok(Encoding::Protobuf, "", "nodes", "spec.unschedulable=false"));
+    assert!(!ok(Encoding::Protobuf, "", "replicationcontrollers", "status.replicas=1"));
+    assert!(ok(Encoding::Json, "", "replicationcontrollers", "status.replicas=1"));
+    let converted = cacheable_field_selector(Encoding::Protobuf, "", "pods", &fs("spec.host=n1"));
+    assert_eq!(converted.unwrap().to_string(), "spec.nodeName=n1");
     let converted = cacheable_field_selector(Encoding::Json, "", "pods", &fs("spec.host=n1"));
     assert_eq!(converted.unwrap().to_string(), "spec.nodeName=n1");
 }

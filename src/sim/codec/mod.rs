@@ -124,3 +124,37 @@ pub fn from_protobuf(t: TypeRef, bytes: &[u8]) -> Result<Value, CodecError> {
     proto_decode::decode_into(t.0.def, bytes, &mut object)?;
     Ok(json::canonicalize(t.0.def, &Value::Object(object))?.value)
 }
+
+/// The protobuf field numbers along a JSON path of `t`'s Go type, and the Go type of the scalar
+/// it ends at (`string`, `*string`, `bool`, `int32`, `int64`; `None` for anything else). A
+/// numeric segment names an element of the slice before it and has no number of its own
+/// (`status.podIPs.0.ip` is 3, 12, 1). For checking the proxy's hand-written partial decoders
+/// (`wire::proto::fields`) against these generated tables.
+pub fn proto_path(t: TypeRef, json_path: &[&str]) -> Option<(Vec<u32>, &'static str)> {
+    use schema::Ty;
+    let mut numbers = Vec::with_capacity(json_path.len());
+    let mut ty = Ty::Struct(t.0.def);
+    for segment in json_path {
+        ty = match ty {
+            Ty::Slice(element) if segment.parse::<usize>().is_ok() => *element,
+            Ty::Struct(def) => {
+                let field = def.json_field(segment)?;
+                if field.proto == 0 {
+                    return None;
+                }
+                numbers.push(field.proto);
+                field.ty
+            }
+            _ => return None,
+        };
+    }
+    let scalar = match ty {
+        Ty::Str => "string",
+        Ty::Ptr(Ty::Str) => "*string",
+        Ty::Bool => "bool",
+        Ty::I32 => "int32",
+        Ty::I64 => "int64",
+        _ => return None,
+    };
+    Some((numbers, scalar))
+}

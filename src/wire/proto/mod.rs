@@ -9,13 +9,15 @@
 //! reach protobuf clients as a protobuf `Status` (`v1`, `Status`).
 //!
 //! Everything here works on borrowed bytes: objects are never decoded into Rust structs beyond
-//! the few metadata fields used to route them. Encoders reproduce gogo-protobuf's output byte for
+//! the few metadata fields used to route them and the scalars of their selectable fields
+//! ([`fields`]). Encoders reproduce gogo-protobuf's output byte for
 //! byte (non-pointer strings written even when empty, fields in number order), which is what
 //! clients and the fixtures expect.
 
 mod codec;
 mod empty_objects;
 mod envelope;
+pub mod fields;
 mod object;
 mod status;
 mod watch;

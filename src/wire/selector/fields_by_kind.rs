@@ -11,6 +11,9 @@
 //!
 //! Custom resources may also declare `selectableFields` in their CRD; those are not modelled
 //! here, so a caller must pass such selectors through to the apiserver.
+//!
+//! The values are read through [`FieldSource`], so that a JSON object and the few fields a
+//! partial protobuf decode takes (`wire::proto::fields`) are rendered by the same code.
 
 use serde_json::Value;
 
@@ -152,7 +155,7 @@ impl FieldRules {
     /// The value `field` has in the object's apiserver field set, formatted as the apiserver
     /// formats it (booleans and counts as text, defaults for absent fields); `None` when the
     /// set has no such field, which a selector reads as "".
-    pub fn field_value(self, obj: &Value, field: &str) -> Option<String> {
+    pub fn field_value(self, obj: &(impl FieldSource + ?Sized), field: &str) -> Option<String> {
         let s = |path: &[&str]| str_at(obj, path);
         let namespaced =
             !matches!(self, Self::Nodes | Self::Namespaces | Self::Custom { cluster_scoped: true });
@@ -183,7 +186,7 @@ impl FieldRules {
             (Self::Services, "spec.clusterIP") => s(&["spec", "clusterIP"]),
             (Self::Services, "spec.type") => s(&["spec", "type"]),
             (Self::ReplicationControllers, "status.replicas") => {
-                obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0).to_string()
+                obj.i64_at(&["status", "replicas"]).unwrap_or(0).to_string()
             }
             _ => return None,
         };
@@ -207,37 +210,68 @@ pub fn validate(
 }
 
 /// `FieldRules::for_resource(group, resource).field_value(obj, field)`.
-pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Option<String> {
+pub fn field_value(
+    group: &str,
+    resource: &str,
+    obj: &(impl FieldSource + ?Sized),
+    field: &str,
+) -> Option<String> {
     FieldRules::for_resource(group, resource).field_value(obj, field)
 }
 
+/// The v1 fields of one object that [`FieldRules::field_value`] reads, by JSON path (object
+/// members by name; a numeric segment is an index into an array, as in `status.podIPs.0.ip`).
+/// Each method answers `None` when the field is absent or of another type, which the field set
+/// reads as the Go zero value.
+pub trait FieldSource {
+    fn str_at(&self, path: &[&str]) -> Option<&str>;
+    fn bool_at(&self, path: &[&str]) -> Option<bool>;
+    fn i64_at(&self, path: &[&str]) -> Option<i64>;
+}
+
+impl FieldSource for Value {
+    fn str_at(&self, path: &[&str]) -> Option<&str> {
+        json_at(self, path)?.as_str()
+    }
+
+    fn bool_at(&self, path: &[&str]) -> Option<bool> {
+        json_at(self, path)?.as_bool()
+    }
+
+    fn i64_at(&self, path: &[&str]) -> Option<i64> {
+        json_at(self, path)?.as_i64()
+    }
+}
+
+fn json_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(obj, |v, k| match v {
+        Value::Array(items) => items.get(k.parse::<usize>().ok()?),
+        _ => v.get(k),
+    })
+}
+
 /// A string field of the v1 object, "" when absent (the Go struct's zero value).
-fn str_at(obj: &Value, path: &[&str]) -> String {
-    path.iter()
-        .try_fold(obj, |v, k| v.get(k))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+fn str_at(obj: &(impl FieldSource + ?Sized), path: &[&str]) -> String {
+    obj.str_at(path).unwrap_or_default().to_owned()
 }
 
 /// A bool field as `strconv.FormatBool` prints it, "false" when absent.
-fn bool_at(obj: &Value, path: &[&str]) -> String {
-    let b = path.iter().try_fold(obj, |v, k| v.get(k)).and_then(Value::as_bool);
-    b.unwrap_or(false).to_string()
+fn bool_at(obj: &(impl FieldSource + ?Sized), path: &[&str]) -> String {
+    obj.bool_at(path).unwrap_or(false).to_string()
 }
 
 /// The internal pod's `Status.PodIPs[0].IP`: conversion from v1 makes `podIP` authoritative
 /// when set, and falls back to `podIPs[0].ip`.
-fn pod_ip(obj: &Value) -> String {
+fn pod_ip(obj: &(impl FieldSource + ?Sized)) -> String {
     let ip = str_at(obj, &["status", "podIP"]);
     if !ip.is_empty() {
         return ip;
     }
-    obj.pointer("/status/podIPs/0/ip").and_then(Value::as_str).unwrap_or_default().to_owned()
+    str_at(obj, &["status", "podIPs", "0", "ip"])
 }
 
 /// core/v1 Event's field set (`pkg/registry/core/event/strategy.go`).
-fn event_field(obj: &Value, field: &str) -> Option<String> {
+fn event_field(obj: &(impl FieldSource + ?Sized), field: &str) -> Option<String> {
     let s = |path: &[&str]| str_at(obj, path);
     Some(match field {
         "involvedObject.kind" => s(&["involvedObject", "kind"]),
