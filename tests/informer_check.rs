@@ -191,10 +191,23 @@ struct Outcome {
 }
 
 fn spawn_run(tool: &Path, mode: Mode, via: &Path, sim: &Sim, sim_kc: &Path) -> Run {
+    spawn_scoped(tool, mode, &["--namespace", NS], via, sim, sim_kc)
+}
+
+/// [`spawn_run`] for pods in `scope` (`--namespace NS`, `--field-selector S`, ...).
+fn spawn_scoped(
+    tool: &Path,
+    mode: Mode,
+    scope: &[&str],
+    via: &Path,
+    sim: &Sim,
+    sim_kc: &Path,
+) -> Run {
     let mut cmd = Command::new(tool);
     cmd.arg("--kubeconfig")
         .arg(via)
-        .args(["--resource", "pods", "--namespace", NS])
+        .args(["--resource", "pods"])
+        .args(scope)
         .args(["--informers", &INFORMERS.to_string()])
         .arg(format!("--duration={}s", RECORD.as_secs()))
         .arg("--settle=15s")
@@ -534,4 +547,105 @@ async fn client_go_informers_through_kubeplex_under_churn() {
         after.sim_watches,
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The kubelet's read: client-go informers of the pods bound to one node
+/// (`fieldSelector=spec.nodeName=N`), in protobuf, started with a consistent WatchList — all at
+/// once on a cold kubeplex. They share the protobuf cache's one upstream load (the
+/// `spec.nodeName` index of the protobuf cache answers them), every informer's WatchList is
+/// served from the cache, and each ends with exactly the apiserver's pods of that node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_like_informers_start_cold_and_are_served_from_the_cache() {
+    let Some(tool) = informer_check_tool().await else { return };
+    let stack = Stack::new(SHAPE, &[]).await;
+    let node = "node-1";
+    let on_node = seed::cluster(SHAPE)
+        .iter()
+        .filter(|o| o["kind"] == "Pod" && o["spec"]["nodeName"] == node)
+        .count();
+    assert!(on_node > 0, "the seed has pods on {node}");
+    let via = stack.write_client_kubeconfig();
+    let sim_kc = stack.dir.join("sim.kubeconfig");
+    stack.sim.write_kubeconfig(&sim_kc).expect("sim kubeconfig");
+    let mode = Mode { watchlist: true, protobuf: true };
+    let selector = format!("spec.nodeName={node}");
+    let mut run =
+        spawn_scoped(&tool, mode, &["--field-selector", &selector], &via, &stack.sim, &sim_kc);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let recording = tokio::time::timeout_at(deadline, &mut run.recording).await;
+    // Pods scheduled onto this node and elsewhere; two of this node's deleted again.
+    let (mut created, mut deleted) = (0, 0);
+    if let Ok(Ok(since)) = recording {
+        for i in 0..8 {
+            if Instant::now() + CHURN_PERIOD + DELIVERY_MARGIN > since + RECORD {
+                break;
+            }
+            let target = if i % 2 == 0 { node } else { "node-2" };
+            let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("kubelet-{i}"), "namespace": "team-0"},
+                "spec": {"nodeName": target, "containers": [{"name": "app", "image": "registry.example/app:1"}]},
+                "status": {"phase": "Running"}});
+            stack.sim.create(pod).expect("create pod");
+            created += usize::from(target == node);
+            if i == 4 || i == 6 {
+                stack
+                    .sim
+                    .delete("", "pods", "team-0", &format!("kubelet-{}", i - 4))
+                    .expect("delete");
+                deleted += 1;
+            }
+            tokio::time::sleep(CHURN_PERIOD).await;
+        }
+    }
+    let outcome = finish(run, deadline).await;
+    let report: Report = serde_json::from_str(&outcome.stdout).unwrap_or_else(|e| {
+        panic!("no report ({e}); {}\n{}", outcome.status, tail(&outcome.stderr, 30))
+    });
+    let objects = on_node + created - deleted;
+    assert!(report.ok && report.all_match_compare == Some(true), "{}", outcome.stdout);
+    assert_eq!(report.compare_objects, Some(objects), "the apiserver's pods on {node}");
+    assert!(created >= 3, "the churn ran too briefly: {created} created");
+    for i in &report.informers {
+        assert_eq!((i.objects, i.initial_adds), (objects, on_node), "informer {}", i.id);
+        assert_eq!((i.adds, i.deletes), (created, deleted), "informer {}", i.id);
+        let requests = (i.list_requests, i.watch_requests, i.watchlist_requests);
+        assert_eq!(requests, (0, 0, 1), "informer {}: one WatchList", i.id);
+        assert!(
+            i.response_content_types
+                .keys()
+                .all(|t| t.starts_with("application/vnd.kubernetes.protobuf")),
+            "informer {}: {:?}",
+            i.id,
+            i.response_content_types
+        );
+    }
+    // Where the reads went: every WatchList from the cache, nothing passed through, and the
+    // apiserver saw the protobuf cache's one load plus the freshness proofs' own watches.
+    let admin = stack.proxy.admin_addr.expect("admin listener").to_string();
+    let text = String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned();
+    let kubeplex = |source: &str, verb: &str| {
+        sum_series(
+            &text,
+            "kubeplex_requests_total",
+            &[("resource", "pods"), ("verb", verb), ("source", source)],
+        )
+    };
+    assert_eq!(kubeplex("cache", "WATCH"), INFORMERS as u64, "WatchLists from the cache");
+    assert_eq!(
+        kubeplex("upstream", "WATCH") + kubeplex("upstream", "LIST"),
+        0,
+        "none passed through"
+    );
+    let probes = sum_series(
+        &text,
+        "kubeplex_upstream_calls_total",
+        &[("resource", "pods/v1"), ("verb", "proof_watch")],
+    );
+    let sim_watches = stack.upstream_calls("WATCH");
+    assert!(
+        sim_watches <= 1 + probes,
+        "{INFORMERS} kubelet-like informers; the apiserver saw {sim_watches} pod watches, want the \
+         cache's one load plus {probes} probe(s)"
+    );
+    println!("kubelet-like informers: {on_node} pods on {node}, {created} created, {deleted} deleted; apiserver pod watches {sim_watches} (probes {probes})");
 }
