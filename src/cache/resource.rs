@@ -231,6 +231,12 @@ impl ResourceCache {
         tokio::time::timeout(timeout, wait).await.unwrap_or(false) && self.is_synced()
     }
 
+    /// Whether a load ever completed: a cache that is not synced now although it was (an object
+    /// it could not index) is not cold, and waiting for it would only delay the passthrough.
+    pub fn has_loaded(&self) -> bool {
+        self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
     /// Whether the state comes from a load requested at or after `arrived`: then it is at
     /// least as new as the upstream was when a read arrived at `arrived` (a consistent answer
     /// for it, with no further proof).

@@ -22,6 +22,11 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
     if cache.is_synced() {
         return true;
     }
+    if cache.has_loaded() {
+        // Not cold: unsynced because it lost track (see `ResourceCache::mark_incomplete`) until
+        // a clean relist; its reads pass through meanwhile.
+        return false;
+    }
     let started = std::time::Instant::now();
     let synced = cache.wait_synced(state.caches.freshness_config().sync_wait).await;
     let m = &state.metrics.freshness;
