@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
-cargo nextest run --all-targets --locked --no-fail-fast
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo nextest run --workspace --all-targets --locked --no-fail-fast

@@ -16,4 +16,5 @@ pub mod net;
 pub mod serve;
 pub mod sim;
 pub mod upstream;
-pub mod wire;
+/// The wire formats and rules: the `kubeplex-wire` crate (`crates/kubeplex-wire`).
+pub use kubeplex_wire as wire;

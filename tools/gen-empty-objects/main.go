@@ -1,4 +1,4 @@
-// Generates /work/main/src/wire/proto/empty_objects.rs: for every built-in kind with ObjectMeta,
+// Generates crates/kubeplex-wire/src/proto/empty_objects.rs: for every built-in kind with ObjectMeta,
 // the bytes the apiserver writes after `metadata` when it encodes an empty object of that kind
 // (which is what a watch BOOKMARK object is), in JSON and in protobuf.
 package main

@@ -45,6 +45,8 @@ mod schema;
 mod schema_gen;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_fields_tests;
 
 use serde_json::Value;
 use thiserror::Error;

@@ -11,8 +11,8 @@
 
 use super::codec::{Fields, Value};
 use super::Error;
-use crate::wire::meta::ObjectMetaRef;
-use crate::wire::selector::fields_by_kind::{FieldRules, FieldSource};
+use crate::meta::ObjectMetaRef;
+use crate::selector::fields_by_kind::{FieldRules, FieldSource};
 
 /// The Go type of a scalar a field set reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +348,9 @@ impl FieldSource for SelectableFields<'_> {
     }
 }
 
+// The table is checked against the fake apiserver's generated schema, and the decode against
+// the JSON cache's fields, by the fake apiserver's tests (`sim/codec/wire_fields_tests.rs` in
+// the kubeplex crate): the schema is the sim's, and this crate depends on nothing above it.
 #[cfg(test)]
 #[path = "fields_tests.rs"]
 mod tests;

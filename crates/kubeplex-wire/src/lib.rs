@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The Kubernetes wire: formats and rules that both the proxy and the fake apiserver follow.
 //! Nothing here does I/O.
 

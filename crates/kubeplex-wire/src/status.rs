@@ -438,7 +438,7 @@ mod tests {
 
     /// A fixture body without Go's trailing newline (responses add it).
     fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../../../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
         let mut b = std::fs::read(path).unwrap_or_default();
         assert_eq!(b.pop(), Some(b'\n'), "fixture {name} ends with a newline");
         b

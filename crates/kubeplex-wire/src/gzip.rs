@@ -70,7 +70,7 @@ mod tests {
 
     use super::*;
 
-    const FIXTURE: &[u8] = include_bytes!("../../../shared/fixtures/cm-list-gzip.body");
+    const FIXTURE: &[u8] = include_bytes!("../../../../shared/fixtures/cm-list-gzip.body");
 
     fn gunzip(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();

@@ -3,7 +3,7 @@
 //! decode with its type errors. The apiserver is built with encoding/json v1 (fixture
 //! err-bad-continue shows v1's `'\u0081'` where v2 would print `'\x81'`).
 
-use crate::wire::gojson::{check_valid, is_space, unquote, MAX_NESTING_DEPTH};
+use crate::gojson::{check_valid, is_space, unquote, MAX_NESTING_DEPTH};
 
 /// The three fields of `storage.continueToken`, zero-valued when absent.
 #[derive(Debug, Default)]

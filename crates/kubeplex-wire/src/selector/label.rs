@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::SelectorError;
-use crate::wire::gojson;
+use crate::gojson;
 
 #[path = "label/lexer.rs"]
 mod lexer;

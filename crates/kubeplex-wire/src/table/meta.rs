@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::wire::gojson::{push_string, write_sorted_map, write_value};
+use crate::gojson::{push_string, write_sorted_map, write_value};
 
 /// How Go decides whether an `omitempty` field is written.
 #[derive(Clone, Copy)]

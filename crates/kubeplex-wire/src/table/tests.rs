@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::*;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/../shared/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../../../shared/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
 }
 

@@ -8,7 +8,7 @@
 use serde_json::value::RawValue;
 
 use super::{partial_list, push_key, push_partial, raw_metadata, CowStr, Error, ListMeta, Members};
-use crate::wire::gojson::push_string;
+use crate::gojson::push_string;
 
 /// A custom resource list body (with `\n`): keys sorted, items as cached (each a full object with
 /// its `apiVersion` and `kind`), `metadata.continue` written even when empty.

@@ -14,7 +14,7 @@ use super::fields::{arr_at, at, bool_at, int_at, map_len, present, str_at};
 use super::pod::print_pod;
 use super::{Cell, Row};
 
-use crate::wire::groups::BUILTIN_GROUPS as BUILT_IN_GROUPS;
+use crate::groups::BUILTIN_GROUPS as BUILT_IN_GROUPS;
 
 /// Which table convertor the apiserver uses for a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

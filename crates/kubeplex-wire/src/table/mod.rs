@@ -17,7 +17,7 @@ mod printers;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::wire::gojson::{push_string, write_value};
+use crate::gojson::{push_string, write_value};
 
 pub use age::human_duration;
 
