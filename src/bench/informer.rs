@@ -67,13 +67,13 @@ pub struct Tally {
 }
 
 /// A client's first sync, recorded when it happens (a WatchList's watch stays open after).
-struct Sync<'a> {
+struct FirstSync<'a> {
     done: &'a mut bool,
     since: Instant,
     tally: &'a Tally,
 }
 
-impl Sync<'_> {
+impl FirstSync<'_> {
     fn reached(self) {
         if !std::mem::replace(self.done, true) {
             self.tally.synced.fetch_add(1, Ordering::Relaxed);
@@ -137,13 +137,13 @@ pub async fn run(target: Arc<Target>, informer: Informer, tally: Arc<Tally>, sin
                         ("watch", "true"),
                     ]);
                     tally.watches.fetch_add(1, Ordering::Relaxed);
-                    let sync = Sync { done: &mut synced, since, tally: &tally };
+                    let sync = FirstSync { done: &mut synced, since, tally: &tally };
                     watch(&target, &informer, &path, &tally, Some(sync)).await
                 }
                 Start::ListWatch => {
                     let listed = list_rv(&target, &informer, &tally).await;
                     if listed.is_ok() {
-                        Sync { done: &mut synced, since, tally: &tally }.reached();
+                        FirstSync { done: &mut synced, since, tally: &tally }.reached();
                     }
                     listed.map(|rv| Ended { last_rv: Some(rv), initial_end: true, expired: false })
                 }
@@ -262,7 +262,7 @@ async fn watch(
     informer: &Informer,
     path: &str,
     tally: &Tally,
-    mut sync: Option<Sync<'_>>,
+    mut sync: Option<FirstSync<'_>>,
 ) -> anyhow::Result<Ended> {
     let headers = [("Accept", informer.accept()), ("User-Agent", informer.user_agent)];
     let resp = target.send(Method::GET, path, &headers, None).await?;
