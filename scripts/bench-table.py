@@ -53,3 +53,20 @@ for label in ["upstream-calls-kubeplex", "upstream-calls-apiserver"]:
     reports = rows.get(label)
     if reports:
         print(f"- {label}: {reports[-1]['calls']}")
+
+# The client mix: what reached the upstream directly and through kubeplex.
+mix = [(t, first(f"mix-{t}")) for t in ["apiserver", "kubeplex"]]
+if any(r for _, r in mix):
+    print()
+    print("| client mix | client LIST + WATCH | upstream pods | services | endpointslices | configmaps | upstream LIST + WATCH | offload |")
+    print("|---|---|---|---|---|---|---|---|")
+    for t, r in mix:
+        if not r:
+            continue
+        lw = lambda res: f"{r['upstream'].get(res, {}).get('LIST', 0)} + {r['upstream'].get(res, {}).get('WATCH', 0)}"
+        ratio = f"{r['offload_ratio']:.1f}×" if r["offload_ratio"] else "∞"
+        print(f"| {'directly' if t == 'apiserver' else 'through kubeplex'} | {r['client_lists']} + {r['client_watches']} | {lw('pods')} | {lw('services')} | {lw('endpointslices')} | {lw('configmaps')} | {r['upstream_lists']} + {r['upstream_watches']} | {ratio} |")
+    k = first("mix-kubeplex")
+    if k and k.get("proxy_calls"):
+        print()
+        print("kubeplex's own upstream calls and passthroughs: " + ", ".join(f"{n} {key}" for key, n in k["proxy_calls"].items()))

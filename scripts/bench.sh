@@ -5,7 +5,8 @@
 #
 #   scripts/bench.sh            # everything (about 10 minutes on 2 cores)
 #   QUICK=1 scripts/bench.sh    # 1,000 pods, short runs, 1k watchers only
-#   ONLY=watch scripts/bench.sh # only the watch runs (or ONLY=list, ONLY=idle)
+#   ONLY=watch scripts/bench.sh # only the watch runs (or ONLY=list, ONLY=idle, ONLY=mix)
+#   BUILD=debug ONLY=mix scripts/bench.sh  # a debug build (call counts do not depend on speed)
 #
 # Needs nginx (apt-get install nginx-light) for the static-file ceiling; skipped without it.
 set -euo pipefail
@@ -22,9 +23,16 @@ ADMIN=127.0.0.1:29090
 NGINX_JSON=127.0.0.1:28080
 NGINX_PB=127.0.0.1:28081
 
-cargo build --release --bins >&2
-K=target/release/kubeplex
-B=target/release/kubeplex-bench
+BUILD=${BUILD:-release}
+case $BUILD in
+  release) cargo build --release --bins >&2 ;;
+  debug) cargo build --bins >&2 ;;
+  *) echo "BUILD must be release or debug" >&2; exit 2 ;;
+esac
+K=target/$BUILD/kubeplex
+B=target/$BUILD/kubeplex-bench
+MIX_NODES=${MIX_NODES:-10}
+MIX_SECS=${MIX_SECS:-20}
 rm -rf "$OUT" && mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 pids=()
@@ -43,6 +51,26 @@ run() { # label, then kubeplex-bench arguments
     echo "$line" >&2
   done
 }
+
+# A node client mix started together (kubelets and kube-proxies of $MIX_NODES nodes, 3 agents, a
+# ConfigMap informer, kubectl), directly and through a cold kubeplex (no --cache: every cache
+# starts with its first reader), against the demo cluster (20 nodes, 3,000 pods) plus 100 pods
+# the writer changes: the LIST and WATCH calls the upstream received.
+mix() {
+  local sim=127.0.0.1:26444 kp=127.0.0.1:28003 admin=127.0.0.1:29092
+  $K sim --listen $sim --write-kubeconfig "$OUT/mix-sim.kubeconfig" --seed demo >"$OUT/mix-sim.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do [ -f "$OUT/mix-sim.kubeconfig" ] && break; sleep 0.1; done
+  run mix-seed --server http://$sim seed --kind pods --count 100 --nodes 20
+  run mix-apiserver --server http://$sim --upstream-metrics http://$sim/metrics \
+    mix --nodes "$MIX_NODES" --duration "$MIX_SECS"
+  $K serve --kubeconfig "$OUT/mix-sim.kubeconfig" --listen $kp --admin-listen $admin >"$OUT/kubeplex-mix.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 300); do curl -sf "http://$admin/readyz" >/dev/null && break; sleep 0.2; done
+  run mix-kubeplex --server http://$kp --upstream-metrics http://$sim/metrics \
+    mix --writer-server http://$sim --proxy-metrics http://$admin/metrics --nodes "$MIX_NODES" --duration "$MIX_SECS"
+}
+if [ "${ONLY:-}" = mix ]; then mix; echo "results: $OUT/results.jsonl" >&2; exit 0; fi
 
 # 10,000 pods of ~8.4 KiB (as a real apiserver stores them, managedFields included) on 100
 # nodes, and 100 small configmaps for the watch runs.
@@ -141,5 +169,6 @@ fi
 [ "${ONLY:-all}" = all ] || exit 0
 run upstream-calls-kubeplex --server http://$KP --upstream-metrics http://$SIM/metrics upstream-calls --kind pods --clients 100
 run upstream-calls-apiserver --server http://$SIM --upstream-metrics http://$SIM/metrics upstream-calls --kind pods --clients 100
+mix
 
 echo "results: $OUT/results.jsonl" >&2

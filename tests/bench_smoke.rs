@@ -162,3 +162,107 @@ async fn every_mode_runs_against_the_apiserver_and_against_kubeplex() {
     let left = support::get(&apiserver, "/api/v1/namespaces/bench/pods").await.json();
     assert_eq!(left["items"].as_array().map(Vec::len), Some(0));
 }
+
+/// The upstream's list+watch requests for `resource` in a mix report.
+fn upstream_of(report: &Value, resource: &str) -> i64 {
+    let verbs = &report["upstream"][resource];
+    verbs["LIST"].as_i64().unwrap_or(0) + verbs["WATCH"].as_i64().unwrap_or(0)
+}
+
+/// Every client class of a mix report synced without errors.
+fn all_synced(report: &Value) {
+    for class in report["classes"].as_array().expect("classes") {
+        assert_eq!(class["errors"], 0, "{class}");
+        assert_eq!(class["synced"], class["clients"], "{class}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_mix_reaches_the_upstream_once_per_cache_through_kubeplex() {
+    // No cache preloaded: the mix is a cold start for kubeplex too.
+    let shape = ClusterShape { nodes: 4, namespaces: 1, pods: 12, configmaps: 2, services: 2 };
+    let stack = Stack::new(shape, &[]).await;
+    let (kubeplex, apiserver) = (stack.addr(), stack.upstream());
+    let metrics = format!("http://{apiserver}/metrics");
+    let admin = format!("http://{}/metrics", stack.proxy.admin_addr.expect("admin"));
+    bench(&apiserver, &["seed", "--kind", "pods", "--count", "8", "--nodes", "4"]).await;
+    let mix = [
+        "mix",
+        "--nodes",
+        "4",
+        "--agents",
+        "2",
+        "--kubectl",
+        "2",
+        "--writes-per-second",
+        "4",
+        "--objects",
+        "8",
+    ];
+
+    // Directly: every client request is one upstream request.
+    let mut args = vec!["--upstream-metrics", &metrics];
+    args.extend_from_slice(&mix);
+    args.extend_from_slice(&["--duration", "2"]);
+    let direct = &bench(&apiserver, &args).await[0];
+    all_synced(direct);
+    assert_eq!(direct["writes"], 8, "{direct}");
+    let clients = direct["client_lists"].as_i64().unwrap_or(0)
+        + direct["client_watches"].as_i64().unwrap_or(0);
+    // 4 kubelets' WatchLists, 4 kube-proxies' 2, a list and a watch for each of 2 agents and
+    // the ConfigMap informer, 2 kubectl lists of one page.
+    assert_eq!(clients, 4 + 4 * 2 + 3 * 2 + 2, "{direct}");
+    let upstream: i64 = ["pods", "services", "endpointslices", "configmaps"]
+        .iter()
+        .map(|r| upstream_of(direct, r))
+        .sum();
+    assert_eq!(upstream, clients, "{direct}");
+    assert_eq!(upstream_of(direct, "services"), 4, "one WatchList per kube-proxy: {direct}");
+    assert_eq!(direct["offload_ratio"], 1.0, "{direct}");
+
+    // Through kubeplex: the upstream sees each cache's own list+watch (or WatchList) and the
+    // freshness proofs' calls, nothing passed through.
+    let mut args = vec![
+        "--upstream-metrics",
+        &metrics,
+        "mix",
+        "--writer-server",
+        &apiserver,
+        "--proxy-metrics",
+        &admin,
+    ];
+    args.extend_from_slice(&mix[1..]);
+    // Long enough for a quiet resource's freshness probe (its bookmark comes 1–2 s in).
+    args.extend_from_slice(&["--duration", "4"]);
+    let through = &bench(&kubeplex, &args).await[0];
+    all_synced(through);
+    assert_eq!(through["writes"], 16, "{through}");
+    let proxy = through["proxy_calls"].as_object().expect("kubeplex's calls");
+    let passed: Vec<_> = proxy.keys().filter(|k| k.ends_with("passed through")).collect();
+    assert!(passed.is_empty(), "passed through: {passed:?}: {through}");
+    // The caches the mix needs, by resource: pods in JSON (agents, kubectl's Tables) and in
+    // protobuf (kubelets); services and endpointslices in protobuf; configmaps in JSON.
+    for (resource, caches) in
+        [("pods", 2), ("services", 1), ("endpointslices", 1), ("configmaps", 1)]
+    {
+        let of = |key: &&String| {
+            key.split(['/', '.', ' ']).next() == Some(resource) && !key.ends_with("passed through")
+        };
+        let calls: i64 = proxy.iter().filter(|(k, _)| of(k)).filter_map(|(_, n)| n.as_i64()).sum();
+        let proofs: i64 = proxy
+            .iter()
+            .filter(|(k, _)| of(k) && k.contains(" proof_"))
+            .filter_map(|(_, n)| n.as_i64())
+            .sum();
+        let upstream = upstream_of(through, resource);
+        assert!(
+            calls - proofs <= 2 * caches,
+            "{resource}: {calls} calls, {proofs} proofs: {through}"
+        );
+        assert_eq!(
+            upstream, calls,
+            "{resource}: every upstream list/watch is kubeplex's own: {through}"
+        );
+    }
+    assert!(through["offload_ratio"].as_f64().unwrap_or(0.0) > 1.0, "{through}");
+}

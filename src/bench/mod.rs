@@ -7,12 +7,16 @@
 //! - [`seed`]: creating and removing the objects a run reads;
 //! - [`list`]: concurrent clients repeating a list;
 //! - [`watch`]: concurrent watchers while a writer changes objects at a fixed rate, measuring
-//!   delivery latency from a timestamp the writer puts in each object, and lost events.
+//!   delivery latency from a timestamp the writer puts in each object, and lost events;
+//! - [`mix`]: a realistic set of nodes' clients ([`informer`]: how client-go's informers and
+//!   kubectl read) started together, and the LIST/WATCH calls that reached the upstream.
 //!
 //! Every run is bounded in time and in count.
 
 pub mod hist;
+pub mod informer;
 pub mod list;
+pub mod mix;
 pub mod seed;
 pub mod target;
 pub mod watch;

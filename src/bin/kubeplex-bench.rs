@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kubeplex::bench::list::{self, ListSpec, Rv};
+use kubeplex::bench::mix::{self, MixSpec};
 use kubeplex::bench::seed::{self, Kind};
 use kubeplex::bench::target::{calls_by_verb, scrape, Target};
 use kubeplex::bench::watch::{self, WatchSpec};
@@ -81,6 +82,42 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         clients: usize,
     },
+    /// A realistic set of nodes' clients started together (kubelets, kube-proxies, agents, a
+    /// ConfigMap informer, kubectl): the LIST and WATCH calls the upstream received for them
+    /// (needs --upstream-metrics).
+    Mix(MixArgs),
+}
+
+#[derive(Args)]
+struct MixArgs {
+    /// Simulated nodes `node-0` ..: a kubelet and a kube-proxy each.
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Cluster-wide agents (all pods, JSON, list then watch).
+    #[arg(long, default_value_t = 3)]
+    agents: usize,
+    /// `kubectl get pods -A` runs, spread over the run.
+    #[arg(long, default_value_t = 5)]
+    kubectl: usize,
+    /// Pod changes per second (the pods `bench-i` of --namespace, seeded beforehand).
+    #[arg(long, default_value_t = 3.0)]
+    writes_per_second: f64,
+    /// Pods the writer changes in turn.
+    #[arg(long, default_value_t = 100)]
+    objects: usize,
+    /// Namespace of the writer's pods and of the ConfigMap informer.
+    #[arg(long, default_value = "bench")]
+    namespace: String,
+    #[arg(long, default_value = "20", value_parser = seconds)]
+    duration: Duration,
+    /// Where the writer's changes go (default: the server measured), e.g. the upstream behind
+    /// kubeplex, as a controller's writes would.
+    #[arg(long)]
+    writer_server: Option<String>,
+    /// kubeplex's admin /metrics URL: also report its own upstream calls (list, watch,
+    /// watchlist, and the freshness proofs' proof_list and proof_watch).
+    #[arg(long)]
+    proxy_metrics: Option<String>,
 }
 
 #[derive(Args)]
@@ -196,10 +233,14 @@ async fn main() -> anyhow::Result<()> {
         | Command::UpstreamCalls { kind, .. } => kind.resource(),
         Command::List(a) => a.kind.resource(),
         Command::Watch(a) => a.kind.resource(),
+        // The mix reads the upstream's counts for each of its resources itself.
+        Command::Mix(_) => "",
     };
     let before = match &t.upstream_metrics {
-        Some(url) => Some(calls_by_verb(&scrape(url, t.allow_remote).await?, resource)),
-        None => None,
+        Some(url) if !resource.is_empty() => {
+            Some(calls_by_verb(&scrape(url, t.allow_remote).await?, resource))
+        }
+        _ => None,
     };
     match cli.command {
         Command::Seed { kind, namespace, count, size, nodes, concurrency } => {
@@ -276,6 +317,28 @@ async fn main() -> anyhow::Result<()> {
                 h2_connections: None,
             };
             bench::print(&watch::run(target.clone(), target.clone(), spec).await?, cli.json);
+        }
+        Command::Mix(a) => {
+            let Some(upstream_metrics) = t.upstream_metrics.clone() else {
+                anyhow::bail!("mix needs --upstream-metrics");
+            };
+            let spec = MixSpec {
+                nodes: a.nodes.min(mix::MAX_NODES),
+                agents: a.agents.min(mix::MAX_AGENTS),
+                kubectl: a.kubectl.min(mix::MAX_KUBECTL),
+                writes_per_second: a.writes_per_second.clamp(0.0, 10_000.0),
+                duration: a.duration,
+                namespace: a.namespace,
+                objects: a.objects,
+                upstream_metrics,
+                proxy_metrics: a.proxy_metrics,
+                allow_remote: t.allow_remote,
+            };
+            let writer = match &a.writer_server {
+                Some(url) => Arc::new(Target::open(Some(url), None, t.allow_remote)?),
+                None => target.clone(),
+            };
+            bench::print(&mix::run(target.clone(), writer, spec).await?, cli.json);
         }
     }
     if let (Some(url), Some(before)) = (&t.upstream_metrics, before) {
