@@ -43,6 +43,8 @@ const CACHES: &[&str] = &[
     "events",
     "discovery.k8s.io/v1/endpointslices",
     "events.k8s.io/v1/events",
+    "apps/v1/deployments",
+    "apps/v1/replicasets",
 ];
 
 /// Objects of the kinds the seed cluster lacks (or in states it lacks), in namespace `fx`.
@@ -109,6 +111,19 @@ fn extra_objects() -> Vec<Value> {
             "spec": {"containers": [{"name": "app", "image": "web:1"}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot", "namespace": "fx"}}),
+        // Workloads as their controllers leave them (the sim runs none): a rolling deployment,
+        // one with set-based selectors and a zero scale, and a replicaset of the first.
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "fx", "labels": {"app": "web"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "web:1"}, {"name": "side", "image": "side:1"}]}}},
+            "status": {"observedGeneration": 1, "replicas": 3, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 1}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "idle", "namespace": "fx"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "idle"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]},
+                "template": {"metadata": {"labels": {"app": "idle", "tier": "a"}}, "spec": {"containers": [{"name": "c", "image": "idle:1"}]}}}}),
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-5d8f", "namespace": "fx", "labels": {"app": "web"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web", "pod-template-hash": "5d8f"}},
+                "template": {"metadata": {"labels": {"app": "web", "pod-template-hash": "5d8f"}}, "spec": {"containers": [{"name": "app", "image": "web:1"}]}}},
+            "status": {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 2, "availableReplicas": 2, "observedGeneration": 1}}),
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "fx", "labels": {"app": "web"}},
             "data": {"a": "1"}}),
     ]
@@ -210,6 +225,10 @@ async fn tables_of_every_printed_kind_come_from_the_cache() {
         "/api/v1/namespaces/fx/events/web-0.backoff",
         "/apis/events.k8s.io/v1/events",
         "/apis/events.k8s.io/v1/namespaces/fx/events/web-0.unhealthy",
+        "/apis/apps/v1/deployments",
+        "/apis/apps/v1/namespaces/fx/deployments/idle",
+        "/apis/apps/v1/namespaces/fx/replicasets",
+        "/apis/apps/v1/namespaces/fx/replicasets/web-5d8f",
     ];
     let rv = stack.sim.current_rv();
     for path in paths {
@@ -256,6 +275,8 @@ async fn table_selectors_and_pages_come_from_the_cache() {
         "/api/v1/namespaces/fx/events?resourceVersion=0&fieldSelector=type%3DWarning",
         "/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=0&labelSelector=kubernetes.io%2Fservice-name%3Dweb",
         "/api/v1/configmaps?resourceVersion=0&fieldSelector=metadata.namespace%3Dteam-2",
+        "/apis/apps/v1/replicasets?resourceVersion=0&labelSelector=app%3Dweb",
+        "/apis/apps/v1/deployments?resourceVersion=0&fieldSelector=metadata.name%3Didle",
     ] {
         let rows = objects_in(&stack, path).await;
         for include in INCLUDE {
@@ -402,6 +423,7 @@ async fn kubectl_get_prints_the_same_through_kubeplex() {
         &["get", "events", "-n", "fx"],
         &["get", "events.events.k8s.io", "-n", "fx"],
         &["get", "namespaces"],
+        &["get", "deployments,replicasets", "-n", "fx", "-o", "wide"],
         &["get", "pods", "-A", "--chunk-size=9", "-l", "tier=backend"],
     ] {
         let mut same = false;
@@ -530,4 +552,93 @@ async fn table_watches_come_from_the_cache() {
     let w = watch(&stack.addr(), &path, TABLE).await;
     assert_eq!(w.status, 200);
     assert_eq!(stack.served_from("cache").await, cache, "a Table watch with bookmarks");
+}
+
+/// Deployments and replicasets through kubeplex in every encoding a client reads them in:
+/// JSON and protobuf lists, and JSON, protobuf and Table watches, all answered from the caches
+/// with the apiserver's bytes as a deployment is created, scaled by its "controller" and deleted.
+#[tokio::test]
+async fn workloads_in_json_protobuf_and_tables_come_from_the_cache() {
+    const PB: &str = "application/vnd.kubernetes.protobuf";
+    const JSON: &str = "application/json";
+    let caches = [
+        "apps/v1/deployments",
+        "apps/v1/deployments:protobuf",
+        "apps/v1/replicasets",
+        "apps/v1/replicasets:protobuf",
+    ];
+    let stack = Stack::with_sim(SimBuilder::new().seed(extra_objects()), small(), &caches).await;
+    for path in ["/apis/apps/v1/deployments", "/apis/apps/v1/namespaces/fx/replicasets"] {
+        for accept in [JSON, PB] {
+            let path = format!("{path}?resourceVersion=0");
+            let before = stack.served_from("cache").await;
+            let ours = get_accept(&stack.addr(), &path, accept).await;
+            let theirs = get_accept(&stack.upstream(), &path, accept).await;
+            assert_eq!(stack.served_from("cache").await, before + 1, "{path} ({accept})");
+            assert_eq!((ours.status, ours.header("content-type")), (200, accept), "{path}");
+            assert!(
+                ours.body == theirs.body,
+                "{path} ({accept}){}",
+                difference(&ours.body, &theirs.body)
+            );
+        }
+    }
+    let rv = stack.sim.current_rv();
+    let before = stack.served_from("cache").await;
+    let mut streams = Vec::new();
+    for resource in ["deployments", "replicasets"] {
+        for accept in [JSON, PB, TABLE] {
+            let path =
+                format!("/apis/apps/v1/namespaces/fx/{resource}?watch=1&resourceVersion={rv}");
+            let ours = watch(&stack.addr(), &path, accept).await;
+            let theirs = watch(&stack.upstream(), &path, accept).await;
+            assert_eq!((ours.status, theirs.status), (200, 200), "{path}");
+            streams.push((path, accept, ours, theirs));
+        }
+    }
+    assert_eq!(
+        stack.served_from("cache").await,
+        before + 6,
+        "every watch was answered from the cache"
+    );
+    let name = |kind: &str| if kind == "Deployment" { "api" } else { "api-7c9d" };
+    for kind in ["Deployment", "ReplicaSet"] {
+        stack
+            .sim
+            .create(json!({"apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": name(kind), "namespace": "fx"},
+                "spec": {"selector": {"matchLabels": {"app": "api"}},
+                    "template": {"metadata": {"labels": {"app": "api"}}, "spec": {"containers": [{"name": "api", "image": "api:1"}]}}}}))
+            .expect("create");
+    }
+    for resource in ["deployments", "replicasets"] {
+        let kind = if resource == "deployments" { "Deployment" } else { "ReplicaSet" };
+        stack
+            .sim
+            .modify("apps", resource, "fx", name(kind), |v| {
+                v["status"] = json!({"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1})
+            })
+            .expect("status");
+        stack.sim.delete("apps", resource, "fx", name(kind)).expect("delete");
+    }
+    for (path, accept, ours, theirs) in &mut streams {
+        for i in 0..3 {
+            let (ours, theirs) = if *accept == PB {
+                (ours.next_frame_within(STEP).await, theirs.next_frame_within(STEP).await)
+            } else {
+                (ours.next_line_within(STEP).await, theirs.next_line_within(STEP).await)
+            };
+            let theirs = theirs.expect("the apiserver's event");
+            let ours = ours.unwrap_or_else(|| panic!("{path} ({accept}): event {i} missing"));
+            if *accept == TABLE {
+                assert_same_event(&ours, &theirs, path);
+            } else {
+                assert!(
+                    ours == theirs,
+                    "{path} ({accept}): event {i}{}",
+                    difference(&ours, &theirs)
+                );
+            }
+        }
+    }
 }

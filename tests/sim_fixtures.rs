@@ -10,7 +10,7 @@ use kubeplex::sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::*;
 
-/// The objects of namespace `fx` as the captures show them.
+/// The objects of namespace `fx` as the captures show them, and `fx2`'s deployment.
 fn fx_objects() -> Vec<Value> {
     let mut out = Vec::new();
     for item in fixture("cm-list-json").json()["items"].as_array().expect("items") {
@@ -32,7 +32,24 @@ fn fx_objects() -> Vec<Value> {
         }
         out.push(o);
     }
+    out.push(fx2_deployment());
     out
+}
+
+/// The deployment of `deploy-list-table` in namespace `fx2`: its metadata as the capture shows
+/// it (managedFields included), the spec the capture run created with the apiserver's
+/// defaults left to the sim, and the status the controller had written.
+fn fx2_deployment() -> Value {
+    let captured = &fixture("deploy-list-table").json()["rows"][0]["object"]["metadata"];
+    let mut metadata = json!({"name": "d", "namespace": "fx2"});
+    for k in ["annotations", "managedFields"] {
+        metadata[k] = captured[k].clone();
+    }
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
+            "template": {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}},
+        "status": {"observedGeneration": 1, "terminatingReplicas": 0}})
 }
 
 async fn fx_sim() -> Sim {
@@ -84,7 +101,7 @@ async fn lists_and_gets_match_the_captures() {
 #[tokio::test]
 async fn tables_match_the_captures() {
     let sim = fx_sim().await;
-    for name in ["cm-list-table", "pod-list-table"] {
+    for name in ["cm-list-table", "pod-list-table", "deploy-list-table"] {
         let fx = fixture(name);
         let accept = fx.request_header("Accept").unwrap_or("");
         let resp = get_accept(&sim.addr().to_string(), &fx.path, accept).await;

@@ -10,12 +10,14 @@ FILES = {
     "meta": (SRC + "apimachinery/pkg/apis/meta/v1/types.go", {}),
     "discovery": (SRC + "api/discovery/v1/types.go", {"v1": "core", "metav1": "meta"}),
     "events": (SRC + "api/events/v1/types.go", {"corev1": "core", "metav1": "meta"}),
+    "apps": (SRC + "api/apps/v1/types.go", {"v1": "core", "metav1": "meta"}),
 }
 ROOTS = [
     ("", "pods", "core.Pod"), ("", "configmaps", "core.ConfigMap"), ("", "secrets", "core.Secret"),
     ("", "services", "core.Service"), ("", "namespaces", "core.Namespace"),
     ("", "nodes", "core.Node"), ("", "events", "core.Event"), ("", "endpoints", "core.Endpoints"),
     ("", "serviceaccounts", "core.ServiceAccount"),
+    ("apps", "deployments", "apps.Deployment"), ("apps", "replicasets", "apps.ReplicaSet"),
     ("discovery.k8s.io", "endpointslices", "discovery.EndpointSlice"),
     ("events.k8s.io", "events", "events.Event"),
 ]

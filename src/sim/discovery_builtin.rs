@@ -1,6 +1,8 @@
 //! The resources the sim serves, as kube-apiserver 1.36 describes them in discovery. Every value
 //! (singular names, verbs and their order, short names, categories, hashes, subresources and
-//! their kinds) is copied from fixtures `discovery-api-v1` and `discovery-discovery-v1`, from
+//! their kinds) is copied from fixtures `discovery-api-v1` and `discovery-discovery-v1` (no
+//! capture of `/apis/apps/v1` is kept: its entries follow pkg/registry/apps' REST storage —
+//! `ShortNames`, `Categories`, the `scale` and `status` subresources), from
 //! the apiserver's storage-version hash table (events.k8s.io events share the core storage, so
 //! the core hash), and for the custom resource from the apiextensions discovery controller.
 
@@ -26,6 +28,15 @@ const fn sub(
 ) -> Subresource {
     Subresource { name, group: "", version: "", kind, verbs }
 }
+
+/// The `scale` subresource of the apps workloads: an `autoscaling/v1` Scale.
+const SCALE: Subresource = Subresource {
+    name: "scale",
+    group: "autoscaling",
+    version: "v1",
+    kind: "Scale",
+    verbs: STATUS,
+};
 
 /// Kept in the order `/api/v1` and `/apis/{g}/{v}` list them (resources sorted by name, each
 /// followed by its subresources, also sorted).
@@ -193,6 +204,36 @@ pub(super) const RESOURCES: &[ApiResource] = &[
             sub("proxy", "ServiceProxyOptions", PROXY),
             sub("status", "Service", STATUS),
         ],
+    },
+    ApiResource {
+        group: "apps",
+        version: "v1",
+        resource: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        verbs: ALL,
+        short_names: &["deploy"],
+        categories: &["all"],
+        storage_version_hash: "8aSe+NMegvE=",
+        protobuf: true,
+        custom: false,
+        subresources: &[SCALE, sub("status", "Deployment", STATUS)],
+    },
+    ApiResource {
+        group: "apps",
+        version: "v1",
+        resource: "replicasets",
+        singular: "replicaset",
+        kind: "ReplicaSet",
+        namespaced: true,
+        verbs: ALL,
+        short_names: &["rs"],
+        categories: &["all"],
+        storage_version_hash: "P1RzHs8/mWQ=",
+        protobuf: true,
+        custom: false,
+        subresources: &[SCALE, sub("status", "ReplicaSet", STATUS)],
     },
     ApiResource {
         group: "discovery.k8s.io",

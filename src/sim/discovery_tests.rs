@@ -91,6 +91,33 @@ fn group_resource_list_matches_fixture() {
     );
 }
 
+/// `/apis/apps/v1` as kube-apiserver 1.36 lists the two workloads the sim serves (the
+/// apiserver also lists controllerrevisions, daemonsets and statefulsets).
+#[test]
+fn apps_resource_list() {
+    assert_eq!(
+        text(&api_resource_list("apps", "v1").unwrap()),
+        concat!(
+            r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":["#,
+            r#"{"name":"deployments","singularName":"deployment","namespaced":true,"kind":"Deployment","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"#,
+            r#""shortNames":["deploy"],"categories":["all"],"storageVersionHash":"8aSe+NMegvE="},"#,
+            r#"{"name":"deployments/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","#,
+            r#""kind":"Scale","verbs":["get","patch","update"]},"#,
+            r#"{"name":"deployments/status","singularName":"","namespaced":true,"kind":"Deployment","#,
+            r#""verbs":["get","patch","update"]},"#,
+            r#"{"name":"replicasets","singularName":"replicaset","namespaced":true,"kind":"ReplicaSet","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"#,
+            r#""shortNames":["rs"],"categories":["all"],"storageVersionHash":"P1RzHs8/mWQ="},"#,
+            r#"{"name":"replicasets/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","#,
+            r#""kind":"Scale","verbs":["get","patch","update"]},"#,
+            r#"{"name":"replicasets/status","singularName":"","namespaced":true,"kind":"ReplicaSet","#,
+            r#""verbs":["get","patch","update"]}]}"#,
+            "\n"
+        )
+    );
+}
+
 #[test]
 fn events_group_lists_the_core_storage_hash() {
     assert_eq!(
@@ -122,16 +149,17 @@ fn crd_resource_list_uses_the_apiextensions_shape() {
 #[test]
 fn unknown_group_versions_are_none() {
     assert_eq!(api_resource_list("", "v2"), None);
-    assert_eq!(api_resource_list("apps", "v1"), None);
+    assert_eq!(api_resource_list("batch", "v1"), None);
+    assert_eq!(api_resource_list("apps", "v1beta2"), None);
     assert_eq!(api_resource_list("discovery.k8s.io", "v1beta1"), None);
-    assert_eq!(api_group("apps"), None);
+    assert_eq!(api_group("batch"), None);
     assert_eq!(api_group(""), None);
 }
 
 #[test]
 fn group_list_matches_fixture_for_served_groups() {
     let expected = filtered(fixture!("discovery-apis"), "groups", |g| {
-        g["name"] == "events.k8s.io" || g["name"] == "discovery.k8s.io"
+        ["apps", "events.k8s.io", "discovery.k8s.io"].iter().any(|n| g["name"] == *n)
     });
     // The CRD group is not in the capture; it follows the built-ins (priority 1000).
     let mut expected = String::from_utf8(expected).unwrap();
@@ -263,6 +291,17 @@ fn aggregated_groups_document() {
         text(&doc.body),
         concat!(
             r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":["#,
+            r#"{"metadata":{"name":"apps"},"versions":[{"version":"v1","resources":[{"resource":"deployments","#,
+            r#""responseKind":{"group":"","version":"","kind":"Deployment"},"scope":"Namespaced","singularResource":"deployment","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["deploy"],"#,
+            r#""categories":["all"],"subresources":[{"subresource":"scale","responseKind":{"group":"autoscaling","version":"v1","kind":"Scale"},"#,
+            r#""verbs":["get","patch","update"]},{"subresource":"status","responseKind":{"group":"","version":"","kind":"Deployment"},"#,
+            r#""verbs":["get","patch","update"]}]},{"resource":"replicasets","#,
+            r#""responseKind":{"group":"","version":"","kind":"ReplicaSet"},"scope":"Namespaced","singularResource":"replicaset","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["rs"],"#,
+            r#""categories":["all"],"subresources":[{"subresource":"scale","responseKind":{"group":"autoscaling","version":"v1","kind":"Scale"},"#,
+            r#""verbs":["get","patch","update"]},{"subresource":"status","responseKind":{"group":"","version":"","kind":"ReplicaSet"},"#,
+            r#""verbs":["get","patch","update"]}]}],"freshness":"Current"}]},"#,
             r#"{"metadata":{"name":"events.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"events","#,
             r#""responseKind":{"group":"","version":"","kind":"Event"},"scope":"Namespaced","singularResource":"event","#,
             r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["ev"]}],"#,

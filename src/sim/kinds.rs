@@ -68,10 +68,22 @@ impl Registry {
                 protobuf: r.protobuf,
                 custom: r.custom,
                 // Registry strategies that set metadata.generation: pods (1.36),
-                // endpointslices, and every custom resource.
-                generation: r.custom || matches!(r.resource, "pods" | "endpointslices"),
+                // endpointslices, deployments and replicasets, and every custom resource.
+                generation: r.custom
+                    || matches!(
+                        r.resource,
+                        "pods" | "endpointslices" | "deployments" | "replicasets"
+                    ),
                 verbs: r.verbs.iter().map(|v| v.to_string()).collect(),
-                subresources: r.subresources.iter().map(|s| s.name.to_string()).collect(),
+                // Discovery lists `deployments/scale` (an autoscaling/v1 Scale); the sim does
+                // not convert to Scale objects, so that path is a 404 rather than the
+                // Deployment itself.
+                subresources: r
+                    .subresources
+                    .iter()
+                    .filter(|s| s.name != "scale")
+                    .map(|s| s.name.to_string())
+                    .collect(),
             });
             reg.by_kind.insert((kind.api_version.clone(), kind.kind.clone()), kind.clone());
             reg.by_resource.insert((kind.group.clone(), kind.resource.clone()), kind);

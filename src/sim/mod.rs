@@ -36,6 +36,7 @@ mod server;
 pub mod store;
 mod table_glue;
 mod watch;
+mod workloads;
 mod write;
 
 use std::net::SocketAddr;

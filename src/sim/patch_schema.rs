@@ -169,7 +169,16 @@ mod tests {
         let ns = root("", "namespaces").expect("served");
         assert_eq!(ns.lookup("spec").schema.lookup("finalizers").strategy, Strategy::None);
         assert_eq!(root("demo.kubeplex.io", "widgets"), None);
-        assert_eq!(root("apps", "deployments"), None);
+        // Workloads merge their template's containers by name, their conditions by type.
+        for resource in ["deployments", "replicasets"] {
+            let w = root("apps", resource).expect("served");
+            let template = w.lookup("spec").schema.lookup("template").schema;
+            let containers = template.lookup("spec").schema.lookup("containers");
+            assert_eq!((containers.strategy, containers.merge_key), (Strategy::Merge, "name"));
+            let conditions = w.lookup("status").schema.lookup("conditions");
+            assert_eq!((conditions.strategy, conditions.merge_key), (Strategy::Merge, "type"));
+        }
+        assert_eq!(root("apps", "daemonsets"), None);
     }
 
     #[test]

@@ -23,12 +23,115 @@ pub(super) const ROOTS: &[(&str, &str, &str)] = &[
     ("", "events", "core.Event"),
     ("", "endpoints", "core.Endpoints"),
     ("", "serviceaccounts", "core.ServiceAccount"),
+    ("apps", "deployments", "apps.Deployment"),
+    ("apps", "replicasets", "apps.ReplicaSet"),
     ("discovery.k8s.io", "endpointslices", "discovery.EndpointSlice"),
     ("events.k8s.io", "events", "events.Event"),
 ];
 
 /// `(struct, fields)`, sorted by struct name; each struct's fields sorted by JSON name.
 pub(super) const STRUCTS: &[(&str, &[FieldMeta])] = &[
+    (
+        "apps.Deployment",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "apps.DeploymentSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "apps.DeploymentStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "apps.DeploymentSpec",
+        &[
+            FieldMeta {
+                json: "strategy",
+                shape: FieldShape::Struct,
+                ty: "",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "template",
+                shape: FieldShape::Struct,
+                ty: "core.PodTemplateSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "apps.DeploymentStatus",
+        &[FieldMeta {
+            json: "conditions",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "type",
+        }],
+    ),
+    (
+        "apps.ReplicaSet",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "apps.ReplicaSetSpec",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "apps.ReplicaSetStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "apps.ReplicaSetSpec",
+        &[FieldMeta {
+            json: "template",
+            shape: FieldShape::Struct,
+            ty: "core.PodTemplateSpec",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "apps.ReplicaSetStatus",
+        &[FieldMeta {
+            json: "conditions",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "type",
+        }],
+    ),
     (
         "core.ConfigMap",
         &[FieldMeta {
@@ -372,6 +475,25 @@ pub(super) const STRUCTS: &[(&str, &[FieldMeta])] = &[
                 ty: "",
                 strategy: Strategy::MergeRetainKeys,
                 merge_key: "name",
+            },
+        ],
+    ),
+    (
+        "core.PodTemplateSpec",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "spec",
+                shape: FieldShape::Struct,
+                ty: "core.PodSpec",
+                strategy: Strategy::None,
+                merge_key: "",
             },
         ],
     ),

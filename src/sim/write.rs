@@ -17,6 +17,7 @@ use super::repr::Repr;
 use super::respond::{self, Body, JSON};
 use super::server::{SimState, Target};
 use super::store::{object_key, Obj};
+use super::workloads;
 use crate::wire::request::ListOptions;
 use crate::wire::status::{FieldError, Status};
 
@@ -184,6 +185,7 @@ pub fn prepare_create(
         m.shift_remove("generation");
     }
     apply_defaults(kind, v, &name);
+    workloads::apply_defaults(kind, v);
     Ok(name)
 }
 
@@ -255,8 +257,11 @@ pub async fn create(
     let dry = dry_run(req.uri().query());
     let query = req.uri().query().map(str::to_string);
     let (headers, body) = read_body(req).await?;
-    let v = decode_object(&headers, &body)?;
+    let mut v = decode_object(&headers, &body)?;
     let warnings = field_validation(&t.kind, query.as_deref(), &v)?;
+    // Only a client's create drops a workload's status; the `Sim` handle seeds objects as a
+    // controller would have left them.
+    workloads::clear_status_on_create(&t.kind, &mut v);
     let obj = store_create(state, &t.kind, v, t.namespace.as_deref(), dry)?;
     Ok(with_warnings(object_reply(&t.kind, &obj, repr, 201, &headers)?, &warnings))
 }
@@ -313,8 +318,9 @@ fn updated(
             v
         }
     };
+    workloads::apply_defaults(kind, &mut next);
     let prev_meta = prev.value.get("metadata").cloned().unwrap_or(json!({}));
-    let spec_changed = prev.value.get("spec") != next.get("spec");
+    let spec_changed = workloads::bumps_generation(kind, &prev.value, &next);
     let m = meta_mut(&mut next);
     for k in ["name", "namespace", "uid", "creationTimestamp", "generation", "deletionTimestamp"] {
         match prev_meta.get(k) {

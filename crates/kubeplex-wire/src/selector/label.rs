@@ -11,6 +11,8 @@ use crate::gojson;
 
 #[path = "label/lexer.rs"]
 mod lexer;
+#[path = "label/metav1.rs"]
+mod metav1;
 #[path = "label/validation.rs"]
 mod validation;
 

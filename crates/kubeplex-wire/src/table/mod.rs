@@ -13,6 +13,7 @@ mod fields;
 mod meta;
 mod pod;
 mod printers;
+mod workloads;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;

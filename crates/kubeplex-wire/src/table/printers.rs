@@ -12,6 +12,7 @@ use super::age::{human_duration, parse_rfc3339, parse_time, since, translate_sin
 use super::columns::{self, Column};
 use super::fields::{arr_at, at, bool_at, int_at, map_len, present, str_at};
 use super::pod::print_pod;
+use super::workloads::{deployment_cells, replica_set_cells};
 use super::{Cell, Row};
 
 use crate::groups::BUILTIN_GROUPS as BUILT_IN_GROUPS;
@@ -31,6 +32,8 @@ pub(super) enum Printer {
     EventV1,
     Endpoints,
     EndpointSlice,
+    Deployment,
+    ReplicaSet,
     /// A custom resource whose CRD declares no additionalPrinterColumns.
     Custom,
 }
@@ -49,6 +52,8 @@ impl Printer {
             ("events.k8s.io", "events") => Printer::EventV1,
             ("", "endpoints") => Printer::Endpoints,
             ("discovery.k8s.io", "endpointslices") => Printer::EndpointSlice,
+            ("apps", "deployments") => Printer::Deployment,
+            ("apps", "replicasets") => Printer::ReplicaSet,
             (g, _) if BUILT_IN_GROUPS.contains(&g) => return None,
             _ => Printer::Custom,
         };
@@ -66,6 +71,8 @@ impl Printer {
             Printer::Event | Printer::EventV1 => columns::EVENT,
             Printer::Endpoints => columns::ENDPOINTS,
             Printer::EndpointSlice => columns::ENDPOINT_SLICE,
+            Printer::Deployment => columns::DEPLOYMENT,
+            Printer::ReplicaSet => columns::REPLICA_SET,
             Printer::Custom => columns::CUSTOM,
         }
     }
@@ -101,6 +108,8 @@ impl Printer {
                 Cell::Str(format_discovery_endpoints(arr_at(obj, &["endpoints"]))),
                 age(),
             ],
+            Printer::Deployment => deployment_cells(obj, name(), age()),
+            Printer::ReplicaSet => replica_set_cells(obj, name(), age()),
         };
         Row { cells, conditions: &[] }
     }

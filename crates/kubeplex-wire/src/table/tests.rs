@@ -42,6 +42,29 @@ fn configmap_list_matches_capture() {
 }
 
 #[test]
+fn deployment_list_matches_capture() {
+    let expected = fixture_json("deploy-list-table");
+    // The capture keeps the deployment's metadata; its spec and status are what the capture
+    // run created (`kubectl create deployment d --image=registry.example/app:1 --replicas=0`
+    // with container `c`, label `app=x`), with the apiserver's defaults.
+    let deployment = json!({
+        "kind": "Deployment", "apiVersion": "apps/v1",
+        "metadata": expected["rows"][0]["object"]["metadata"].clone(),
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
+            "template": {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+            "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600},
+        "status": {"observedGeneration": 1, "terminatingReplicas": 0}
+    });
+    let meta = ListMetaOut { resource_version: "17718".to_string(), ..Default::default() };
+    let now = date_header("deploy-list-table");
+    let body =
+        table_for_list("deployments", "apps", &[&deployment], meta, IncludeObject::Metadata, now);
+    assert_eq!(text(body), text(fixture("deploy-list-table.body")));
+}
+
+#[test]
 fn pod_list_matches_capture() {
     let expected = fixture_json("pod-list-table");
     // p-1 is captured whole in pod-list-fieldsel-node; p-2 only differs in metadata (taken
@@ -162,13 +185,15 @@ fn supported_resources() {
         ("events", "events.k8s.io"),
         ("endpoints", ""),
         ("endpointslices", "discovery.k8s.io"),
+        ("deployments", "apps"),
+        ("replicasets", "apps"),
         ("widgets", "example.com"),
         ("gateways", "gateway.networking.k8s.io"),
     ] {
         assert!(supports(resource, group), "{group}/{resource}");
     }
     for (resource, group) in
-        [("deployments", "apps"), ("serviceaccounts", ""), ("leases", "coordination.k8s.io")]
+        [("daemonsets", "apps"), ("serviceaccounts", ""), ("leases", "coordination.k8s.io")]
     {
         assert!(!supports(resource, group), "{group}/{resource}");
     }

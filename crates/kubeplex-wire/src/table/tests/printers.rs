@@ -87,6 +87,19 @@ fn column_layouts() {
             "Age:string:0"
         ]
     );
+    assert_eq!(
+        column_names("replicasets", "apps"),
+        [
+            "Name:string:0",
+            "Desired:integer:0",
+            "Current:integer:0",
+            "Ready:integer:0",
+            "Age:string:0",
+            "Containers:string:1",
+            "Images:string:1",
+            "Selector:string:1"
+        ]
+    );
     assert_eq!(column_names("widgets", "example.com"), ["Name:string:0", "Age:date:0"]);
 }
 
@@ -341,4 +354,62 @@ fn custom_resources() {
     assert_eq!(c(&cr(json!("not a time"))), json!(["w", "<invalid>"]));
     assert_eq!(c(&cr(json!(5))), json!(["w", null]));
     assert_eq!(c(&json!({"metadata": {"name": "w"}})), json!(["w", null]));
+}
+
+#[test]
+fn deployments_and_replicasets() {
+    let workload = |spec: Value, status: Value| {
+        with_meta(json!({"spec": spec, "status": status}), 3 * 3600 + 60)
+    };
+    let template = json!({"spec": {"containers": [{"name": "app", "image": "web:2"},
+        {"name": "side", "image": "proxy:1"}]}});
+    let selector = json!({"matchLabels": {"tier": "web", "app": "shop"},
+        "matchExpressions": [{"key": "track", "operator": "NotIn", "values": ["canary", "beta"]},
+            {"key": "app", "operator": "Exists"}, {"key": "legacy", "operator": "DoesNotExist"},
+            {"key": "zone", "operator": "In", "values": ["b", "a"]}]});
+    let d = workload(
+        json!({"replicas": 3, "selector": selector, "template": template}),
+        json!({"replicas": 4, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1}),
+    );
+    // Selector requirements sorted by key (stably: matchLabels' `app` before the
+    // expression on `app`), set values sorted.
+    let printed_selector = "app=shop,app,!legacy,tier=web,track notin (beta,canary),zone in (a,b)";
+    assert_eq!(
+        cells("deployments", "apps", &d, now()),
+        json!(["o", "1/3", 2, 1, "3h1m", "app,side", "web:2,proxy:1", printed_selector])
+    );
+    let rs = workload(
+        json!({"replicas": 3, "selector": selector, "template": template}),
+        json!({"replicas": 2, "readyReplicas": 1, "availableReplicas": 1}),
+    );
+    assert_eq!(
+        cells("replicasets", "apps", &rs, now()),
+        json!(["o", 3, 2, 1, "3h1m", "app,side", "web:2,proxy:1", printed_selector])
+    );
+    // Nothing set: spec.replicas reads as its default 1, an empty selector is "" for a
+    // deployment and "<none>" for a replicaset.
+    let bare = workload(json!({}), json!({}));
+    assert_eq!(
+        cells("deployments", "apps", &bare, now()),
+        json!(["o", "0/1", 0, 0, "3h1m", "", "", ""])
+    );
+    assert_eq!(
+        cells("replicasets", "apps", &bare, now()),
+        json!(["o", 1, 0, 0, "3h1m", "", "", "<none>"])
+    );
+    let empty_selector = workload(json!({"replicas": 0, "selector": {}}), json!({}));
+    assert_eq!(cells("replicasets", "apps", &empty_selector, now())[7], json!("<none>"));
+    assert_eq!(cells("deployments", "apps", &empty_selector, now())[1], json!("0/0"));
+    // Selectors Go cannot convert: "<invalid>" for a deployment, "<error>" for a replicaset.
+    for bad in [
+        json!({"matchLabels": {"app": "has space"}}),
+        json!({"matchLabels": {"-bad-key": "x"}}),
+        json!({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
+        json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+        json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+    ] {
+        let obj = workload(json!({"selector": bad}), json!({}));
+        assert_eq!(cells("deployments", "apps", &obj, now())[7], json!("<invalid>"), "{bad}");
+        assert_eq!(cells("replicasets", "apps", &obj, now())[7], json!("<error>"), "{bad}");
+    }
 }
