@@ -22,7 +22,7 @@ COPY . .
 # to ship a dynamically linked binary: a static executable has no ELF program interpreter.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin kubeplex \
+    cargo build --release --locked --no-default-features --bin kubeplex \
  && cp target/release/kubeplex /kubeplex \
  && strip /kubeplex \
  && if readelf -l /kubeplex | grep -q 'program interpreter'; then \

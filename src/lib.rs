@@ -10,11 +10,14 @@
 //! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "sim")]
 pub mod bench;
 pub mod cache;
 pub mod net;
 pub mod serve;
-pub mod sim;
 pub mod upstream;
+/// The fake apiserver: the `kubeplex-sim` crate (`crates/kubeplex-sim`), with the `sim` feature.
+#[cfg(feature = "sim")]
+pub use kubeplex_sim as sim;
 /// The wire formats and rules: the `kubeplex-wire` crate (`crates/kubeplex-wire`).
 pub use kubeplex_wire as wire;

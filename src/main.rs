@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -10,10 +9,12 @@ use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::resource::{CachesConfig, FreshnessConfig};
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::{Http1Server, Proxy};
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
-use serde_json::Value;
+
+/// `kubeplex sim` and `kubeplex demo`: the fake apiserver (built with the default `sim` feature;
+/// the release image leaves it out).
+#[cfg(feature = "sim")]
+mod demo;
 
 #[derive(Parser)]
 #[command(
@@ -31,9 +32,11 @@ enum Command {
     /// Run the proxy in front of an apiserver (kubeconfig, in-cluster, $KUBECONFIG, ~/.kube/config).
     Serve(ServeArgs),
     /// Run the built-in fake kube-apiserver (for tests and trying clients).
-    Sim(SimArgs),
+    #[cfg(feature = "sim")]
+    Sim(demo::SimArgs),
     /// Run the demo: the fake apiserver seeded with a realistic cluster and light churn.
-    Demo(DemoArgs),
+    #[cfg(feature = "sim")]
+    Demo(demo::DemoArgs),
 }
 
 /// The proxy's settings: command line first, then `KUBEPLEX_*` environment variables, then
@@ -177,45 +180,6 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(secs))
 }
 
-#[derive(Args)]
-struct SimArgs {
-    /// Address to listen on (loopback by default).
-    #[arg(long, default_value = "127.0.0.1:6443")]
-    listen: SocketAddr,
-    /// Write a kubeconfig pointing at the server to this path.
-    #[arg(long)]
-    write_kubeconfig: Option<PathBuf>,
-    /// Initial contents: `empty`, `demo` (a realistic cluster), `pods=N` (demo shape with N
-    /// pods), or a path to a JSON file holding an array or List of objects.
-    #[arg(long, default_value = "empty")]
-    seed: String,
-    /// Writes per second of background churn (0: none).
-    #[arg(long, default_value_t = 0)]
-    churn: u32,
-}
-
-#[derive(Args)]
-struct DemoArgs {
-    /// Where kubeplex listens (the kubeconfig points here).
-    #[arg(long, default_value = "127.0.0.1:8001")]
-    listen: SocketAddr,
-    /// Where the fake apiserver behind it listens.
-    #[arg(long, default_value = "127.0.0.1:6443")]
-    upstream_listen: SocketAddr,
-    /// kubeplex's admin endpoints.
-    #[arg(long, default_value = "127.0.0.1:9090")]
-    admin_listen: SocketAddr,
-    /// Where to write the demo kubeconfig.
-    #[arg(long, default_value = "kubeplex-demo.kubeconfig")]
-    write_kubeconfig: PathBuf,
-    /// Number of pods in the demo cluster.
-    #[arg(long, default_value_t = 3000)]
-    pods: usize,
-    /// Writes per second of background churn.
-    #[arg(long, default_value_t = 5)]
-    churn: u32,
-}
-
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -229,58 +193,12 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command {
             Command::Serve(a) => run_serve(a).await,
-            Command::Sim(a) => run_sim(a).await,
-            Command::Demo(a) => run_demo(a).await,
+            #[cfg(feature = "sim")]
+            Command::Sim(a) => demo::run_sim(a).await,
+            #[cfg(feature = "sim")]
+            Command::Demo(a) => demo::run_demo(a).await,
         }
     })
-}
-
-fn parse_seed(spec: &str) -> anyhow::Result<(Vec<Value>, ClusterShape)> {
-    let shape = ClusterShape::default();
-    match spec {
-        "empty" => Ok((Vec::new(), ClusterShape { pods: 0, ..shape })),
-        "demo" => Ok((seed::cluster(shape), shape)),
-        s if s.starts_with("pods=") => {
-            let pods = s["pods=".len()..].parse().context("pods=N needs a number")?;
-            let shape = ClusterShape { pods, ..shape };
-            Ok((seed::cluster(shape), shape))
-        }
-        path => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-            let v: Value =
-                serde_json::from_str(&text).with_context(|| format!("parsing {path}"))?;
-            let items = match v {
-                Value::Array(a) => a,
-                Value::Object(mut o) => match o.shift_remove("items") {
-                    Some(Value::Array(a)) => a,
-                    _ => vec![Value::Object(o)],
-                },
-                _ => anyhow::bail!("{path}: expected an array or a List of objects"),
-            };
-            Ok((items, ClusterShape { pods: 0, ..shape }))
-        }
-    }
-}
-
-async fn start(
-    listen: SocketAddr,
-    objects: Vec<Value>,
-    kubeconfig: Option<&PathBuf>,
-) -> anyhow::Result<Arc<Sim>> {
-    let sim = Arc::new(SimBuilder::new().listen(listen).seed(objects).start().await?);
-    if let Some(path) = kubeconfig {
-        sim.write_kubeconfig(path).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(sim)
-}
-
-async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
-    let (objects, shape) = parse_seed(&a.seed)?;
-    let sim = start(a.listen, objects, a.write_kubeconfig.as_ref()).await?;
-    tracing::info!(url = %sim.url(), "fake kube-apiserver listening");
-    let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
-    tokio::signal::ctrl_c().await?;
-    Ok(())
 }
 
 async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
@@ -297,46 +215,6 @@ async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     )
     .await?;
     tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
-    tokio::signal::ctrl_c().await?;
-    Ok(())
-}
-
-async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
-    let shape = ClusterShape { pods: a.pods, ..ClusterShape::default() };
-    let upstream_kubeconfig = a.write_kubeconfig.with_extension("upstream.kubeconfig");
-    let sim = start(a.upstream_listen, seed::cluster(shape), Some(&upstream_kubeconfig)).await?;
-    let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
-    let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
-    let defaults = CacheArgs {
-        cache_idle_timeout: parse_duration("15m").map_err(anyhow::Error::msg)?,
-        snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
-        snapshot_max: 10_000,
-        preload: vec!["pods".into(), "configmaps".into()],
-        cache_sync_wait: FreshnessConfig::SYNC_WAIT,
-        consistent_read_wait: FreshnessConfig::CONSISTENT_WAIT,
-        consistent_list_probe_min_bytes: FreshnessConfig::PROBE_MIN_LIST_BYTES,
-        watch: WatchArgs::default(),
-    };
-    let proxy =
-        Proxy::start(Upstream::new(cfg)?, a.listen, Some(a.admin_listen), defaults.config())
-            .await?;
-    std::fs::write(
-        &a.write_kubeconfig,
-        kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),
-    )?;
-    let kc = a.write_kubeconfig.display();
-    println!("kubeplex demo: kubeplex on http://{} in front of a fake kube-apiserver (http://{}) with {} pods on {} nodes, {} writes/s of churn", proxy.addr, sim.addr(), shape.pods, shape.nodes, a.churn);
-    println!("  admin: http://{}/metrics", a.admin_listen);
-    println!();
-    println!("Try (through kubeplex):");
-    println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500");
-    println!(
-        "  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?resourceVersion=0' | head -c 300"
-    );
-    println!("  kubectl --kubeconfig {kc} get pods -n team-0 -w");
-    println!("  curl -s http://{}/metrics | grep kubeplex_requests_total", a.admin_listen);
-    println!();
-    println!("Ctrl-C to stop.");
     tokio::signal::ctrl_c().await?;
     Ok(())
 }

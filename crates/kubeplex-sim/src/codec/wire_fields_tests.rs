@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
-use crate::sim::codec;
+use crate::codec;
 use crate::wire::proto::fields::*;
 use crate::wire::proto::object_meta;
 use crate::wire::selector::fields_by_kind::FieldRules;

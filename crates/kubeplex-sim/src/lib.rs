@@ -1,8 +1,9 @@
+#![forbid(unsafe_code)]
 //! `sim`: an in-process fake kube-apiserver, faithful on the wire, for tests and the demo.
 //!
 //! ```no_run
 //! # async fn f() -> anyhow::Result<()> {
-//! use kubeplex::sim::SimBuilder;
+//! use kubeplex_sim::SimBuilder;
 //! let sim = SimBuilder::new().start().await?;
 //! sim.create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
 //!     "metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}}))?;
@@ -53,6 +54,9 @@ use server::{spawn_server, Faults, SimState};
 pub use store::Retention;
 
 use crate::wire::status::Status;
+
+/// The wire rules the fake apiserver follows are the proxy's own (`crates/kubeplex-wire`).
+use kubeplex_wire as wire;
 
 /// Namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-node-lease", "kube-public", "kube-system"];

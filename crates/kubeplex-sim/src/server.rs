@@ -75,7 +75,7 @@ pub struct SimState {
 /// Serves connections from `listener` until the returned task is aborted; aborting it drops
 /// every open connection with it.
 pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(crate::net::serve(listener, move |req| handle(state.clone(), req)))
+    tokio::spawn(kubeplex_net::serve(listener, move |req| handle(state.clone(), req)))
 }
 
 async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {

@@ -7,7 +7,7 @@ use super::*;
 use crate::wire::gojson;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../../../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -1,0 +1,72 @@
+//! The hyper accept loop shared by kubeplex's listeners and the fake apiserver's: HTTP/1.1 and
+//! HTTP/2 (prior knowledge) on one listener, upgrades allowed, every connection a task owned by
+//! the loop (aborting the loop's task ends them all).
+#![forbid(unsafe_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+/// Serves HTTP/1.1 and HTTP/2 (prior knowledge) on `listener` with hyper until the calling task
+/// is aborted. Every connection is a task owned by this one, so aborting it ends them all;
+/// upgrades (exec, attach, port-forward) are allowed through.
+pub async fn serve<H, F, B>(listener: TcpListener, handler: H)
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    accept(listener, move |stream| with_hyper(stream, handler.clone())).await
+}
+
+/// Accepts connections until the calling task is aborted, each served by `conn` in a task of
+/// its own.
+pub async fn accept<C, CF>(listener: TcpListener, conn: C)
+where
+    C: Fn(TcpStream) -> CF,
+    CF: Future<Output = ()> + Send + 'static,
+{
+    let mut conns = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            // Reap finished connections so the set does not grow without bound.
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        conns.spawn(conn(stream));
+    }
+}
+
+/// Serves one connection with hyper (HTTP/1.1 or HTTP/2, upgrades allowed).
+pub async fn with_hyper<I, H, F, B>(io: I, handler: H)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let fut = handler(req);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let _ = auto::Builder::new(TokioExecutor::new())
+        .serve_connection_with_upgrades(TokioIo::new(io), svc)
+        .await;
+}
