@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The proxy as the release image builds it: without the fake apiserver.
+cargo check --locked --no-default-features --bin kubeplex
 cargo nextest run --workspace --all-targets --locked --no-fail-fast
