@@ -17,6 +17,7 @@ pub mod fanout;
 pub mod frames;
 pub mod history;
 pub mod index;
+pub mod metrics;
 pub mod object;
 pub mod resource;
 pub mod select;

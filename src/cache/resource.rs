@@ -20,11 +20,11 @@ use super::object::CachedObject;
 pub use super::object::Encoding;
 use super::store::{Applied, Change, Snapshot, SnapshotError, Store, StoreLimits};
 
-use crate::serve::metrics::Metrics;
-use crate::serve::resources::ResourceInfo;
+use super::metrics::CacheMetrics as Metrics;
 use crate::upstream::freshness::Freshness;
 use crate::upstream::reflector::Reflector;
 use crate::upstream::Upstream;
+use crate::wire::resource::ResourceInfo;
 
 /// A watch event's kind, as the reflector hands it over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

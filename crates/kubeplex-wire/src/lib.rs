@@ -10,6 +10,7 @@ pub mod meta;
 pub mod negotiate;
 pub mod proto;
 pub mod request;
+pub mod resource;
 pub mod selector;
 pub mod status;
 pub mod table;
