@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use kubeplex::cache::resource::FreshnessConfig;
 use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex::upstream::caches::FreshnessConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use serde_json::Value;
 

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::resource::{CachesConfig, FreshnessConfig};
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::{Http1Server, Proxy};
+use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 /// `kubeplex sim` and `kubeplex demo`: the fake apiserver (built with the default `sim` feature;

@@ -7,10 +7,10 @@ mod support;
 
 use std::time::Duration;
 
-use kubeplex::cache::resource::CachesConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::sim::seed::ClusterShape;
+use kubeplex::upstream::caches::CachesConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use support::stack::Stack;
 use support::undated;

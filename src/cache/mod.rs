@@ -9,9 +9,12 @@
 //! - [`history`]: the ring of recent events watches resume from;
 //! - [`fanout`]: the downstream watchers of a cache, their bounded queues, and dispatch;
 //! - [`frames`]: watch stream frames (JSON lines, protobuf frames) for a resource;
-//! - [`resource`]: a live cache (store + lock + reflector task) and the set of them.
+//! - [`resource`]: one cache's state behind its locks — the store, the RV readers wait on, load
+//!   epochs, the fan-out — which the live layer (`upstream::caches`, the reflector) feeds;
+//! - [`metrics`]: the caches' Prometheus series, registered into the process's registry.
 //!
-//! Pure data structures: no I/O, no locks; the caller serialises access.
+//! No I/O and no tasks: the modules above `resource` are plain data the caller serialises;
+//! `resource` guards them with locks. Only `wire` is imported (checked by `tests/layers.rs`).
 
 pub mod fanout;
 pub mod frames;

@@ -2,14 +2,12 @@
 //! that fills it, the RV it has reached (for not-older-than waits), and its metrics. [`Caches`]
 //! starts them on first use and stops the ones nobody has read for a while.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::fanout::{Closed, FanOut, Filter, Queue, WatchConfig};
@@ -21,9 +19,6 @@ pub use super::object::Encoding;
 use super::store::{Applied, Change, Snapshot, SnapshotError, Store, StoreLimits};
 
 use super::metrics::CacheMetrics as Metrics;
-use crate::upstream::freshness::Freshness;
-use crate::upstream::reflector::Reflector;
-use crate::upstream::Upstream;
 use crate::wire::resource::ResourceInfo;
 
 /// A watch event's kind, as the reflector hands it over.
@@ -53,13 +48,10 @@ pub struct ResourceCache {
     /// for every read that arrived before then (the upstream answers a list with
     /// resourceVersion unset at its current RV).
     loaded_from: Mutex<Option<std::time::Instant>>,
-    /// The shared freshness proofs of this cache (set once, when the cache is started).
-    freshness: OnceLock<Arc<Freshness>>,
+
     metrics: Metrics,
     label: String,
     last_used: Mutex<Instant>,
-    /// The reflector, and the task that ends slow watchers.
-    tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Named in the configuration: never stopped for idleness.
     pinned: AtomicBool,
     /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
@@ -116,7 +108,7 @@ pub struct Registration {
 }
 
 impl ResourceCache {
-    fn new(
+    pub fn new(
         info: Arc<ResourceInfo>,
         encoding: Encoding,
         limits: StoreLimits,
@@ -155,11 +147,10 @@ impl ResourceCache {
             epoch: AtomicU64::new(0),
             loading: Mutex::new(None),
             loaded_from: Mutex::new(None),
-            freshness: OnceLock::new(),
+
             metrics,
             label,
             last_used: Mutex::new(Instant::now()),
-            tasks: Mutex::new(Vec::new()),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
             gauges,
@@ -249,11 +240,6 @@ impl ResourceCache {
                 .is_some_and(|at| at >= arrived)
     }
 
-    /// The freshness proofs of this cache.
-    pub fn freshness(&self) -> Option<&Arc<Freshness>> {
-        self.freshness.get()
-    }
-
     /// The epoch and RV a freshness probe starts from, or `None` while the cache is not synced
     /// or a load is under way (its state is about to be replaced).
     pub fn probe_start(&self) -> Option<(u64, u64)> {
@@ -302,11 +288,18 @@ impl ResourceCache {
         self.pinned.store(true, Ordering::Release);
     }
 
-    fn touch(&self) {
+    /// Named in the configuration: never stopped for idleness.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Acquire)
+    }
+
+    /// Records a read: the cache is not idle.
+    pub fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
-    fn idle_for(&self) -> Duration {
+    /// How long since the last read.
+    pub fn idle_for(&self) -> Duration {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
 
@@ -595,169 +588,9 @@ impl ResourceCache {
     }
 }
 
-/// Tunables of the caches (see `config`).
-#[derive(Debug, Clone)]
-pub struct CachesConfig {
-    pub limits: StoreLimits,
-    /// Caches started at start-up (`pods`, `apps/v1/deployments`, `pods:protobuf`).
-    pub preload: Vec<String>,
-    /// A cache nobody read for this long is stopped (its memory and upstream watch freed).
-    pub idle_timeout: Duration,
-    pub watch: WatchConfig,
-    /// How reads wait for a cold cache and prove a warm one fresh.
-    pub freshness: FreshnessConfig,
-}
-
-/// How long reads wait for the cache rather than passing through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FreshnessConfig {
-    /// A read of a cache that has not synced yet waits this long for its first load (shared by
-    /// every such read), then passes through. Zero: pass through at once.
-    pub sync_wait: Duration,
-    /// A consistent read (resourceVersion unset) or a not-older-than read past the cache waits
-    /// this long for the freshness proof, then passes through (or, for not-older-than, gets the
-    /// apiserver's 504). Zero: consistent reads always pass through.
-    pub consistent_wait: Duration,
-    /// A consistent list whose objects come to fewer bytes than this passes through rather
-    /// than wait for a bookmark probe of its own (it still joins a probe under way, and is
-    /// served when the cache is shown current without one). Watches always use the proof.
-    pub probe_min_list_bytes: usize,
-}
-
-impl FreshnessConfig {
-    /// The cold-start wait's default: long enough for a streaming list of a large resource.
-    pub const SYNC_WAIT: Duration = Duration::from_secs(15);
-    /// The proof's default budget: a probe's bookmark comes 1–2 s in (see
-    /// `upstream::freshness`), and the apiserver's own not-older-than wait is 3 s.
-    pub const CONSISTENT_WAIT: Duration = Duration::from_secs(3);
-    /// 1 MiB: the apiserver serializes that in tens of milliseconds, less than the probe's
-    /// ~1.5 s wait is worth to a `kubectl get`, and far less than its cost for a large list.
-    pub const PROBE_MIN_LIST_BYTES: usize = 1 << 20;
-}
-
-impl Default for FreshnessConfig {
-    fn default() -> Self {
-        FreshnessConfig {
-            sync_wait: Self::SYNC_WAIT,
-            consistent_wait: Self::CONSISTENT_WAIT,
-            probe_min_list_bytes: Self::PROBE_MIN_LIST_BYTES,
-        }
-    }
-}
-
-type CacheKey = (String, String, String, Encoding);
-
-/// Every live cache, keyed by (group, version, resource, encoding).
-pub struct Caches {
-    upstream: Arc<Upstream>,
-    metrics: Metrics,
-    config: CachesConfig,
-    map: Mutex<HashMap<CacheKey, Arc<ResourceCache>>>,
-}
-
-impl Caches {
-    pub fn new(upstream: Arc<Upstream>, metrics: Metrics, config: CachesConfig) -> Arc<Self> {
-        Arc::new(Caches { upstream, metrics, config, map: Mutex::new(HashMap::new()) })
-    }
-
-    /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
-    /// running yet. Only one is ever started per key, whatever the number of callers.
-    pub fn get_or_start(&self, info: &Arc<ResourceInfo>, encoding: Encoding) -> Arc<ResourceCache> {
-        let key = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = map.get(&key) {
-            c.touch();
-            return c.clone();
-        }
-        let cache = Arc::new(ResourceCache::new(
-            info.clone(),
-            encoding,
-            self.config.limits,
-            self.config.watch,
-            self.metrics.clone(),
-        ));
-        let _ = cache.freshness.set(Arc::new(Freshness::new(
-            self.upstream.clone(),
-            Arc::downgrade(&cache),
-            self.config.freshness,
-        )));
-        let reflector = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
-        let sweeper = {
-            let cache = Arc::downgrade(&cache);
-            let every = (self.config.watch.slow_after / 4)
-                .clamp(std::time::Duration::from_millis(50), std::time::Duration::from_secs(1));
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(every);
-                loop {
-                    tick.tick().await;
-                    match cache.upgrade() {
-                        Some(c) => c.end_slow_watchers(),
-                        None => return,
-                    }
-                }
-            })
-        };
-        *cache.tasks.lock().unwrap_or_else(|p| p.into_inner()) = vec![reflector, sweeper];
-        tracing::info!(resource = %cache.describe(), "cache started");
-        map.insert(key, cache.clone());
-        cache
-    }
-
-    /// How reads wait for these caches.
-    pub fn freshness_config(&self) -> FreshnessConfig {
-        self.config.freshness
-    }
-
-    /// Stops caches idle longer than the configured timeout. Run periodically.
-    pub fn reap_idle(&self) {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, c| {
-            let keep = c.pinned.load(Ordering::Acquire)
-                || c.idle_for() < self.config.idle_timeout
-                || c.has_watchers();
-            if !keep {
-                c.stop();
-                tracing::info!(resource = %c.describe(), "idle cache stopped");
-            }
-            keep
-        });
-    }
-
-    /// Stops every cache (shutdown).
-    pub fn stop_all(&self) {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        for c in map.values() {
-            c.stop();
-        }
-        map.clear();
-    }
-
-    /// Pinned caches not synced yet, plus configured ones not even started (by spec).
-    pub fn unsynced_pinned(&self, specs: &[String]) -> Vec<String> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let pinned: Vec<_> = map.values().filter(|c| c.pinned.load(Ordering::Acquire)).collect();
-        let mut pending: Vec<String> =
-            pinned.iter().filter(|c| !c.is_synced()).map(|c| c.describe()).collect();
-        if pinned.len() < specs.len() {
-            pending.push(format!("{} configured cache(s) not started", specs.len() - pinned.len()));
-        }
-        pending
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 impl ResourceCache {
-    fn stop(&self) {
-        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-            task.abort();
-        }
+    /// Ends every watcher (the cache is being stopped) and removes its metric series.
+    pub fn close(&self) {
         self.fanout().close_all(Closed::Stopped);
         let l = [self.label.as_str(), self.encoding.as_str()];
         let w = &self.metrics.watch;

@@ -27,11 +27,10 @@ use http_body_util::{BodyExt, Empty};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
-use crate::serve::body::Body;
-use crate::upstream::UpstreamBody;
+use kubeplex_net::Body;
 
 /// A request body as handlers on the proxy listener see it (hyper's, boxed, or none).
-pub type ReqBody = UpstreamBody;
+pub type ReqBody = Body;
 
 /// A request as hyper received it, with its body boxed as handlers here take it.
 pub fn boxed(req: Request<hyper::body::Incoming>) -> Request<ReqBody> {

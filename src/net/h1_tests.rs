@@ -77,13 +77,18 @@ fn head_text(status: u16, headers: &[(&str, &str)], body: Body, close: bool) -> 
 
 #[test]
 fn heads_are_written_as_hyper_writes_them() {
-    let full = || crate::serve::body::full(Bytes::from_static(b"hello"));
+    let full = || -> kubeplex_net::Body {
+        http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_err(
+            http_body_util::Full::new(Bytes::from_static(b"hello")),
+            |never| match never {},
+        ))
+    };
     let (h, f) = head_text(200, &[("content-type", "application/json")], full(), false);
     assert_eq!(h, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n");
     assert_eq!(f, Framing::Length(5));
 
     let streaming = http_body_util::StreamBody::new(futures_util::stream::empty::<
-        Result<http_body::Frame<Bytes>, crate::serve::body::BoxError>,
+        Result<http_body::Frame<Bytes>, kubeplex_net::BoxError>,
     >())
     .boxed();
     let (h, f) =

@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 
 use self::h1::{LeanCounters, ReqBody};
 use self::rewind::Rewind;
-use crate::serve::body::Body;
+use kubeplex_net::Body;
 
 pub use kubeplex_net::serve;
 use kubeplex_net::{accept, with_hyper};

@@ -2,12 +2,11 @@
 
 use bytes::Bytes;
 use http::{header, Response, StatusCode};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{BodyExt, Full};
 
 use crate::wire::status::Status;
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub type Body = BoxBody<Bytes, BoxError>;
+pub use kubeplex_net::{Body, BoxError};
 
 pub const JSON: &str = "application/json";
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";

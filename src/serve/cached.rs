@@ -25,10 +25,11 @@ use super::body::{self, Body, JSON, PROTOBUF};
 use super::fresh;
 use super::resources::ResourceInfo;
 use super::ProxyState;
-use crate::cache::resource::{Encoding, ResourceCache};
+use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::cache::CachedObject;
+use crate::upstream::caches::Live;
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
@@ -242,7 +243,7 @@ pub fn page_cache(max_bytes: u64) -> PageCache {
 /// current RV. (Passing through instead would make the client wait twice.)
 async fn not_older_than(
     state: &ProxyState,
-    cache: &ResourceCache,
+    cache: &Live,
     rv: u64,
 ) -> Result<Snapshot, Response<Body>> {
     match fresh::not_older_than(state, cache, rv).await {
@@ -253,7 +254,7 @@ async fn not_older_than(
 
 async fn get(
     state: &ProxyState,
-    cache: &ResourceCache,
+    cache: &Live,
     rp: &ResourcePath,
     opts: &ListOptions,
     name: &str,
@@ -277,7 +278,7 @@ async fn get(
 
 async fn list(
     state: &ProxyState,
-    cache: &ResourceCache,
+    cache: &Live,
     rp: &ResourcePath,
     opts: &ListOptions,
     out: &Out<'_>,

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::ProxyState;
 use crate::cache::resource::ResourceCache;
+use crate::upstream::caches::Live;
 
 /// How long a not-older-than read first gives the cache's own watch before asking the
 /// upstream for its current RV (a busy resource's events up to N are on their way).
@@ -43,11 +44,11 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
 /// one (see `cached::probe_worth_it`).
 pub async fn consistent(
     state: &ProxyState,
-    cache: &ResourceCache,
+    cache: &Live,
     arrived: std::time::Instant,
     probe_worth_it: impl FnOnce() -> bool,
 ) -> bool {
-    let Some(freshness) = cache.freshness() else { return false };
+    let freshness = &cache.freshness;
     let budget = freshness.budget();
     if budget.is_zero() {
         return false;
@@ -66,7 +67,7 @@ pub async fn consistent(
 /// does for ~3 s: through its own watch, or — when the upstream is already past `rv`, e.g. an
 /// RV taken from another resource on a quiet one — through the freshness proof. `Err(current)`
 /// when it did not get there: the apiserver's 504 is the answer then.
-pub async fn not_older_than(state: &ProxyState, cache: &ResourceCache, rv: u64) -> Result<(), u64> {
+pub async fn not_older_than(state: &ProxyState, cache: &Live, rv: u64) -> Result<(), u64> {
     if cache.resource_version() >= rv {
         return Ok(());
     }
@@ -80,23 +81,21 @@ pub async fn not_older_than(state: &ProxyState, cache: &ResourceCache, rv: u64) 
     }
 }
 
-async fn reach(cache: &ResourceCache, rv: u64, deadline: Instant) -> Option<&'static str> {
+async fn reach(cache: &Live, rv: u64, deadline: Instant) -> Option<&'static str> {
     if cache.wait_for(rv, NOT_OLDER_THAN_GRACE).await.is_ok() {
         return Some("watch");
     }
-    let proven = match cache.freshness() {
-        Some(f) if !f.budget().is_zero() => {
-            let deadline = deadline.min(Instant::now() + f.budget());
-            match tokio::time::timeout_at(deadline, f.current_rv()).await {
-                // The upstream is past `rv`: the cache can be shown to be there too.
-                Ok(Some(current)) if current >= rv => {
-                    f.reach(cache, rv, deadline, || true).await.ok()
-                }
-                _ => None,
+    let f = &cache.freshness;
+    let mut proven = None;
+    if !f.budget().is_zero() {
+        let deadline = deadline.min(Instant::now() + f.budget());
+        // The upstream is past `rv`: the cache can be shown to be there too.
+        if let Ok(Some(current)) = tokio::time::timeout_at(deadline, f.current_rv()).await {
+            if current >= rv {
+                proven = f.reach(cache, rv, deadline, || true).await.ok();
             }
         }
-        _ => None,
-    };
+    }
     if let Some(p) = proven {
         return Some(p.as_str());
     }

@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 use self::body::Body;
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
-use crate::cache::resource::{Caches, CachesConfig};
+use crate::upstream::caches::{Caches, CachesConfig};
 use crate::upstream::Upstream;
 use crate::wire::request::{parse_path, ApiPath, ListOptions};
 

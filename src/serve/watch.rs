@@ -170,7 +170,7 @@ pub async fn try_watch(
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         last_rv: reg.position,
         done: false,
-        cache,
+        cache: cache.cache.clone(),
         table,
     };
     Some(stream_response(&encoder, body.boxed()))

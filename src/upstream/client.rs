@@ -4,11 +4,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
 use http::header::{AUTHORIZATION, HOST, UPGRADE};
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, StatusCode, Uri, Version};
-use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -20,7 +18,7 @@ use super::config::{ClientCertPem, UpstreamConfig};
 use super::tls::{self, TlsError};
 
 /// A streaming request body, as the server hands them over.
-pub type UpstreamBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+pub type UpstreamBody = kubeplex_net::Body;
 
 /// HTTP/2 keepalive, as client-go's transport does it (`ReadIdleTimeout` 30 s, `PingTimeout`
 /// 15 s): a watch on a dead connection otherwise waits forever for the next event.

@@ -1,3 +1,4 @@
+use bytes::Bytes;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -39,8 +39,9 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::caches::FreshnessConfig;
 use super::{Upstream, UpstreamBody};
-use crate::cache::resource::{FreshnessConfig, ResourceCache};
+use crate::cache::resource::ResourceCache;
 use crate::wire::meta;
 
 /// `timeoutSeconds` of a probe watch: its bookmark is due 2 s before the deadline, so 3 is the

@@ -6,10 +6,12 @@
 //!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
 //!   exec plugins);
 //! - [`reflector`]: the list+watch loop that feeds one resource cache;
+//! - [`caches`]: the running caches (state, reflector, sweeper, proofs), started on first use;
 //! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
 //!   bookmark probe).
 
 mod auth;
+pub mod caches;
 pub mod client;
 pub mod config;
 mod exec;

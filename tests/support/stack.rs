@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::resource::{CachesConfig, FreshnessConfig};
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 use super::get;

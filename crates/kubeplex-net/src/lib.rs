@@ -4,6 +4,12 @@
 #![forbid(unsafe_code)]
 
 use std::convert::Infallible;
+
+/// The error of a streamed body: anything, boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A streamed body, for requests and responses alike (what the proxy forwards, what it
+/// answers with, what the upstream client sends).
+pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;
 use std::future::Future;
 use std::time::Duration;
 

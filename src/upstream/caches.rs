@@ -1,0 +1,203 @@
+//! The caches that are running: each one's state (`cache::resource::ResourceCache`), the
+//! reflector task that feeds it from the upstream, the sweeper that ends slow watchers, and
+//! the freshness proofs of its reads. [`Caches`] starts them on first use (one per resource
+//! and encoding, whatever the number of callers) and stops the ones nobody has read for a
+//! while. This is the live layer between the pure state (`cache`) and the serving side.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::freshness::Freshness;
+use super::reflector::Reflector;
+use super::Upstream;
+use crate::cache::fanout::WatchConfig;
+use crate::cache::metrics::CacheMetrics;
+use crate::cache::resource::ResourceCache;
+use crate::cache::store::StoreLimits;
+use crate::cache::Encoding;
+use crate::wire::resource::ResourceInfo;
+
+/// Tunables of the caches (see `config`).
+#[derive(Debug, Clone)]
+pub struct CachesConfig {
+    pub limits: StoreLimits,
+    /// Caches started at start-up (`pods`, `apps/v1/deployments`, `pods:protobuf`).
+    pub preload: Vec<String>,
+    /// A cache nobody read for this long is stopped (its memory and upstream watch freed).
+    pub idle_timeout: Duration,
+    pub watch: WatchConfig,
+    /// How reads wait for a cold cache and prove a warm one fresh.
+    pub freshness: FreshnessConfig,
+}
+
+/// How long reads wait for the cache rather than passing through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshnessConfig {
+    /// A read of a cache that has not synced yet waits this long for its first load (shared by
+    /// every such read), then passes through. Zero: pass through at once.
+    pub sync_wait: Duration,
+    /// A consistent read (resourceVersion unset) or a not-older-than read past the cache waits
+    /// this long for the freshness proof, then passes through (or, for not-older-than, gets the
+    /// apiserver's 504). Zero: consistent reads always pass through.
+    pub consistent_wait: Duration,
+    /// A consistent list whose objects come to fewer bytes than this passes through rather
+    /// than wait for a bookmark probe of its own (it still joins a probe under way, and is
+    /// served when the cache is shown current without one). Watches always use the proof.
+    pub probe_min_list_bytes: usize,
+}
+
+impl FreshnessConfig {
+    /// The cold-start wait's default: long enough for a streaming list of a large resource.
+    pub const SYNC_WAIT: Duration = Duration::from_secs(15);
+    /// The proof's default budget: a probe's bookmark comes 1–2 s in (see
+    /// `upstream::freshness`), and the apiserver's own not-older-than wait is 3 s.
+    pub const CONSISTENT_WAIT: Duration = Duration::from_secs(3);
+    /// 1 MiB: the apiserver serializes that in tens of milliseconds, less than the probe's
+    /// ~1.5 s wait is worth to a `kubectl get`, and far less than its cost for a large list.
+    pub const PROBE_MIN_LIST_BYTES: usize = 1 << 20;
+}
+
+impl Default for FreshnessConfig {
+    fn default() -> Self {
+        FreshnessConfig {
+            sync_wait: Self::SYNC_WAIT,
+            consistent_wait: Self::CONSISTENT_WAIT,
+            probe_min_list_bytes: Self::PROBE_MIN_LIST_BYTES,
+        }
+    }
+}
+
+type CacheKey = (String, String, String, Encoding);
+
+/// A running cache: its state, the freshness proofs of its reads, and the tasks that feed it
+/// (the reflector) and keep it healthy (the slow-watcher sweeper). Dereferences to the state.
+pub struct Live {
+    pub cache: Arc<ResourceCache>,
+    pub freshness: Arc<Freshness>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::ops::Deref for Live {
+    type Target = ResourceCache;
+
+    fn deref(&self) -> &ResourceCache {
+        &self.cache
+    }
+}
+
+impl Live {
+    /// Aborts its tasks and ends its watchers.
+    fn stop(&self) {
+        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+        self.cache.close();
+    }
+}
+
+/// Every live cache, keyed by (group, version, resource, encoding).
+pub struct Caches {
+    upstream: Arc<Upstream>,
+    metrics: CacheMetrics,
+    config: CachesConfig,
+    map: Mutex<HashMap<CacheKey, Arc<Live>>>,
+}
+
+impl Caches {
+    pub fn new(upstream: Arc<Upstream>, metrics: CacheMetrics, config: CachesConfig) -> Arc<Self> {
+        Arc::new(Caches { upstream, metrics, config, map: Mutex::new(HashMap::new()) })
+    }
+
+    /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
+    /// running yet. Only one is ever started per key, whatever the number of callers.
+    pub fn get_or_start(&self, info: &Arc<ResourceInfo>, encoding: Encoding) -> Arc<Live> {
+        let key = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&key) {
+            c.touch();
+            return c.clone();
+        }
+        let cache = Arc::new(ResourceCache::new(
+            info.clone(),
+            encoding,
+            self.config.limits,
+            self.config.watch,
+            self.metrics.clone(),
+        ));
+        let freshness = Arc::new(Freshness::new(
+            self.upstream.clone(),
+            Arc::downgrade(&cache),
+            self.config.freshness,
+        ));
+        let reflector = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
+        let sweeper = {
+            let cache = Arc::downgrade(&cache);
+            let every = (self.config.watch.slow_after / 4)
+                .clamp(std::time::Duration::from_millis(50), std::time::Duration::from_secs(1));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    match cache.upgrade() {
+                        Some(c) => c.end_slow_watchers(),
+                        None => return,
+                    }
+                }
+            })
+        };
+        tracing::info!(resource = %cache.describe(), "cache started");
+        let live = Arc::new(Live { cache, freshness, tasks: Mutex::new(vec![reflector, sweeper]) });
+        map.insert(key, live.clone());
+        live
+    }
+
+    /// How reads wait for these caches.
+    pub fn freshness_config(&self) -> FreshnessConfig {
+        self.config.freshness
+    }
+
+    /// Stops caches idle longer than the configured timeout. Run periodically.
+    pub fn reap_idle(&self) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, c| {
+            let keep = c.is_pinned() || c.idle_for() < self.config.idle_timeout || c.has_watchers();
+            if !keep {
+                c.stop();
+                tracing::info!(resource = %c.describe(), "idle cache stopped");
+            }
+            keep
+        });
+    }
+
+    /// Stops every cache (shutdown).
+    pub fn stop_all(&self) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        for c in map.values() {
+            c.stop();
+        }
+        map.clear();
+    }
+
+    /// Pinned caches not synced yet, plus configured ones not even started (by spec).
+    pub fn unsynced_pinned(&self, specs: &[String]) -> Vec<String> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let pinned: Vec<_> = map.values().filter(|c| c.is_pinned()).collect();
+        let mut pending: Vec<String> =
+            pinned.iter().filter(|c| !c.is_synced()).map(|c| c.describe()).collect();
+        if pinned.len() < specs.len() {
+            pending.push(format!("{} configured cache(s) not started", specs.len() - pinned.len()));
+        }
+        pending
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
