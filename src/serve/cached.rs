@@ -2,7 +2,7 @@
 //! in which case the caller passes the request through. Declining is always safe; answering
 //! is only done where the cache's answer is exactly what the apiserver would give.
 //!
-//! resourceVersion rules (DESIGN.md §2) as the cache applies them:
+//! resourceVersion rules (docs/design.md §2) as the cache applies them:
 //! - `"0"` (any): the cache's current state;
 //! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait ~3 s for
 //!   the cache to reach N (proving it there when the upstream is past N: `serve::fresh`), then

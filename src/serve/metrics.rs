@@ -1,4 +1,4 @@
-//! kubeplex's Prometheus metrics, registered in an injected registry (STYLE.md rule 9) and
+//! kubeplex's Prometheus metrics, registered in an injected registry (docs/style.md rule 9) and
 //! exposed on the admin listener.
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};

@@ -2,7 +2,7 @@
 //! reads the cache can answer exactly, passes everything else through, and exposes admin
 //! endpoints.
 //!
-//! The request path, top to bottom (STYLE.md rule 1):
+//! The request path, top to bottom (docs/style.md rule 1):
 //! 1. [`handle`] times the request and counts it by resource, verb, code and source;
 //! 2. [`route`] classifies it: a GET of a resource collection or object (not a watch, not a
 //!    subresource) whose resource supports list+watch is offered to the cache;

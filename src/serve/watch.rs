@@ -1,4 +1,4 @@
-//! Watches answered from the cache, with kube-apiserver's rules (DESIGN.md §2 "watch") — or
+//! Watches answered from the cache, with kube-apiserver's rules (docs/design.md §2 "watch") — or
 //! declined, and then passed through.
 //!
 //! Where a watch starts:

@@ -1,5 +1,5 @@
 //! Proving a cache fresh enough for a consistent read, through the apiserver's public API
-//! (DESIGN.md §5).
+//! (docs/design.md §5).
 //!
 //! A consistent read (resourceVersion unset: `kubectl get`, client-go's WatchList informers)
 //! must see every write that completed before it arrived. The cache learns the upstream's

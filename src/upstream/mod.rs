@@ -1,4 +1,4 @@
-//! The connection to the upstream kube-apiserver (DESIGN.md §3).
+//! The connection to the upstream kube-apiserver (docs/design.md §3).
 //!
 //! - [`config`]: where the apiserver is and which credentials to use, resolved like Kubernetes
 //!   components do (explicit kubeconfig, in-cluster, `$KUBECONFIG`, `~/.kube/config`);

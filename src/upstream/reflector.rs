@@ -1,6 +1,6 @@
 //! The one list+watch per (resource, encoding) toward the upstream that fills a cache.
 //!
-//! An explicit state machine (STYLE.md rule 3):
+//! An explicit state machine (docs/style.md rule 3):
 //!
 //! - [`State::StreamList`] (the first state) → [`State::Watch`] once the upstream's streaming
 //!   list (`sendInitialEvents`) has delivered the state and its initial-events-end bookmark —

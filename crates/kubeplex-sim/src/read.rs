@@ -1,5 +1,5 @@
 //! Get and list, with the apiserver's resourceVersion, paging and selector rules
-//! (DESIGN.md §2).
+//! (docs/design.md §2).
 
 use std::sync::Arc;
 

@@ -53,7 +53,7 @@ pub async fn watch(
         filter = filter.with_name(name);
     }
     let rv = opts.numeric_resource_version()?;
-    // Where the stream starts (DESIGN.md "watch"): unset / "0" → the current state as ADDED,
+    // Where the stream starts (docs/design.md "watch"): unset / "0" → the current state as ADDED,
     // N → changes after N; sendInitialEvents=true → the state then an initial-events-end
     // bookmark; sendInitialEvents=false → changes from now (or after N).
     let initial_end_bookmark;
