@@ -21,6 +21,10 @@ fn small() -> ClusterShape {
 }
 
 const JSON: &str = "application/json";
+/// A proof's bound in these tests: the probe's bookmark comes 1–2 s in (measured 1.6–1.95 s in
+/// all), with room for a loaded 2-core CI machine; a read that had to wait out the 3 s budget
+/// and pass through would take longer.
+const PROVEN_WITHIN: Duration = Duration::from_millis(2600);
 const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
 
 fn secret(name: &str) -> Value {
@@ -187,7 +191,7 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
     assert_eq!(rv_of(&ours.json()), current, "the state at the upstream's current RV");
     assert!(ours.body == theirs.body, "the consistent list equals the apiserver's");
     assert_eq!(stack.served_from("cache").await, cache_before + 1, "answered from the cache");
-    assert!(took < Duration::from_millis(2300), "proven within ~2 s: took {took:?}");
+    assert!(took < PROVEN_WITHIN, "proven within ~2 s: took {took:?}");
     println!("consistent list of a quiet resource answered in {took:?}");
     assert_eq!(
         metric_sum(
@@ -233,7 +237,7 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     assert_eq!(got, want, "the state and the initial-events-end bookmark, byte for byte");
     let end: Value = serde_json::from_slice(got.last().expect("end")).expect("json");
     assert_eq!(rv_of(&end), current);
-    assert!(took < Duration::from_millis(2300), "proven within ~2 s: took {took:?}");
+    assert!(took < PROVEN_WITHIN, "proven within ~2 s: took {took:?}");
     assert_eq!(stack.served_from("cache").await, cache_before + 1, "answered from the cache");
     // Then it carries changes like any watch.
     stack
@@ -335,7 +339,7 @@ async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
         assert_eq!((ours.status, theirs.status), (theirs.status, 200), "{path}");
         assert!(ours.body == theirs.body, "{path}: equals the apiserver's");
         assert_eq!(stack.served_from("cache").await, cache_before + 1, "{path}: from the cache");
-        assert!(took < Duration::from_millis(2300), "{path}: took {took:?}");
+        assert!(took < PROVEN_WITHIN, "{path}: took {took:?}");
     }
     // An RV ahead of the upstream too still gets the apiserver's 504 after its ~3 s.
     let ahead = stack.sim.current_rv() + 1000;

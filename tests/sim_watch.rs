@@ -110,7 +110,8 @@ async fn bookmarks_follow_the_apiservers_timing_and_resource_version_rules() {
     // A bookmark object carries only kind, apiVersion and metadata.resourceVersion.
     assert_eq!(b["object"]["metadata"].as_object().map(|m| m.len()), Some(1));
     assert!(
-        at >= Duration::from_millis(950) && at < Duration::from_millis(2100),
+        // Due at 1 s, sent on the next 1 s tick: by 2 s, with room for a loaded machine.
+        at >= Duration::from_millis(950) && at < Duration::from_millis(2500),
         "due 2 s before the 3 s deadline, sent on the next 1 s tick: came at {at:?}"
     );
     for (name, w) in [
