@@ -56,6 +56,9 @@ const WATCH_GRACE: Duration = Duration::from_millis(50);
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// Largest line of a probe's watch (a PartialObjectMetadata event).
 const MAX_PROBE_LINE: usize = 16 << 20;
+/// How long the `limit=1` list may take before it counts as failed (the readers waiting on it
+/// pass through; a later read sends a new one).
+const RV_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest body of the `limit=1` list (one PartialObjectMetadata item).
 const MAX_RV_LIST: usize = 16 << 20;
 /// Metadata only, JSON: the probe needs RVs, not objects.
@@ -202,13 +205,17 @@ impl Freshness {
         cache.metrics_upstream_call("proof_list");
         let path = format!("{}?limit=1", cache.collection_path());
         drop(cache);
-        let resp = self.upstream.send(request(&path, ACCEPT_METADATA)?).await.ok()?;
-        if resp.status() != StatusCode::OK {
-            tracing::debug!(status = %resp.status(), "current-RV list refused");
-            return None;
-        }
-        let body =
-            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()?;
+        let req = request(&path, ACCEPT_METADATA)?;
+        // Bounded: a hung upstream must not hold the turn of every later proof.
+        let fetch = async {
+            let resp = self.upstream.send(req).await.ok()?;
+            if resp.status() != StatusCode::OK {
+                tracing::debug!(status = %resp.status(), "current-RV list refused");
+                return None;
+            }
+            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
+        };
+        let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
         #[derive(serde::Deserialize)]
         struct List {
             metadata: ListMeta,
