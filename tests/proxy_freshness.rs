@@ -40,19 +40,9 @@ fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
     stack.sim.current_rv()
 }
 
-/// A kubeplex metric summed over every series whose labels contain all of `labels`.
-async fn metric_sum(stack: &Stack, name: &str, labels: &[&str]) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin").to_string();
-    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
 async fn wait_synced(stack: &Stack, resource: &str) {
     for _ in 0..200 {
-        if metric_sum(stack, "kubeplex_cache_objects", &[&format!("resource=\"{resource}")]).await
+        if stack.metric_sum("kubeplex_cache_objects", &[&format!("resource=\"{resource}")]).await
             > 0
         {
             return;
@@ -79,11 +69,10 @@ async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
     assert_eq!(loads, 1, "one upstream load for 50 cold lists");
     assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
     assert_eq!(stack.served_from("cache").await, 50);
-    let waited =
-        metric_sum(&stack, "kubeplex_cache_sync_waits_total", &["result=\"synced\""]).await;
+    let waited = stack.metric_sum("kubeplex_cache_sync_waits_total", &["result=\"synced\""]).await;
     assert!(waited >= 1, "the cold reads waited for the sync ({waited})");
     assert_eq!(
-        metric_sum(&stack, "kubeplex_cache_sync_waits_total", &["result=\"timeout\""]).await,
+        stack.metric_sum("kubeplex_cache_sync_waits_total", &["result=\"timeout\""]).await,
         0
     );
 }
@@ -153,7 +142,7 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
     let proofs = |p: &'static str| {
         let stack = &stack;
         async move {
-            metric_sum(stack, "kubeplex_freshness_proofs_total", &[&format!("proof=\"{p}\"")]).await
+            stack.metric_sum("kubeplex_freshness_proofs_total", &[&format!("proof=\"{p}\"")]).await
         }
     };
     assert_eq!(proofs("timeout").await, 0);
@@ -194,12 +183,12 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
     assert!(took < PROVEN_WITHIN, "proven within ~2 s: took {took:?}");
     println!("consistent list of a quiet resource answered in {took:?}");
     assert_eq!(
-        metric_sum(
-            &stack,
-            "kubeplex_freshness_proofs_total",
-            &["read=\"consistent\"", "proof=\"probe\""]
-        )
-        .await,
+        stack
+            .metric_sum(
+                "kubeplex_freshness_proofs_total",
+                &["read=\"consistent\"", "proof=\"probe\""]
+            )
+            .await,
         1
     );
 
@@ -269,7 +258,7 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     assert!(took < Duration::from_millis(500), "no probe waited for: {took:?}");
     assert_eq!(stack.upstream_calls_of("configmaps", "WATCH"), watches_before, "no probe");
     assert_eq!(
-        metric_sum(&stack, "kubeplex_freshness_proofs_total", &["proof=\"declined\""]).await,
+        stack.metric_sum("kubeplex_freshness_proofs_total", &["proof=\"declined\""]).await,
         1
     );
     // A WatchList proves the cache (its probe is always worth it); then the same small list,

@@ -10,10 +10,8 @@ use tokio::time::Instant;
 use super::ProxyState;
 use crate::cache::resource::ResourceCache;
 use crate::upstream::caches::Live;
+use crate::upstream::freshness::{NotProven, Proof};
 
-/// How long a not-older-than read first gives the cache's own watch before asking the
-/// upstream for its current RV (a busy resource's events up to N are on their way).
-const NOT_OLDER_THAN_GRACE: Duration = Duration::from_millis(100);
 /// The apiserver's wait for a not-older-than RV before its 504 "Too large resource version".
 pub const NOT_OLDER_THAN_WAIT: Duration = Duration::from_secs(3);
 
@@ -55,11 +53,7 @@ pub async fn consistent(
     }
     let started = std::time::Instant::now();
     let proof = freshness.consistent(cache, arrived, Instant::now() + budget, probe_worth_it).await;
-    let label = match proof {
-        Ok(p) => p.as_str(),
-        Err(e) => e.as_str(),
-    };
-    observe(state, cache, "consistent", Some(label), started);
+    observe(state, cache, "consistent", outcome(proof), started);
     proof.is_ok()
 }
 
@@ -73,47 +67,29 @@ pub async fn not_older_than(state: &ProxyState, cache: &Live, rv: u64) -> Result
     }
     let started = std::time::Instant::now();
     let deadline = Instant::now() + NOT_OLDER_THAN_WAIT;
-    let proof = reach(cache, rv, deadline).await;
-    observe(state, cache, "not_older_than", proof, started);
-    match proof {
-        Some(_) => Ok(()),
-        None => Err(cache.resource_version()),
-    }
+    let proof = cache.freshness.not_older_than(cache, rv, deadline).await;
+    observe(state, cache, "not_older_than", outcome(proof), started);
+    proof.map(|_| ()).map_err(|_| cache.resource_version())
 }
 
-async fn reach(cache: &Live, rv: u64, deadline: Instant) -> Option<&'static str> {
-    if cache.wait_for(rv, NOT_OLDER_THAN_GRACE).await.is_ok() {
-        return Some("watch");
+/// The `proof` label of a wait's outcome.
+fn outcome(proof: Result<Proof, NotProven>) -> &'static str {
+    match proof {
+        Ok(p) => p.as_str(),
+        Err(e) => e.as_str(),
     }
-    let f = &cache.freshness;
-    let mut proven = None;
-    if !f.budget().is_zero() {
-        let deadline = deadline.min(Instant::now() + f.budget());
-        // The upstream is past `rv`: the cache can be shown to be there too.
-        if let Ok(Some(current)) = tokio::time::timeout_at(deadline, f.current_rv()).await {
-            if current >= rv {
-                proven = f.reach(cache, rv, deadline, || true).await.ok();
-            }
-        }
-    }
-    if let Some(p) = proven {
-        return Some(p.as_str());
-    }
-    // `rv` is ahead of the upstream too (or the proof failed): wait out the apiserver's time.
-    let left = deadline.saturating_duration_since(Instant::now());
-    cache.wait_for(rv, left).await.ok().map(|_| "watch")
 }
 
 fn observe(
     state: &ProxyState,
     cache: &ResourceCache,
     read: &str,
-    proof: Option<&str>,
+    proof: &str,
     started: std::time::Instant,
 ) {
     let m = &state.metrics.freshness;
     let (label, encoding) = (cache.label(), cache.encoding().as_str());
-    m.proofs.with_label_values(&[label, encoding, read, proof.unwrap_or("timeout")]).inc();
+    m.proofs.with_label_values(&[label, encoding, read, proof]).inc();
     m.proof_wait_seconds
         .with_label_values(&[label, encoding, read])
         .observe(started.elapsed().as_secs_f64());

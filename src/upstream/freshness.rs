@@ -245,6 +245,48 @@ impl Freshness {
         if cache.wait_for(rv, grace).await.is_ok() {
             return Ok(Proof::Watch);
         }
+        self.probe_until(cache, rv, deadline, probe_worth_it).await
+    }
+
+    /// Waits until the cache has reached `rv` for a not-older-than read, as the apiserver's
+    /// watch cache waits until `deadline`: through its own watch, or — when the upstream is
+    /// already past `rv` (an RV taken from another resource, on a quiet one) — through a probe.
+    /// An `rv` the upstream has not reached either is waited for to the end.
+    pub async fn not_older_than(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        rv: u64,
+        deadline: Instant,
+    ) -> Result<Proof, NotProven> {
+        if cache.resource_version() >= rv {
+            return Ok(Proof::Cache);
+        }
+        let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
+        if cache.wait_for(rv, grace).await.is_ok() {
+            return Ok(Proof::Watch);
+        }
+        if !self.budget().is_zero() {
+            let proof_deadline = deadline.min(Instant::now() + self.budget());
+            let current = tokio::time::timeout_at(proof_deadline, self.current_rv()).await;
+            if matches!(current, Ok(Some(current)) if current >= rv) {
+                if let Ok(proof) = self.probe_until(cache, rv, proof_deadline, || true).await {
+                    return Ok(proof);
+                }
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        cache.wait_for(rv, left).await.map(|_| Proof::Watch).map_err(|_| NotProven::Timeout)
+    }
+
+    /// The cache not at `rv` yet: joins the probe under way, or starts one if
+    /// `probe_worth_it()`, until the cache is there or `deadline`.
+    async fn probe_until(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        rv: u64,
+        deadline: Instant,
+        probe_worth_it: impl FnOnce() -> bool,
+    ) -> Result<Proof, NotProven> {
         if !self.probing() && !probe_worth_it() {
             return Err(NotProven::Declined);
         }

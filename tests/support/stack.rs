@@ -125,31 +125,28 @@ impl Stack {
             .unwrap_or(0)
     }
 
-    /// `kubeplex_requests_total` for a source and verb (`LIST`, `GET`, `WATCH`), summed.
-    pub async fn served_verb_from(&self, verb: &str, source: &str) -> u64 {
+    /// A kubeplex metric summed over every series whose labels include all of `labels`
+    /// (`source="cache"` and the like).
+    pub async fn metric_sum(&self, name: &str, labels: &[&str]) -> u64 {
         let admin = self.proxy.admin_addr.expect("admin").to_string();
         let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        let prefix = format!("{name}{{");
         text.lines()
-            .filter(|l| {
-                l.starts_with("kubeplex_requests_total{")
-                    && l.contains(&format!("source=\"{source}\""))
-                    && l.contains(&format!("verb=\"{verb}\""))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
+            .filter(|l| l.starts_with(&prefix) && labels.iter().all(|x| l.contains(x)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    /// `kubeplex_requests_total` for a source and verb (`LIST`, `GET`, `WATCH`), summed.
+    pub async fn served_verb_from(&self, verb: &str, source: &str) -> u64 {
+        let (verb, source) = (format!("verb=\"{verb}\""), format!("source=\"{source}\""));
+        self.metric_sum("kubeplex_requests_total", &[&verb, &source]).await
     }
 
     /// `kubeplex_requests_total` for a source, summed.
     pub async fn served_from(&self, source: &str) -> u64 {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-        text.lines()
-            .filter(|l| {
-                l.starts_with("kubeplex_requests_total{")
-                    && l.contains(&format!("source=\"{source}\""))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
+        let source = format!("source=\"{source}\"");
+        self.metric_sum("kubeplex_requests_total", &[&source]).await
     }
 
     /// The fake apiserver's own count of successful `verb` requests for pods (a refused
