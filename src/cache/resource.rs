@@ -389,10 +389,11 @@ impl ResourceCache {
         self.synced_tx.send_replace(synced);
     }
 
-    /// A load (paged list or streaming list) is about to be requested: proofs begun before it
-    /// do not apply after it, and its state will be consistent for reads that arrived before
-    /// now.
+    /// A load (paged list or streaming list) is about to be requested: objects skipped from now
+    /// on count against it, proofs begun before it do not apply after it, and its state will
+    /// be consistent for reads that arrived before now.
     pub fn load_started(&self) {
+        self.complete.store(true, Ordering::Release);
         *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -569,11 +570,6 @@ impl ResourceCache {
     /// Whether no object has been skipped since the last complete load began.
     pub fn is_complete(&self) -> bool {
         self.complete.load(Ordering::Acquire)
-    }
-
-    /// A streaming list is starting: skips from now on count against it.
-    pub fn begin_load(&self) {
-        self.complete.store(true, Ordering::Release);
     }
 
     pub fn metrics_relist(&self) {

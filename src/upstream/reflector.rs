@@ -323,7 +323,6 @@ impl Reflector {
             self.cache.collection_path()
         );
         let mut initial = Some(Vec::new());
-        self.cache.begin_load();
         self.cache.load_started();
         let result = self.stream(&path, 0, &mut initial).await;
         if result.is_err() || initial.is_some() {
