@@ -10,8 +10,6 @@ pub struct CacheMetrics {
     pub cache_bytes: IntGaugeVec,
     pub cache_resource_version: IntGaugeVec,
     pub cache_updated: IntGaugeVec,
-    pub upstream_calls: IntCounterVec,
-    pub relists: IntCounterVec,
     pub skipped_objects: IntCounterVec,
     pub watch: WatchMetrics,
 }
@@ -34,20 +32,6 @@ impl CacheMetrics {
             Opts::new("kubeplex_cache_updated_timestamp_seconds", "When each cache last heard from the upstream (event, bookmark or list), as Unix time: time() minus this is how far behind it can be."),
             &["resource", "encoding"],
         )?;
-        let upstream_calls = IntCounterVec::new(
-            Opts::new(
-                "kubeplex_upstream_calls_total",
-                "List and watch calls the caches made to the upstream.",
-            ),
-            &["resource", "encoding", "verb"],
-        )?;
-        let relists = IntCounterVec::new(
-            Opts::new(
-                "kubeplex_relists_total",
-                "Relists after the upstream's watch history expired (410).",
-            ),
-            &["resource", "encoding"],
-        )?;
         let skipped_objects = IntCounterVec::new(
             Opts::new(
                 "kubeplex_cache_skipped_objects_total",
@@ -58,16 +42,12 @@ impl CacheMetrics {
         for c in [&cache_objects, &cache_bytes, &cache_resource_version, &cache_updated] {
             registry.register(Box::new(c.clone()))?;
         }
-        for c in [&upstream_calls, &relists, &skipped_objects] {
-            registry.register(Box::new(c.clone()))?;
-        }
+        registry.register(Box::new(skipped_objects.clone()))?;
         Ok(CacheMetrics {
             cache_objects,
             cache_bytes,
             cache_resource_version,
             cache_updated,
-            upstream_calls,
-            relists,
             skipped_objects,
             watch: WatchMetrics::new(registry)?,
         })

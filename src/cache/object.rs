@@ -11,27 +11,11 @@ use serde_json::Value;
 
 use crate::wire::meta::{self, ObjectMetaRef};
 use crate::wire::proto;
+use crate::wire::resource::ResourceInfo;
 use crate::wire::selector::fields_by_kind::{FieldRules, FieldSource};
 use crate::wire::selector::LabelSource;
 
-/// The wire encoding a cache holds its objects in; one store per (resource, encoding).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// JSON list items (built-in kinds without `kind`/`apiVersion`, custom resources with them).
-    Json,
-    /// Bare protobuf messages, as list items and watch envelopes carry them.
-    Protobuf,
-}
-
-impl Encoding {
-    /// The name used in metrics labels and configuration (`pods:protobuf`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::Json => "json",
-            Encoding::Protobuf => "protobuf",
-        }
-    }
-}
+pub use crate::wire::resource::Encoding;
 
 /// An object in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +163,42 @@ impl CachedObject {
     /// A selectable field's value; `None` when the object's field set lacks it (reads as "").
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields.iter().find(|(f, _)| f == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Decoding what a reflector received, for the cache of `info` in `encoding`.
+impl CachedObject {
+    /// A list item as the upstream sent it (JSON item form, or a bare protobuf message).
+    pub fn from_list_item(
+        info: &ResourceInfo,
+        encoding: Encoding,
+        bytes: Bytes,
+    ) -> Result<Self, ObjectError> {
+        match encoding {
+            Encoding::Json => CachedObject::from_json_item(&info.group, &info.resource, bytes),
+            Encoding::Protobuf => {
+                CachedObject::from_protobuf_message(&info.group, &info.resource, bytes)
+            }
+        }
+    }
+
+    /// A watch event's object (full JSON object, or a bare protobuf message).
+    pub fn from_watch_object(
+        info: &ResourceInfo,
+        encoding: Encoding,
+        bytes: Bytes,
+    ) -> Result<Self, ObjectError> {
+        match encoding {
+            Encoding::Json => CachedObject::from_json_object(
+                &info.group,
+                &info.resource,
+                bytes,
+                !info.is_builtin(),
+            ),
+            Encoding::Protobuf => {
+                CachedObject::from_protobuf_message(&info.group, &info.resource, bytes)
+            }
+        }
     }
 }
 

@@ -1,12 +1,12 @@
-//! One live cache per (resource, wire encoding): the store behind a lock, the reflector task
-//! that fills it, the RV it has reached (for not-older-than waits), and its metrics. [`Caches`]
-//! starts them on first use and stops the ones nobody has read for a while.
+//! One cache's state per (resource, wire encoding), behind its locks: the store, the RV it has
+//! reached (readers wait on it), load epochs, the fan-out to watchers, and its metric series.
+//! The live layer (`upstream::caches`, `upstream::feed`) feeds it; it does no I/O and starts no
+//! tasks.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -303,49 +303,7 @@ impl ResourceCache {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
 
-    // ---- the reflector's side ----
-
-    /// A list item as the upstream sent it (JSON item form, or a bare protobuf message).
-    pub fn object_from_item(&self, bytes: Bytes) -> Result<CachedObject, String> {
-        match self.encoding {
-            Encoding::Json => {
-                CachedObject::from_json_item(&self.info.group, &self.info.resource, bytes)
-            }
-            Encoding::Protobuf => {
-                CachedObject::from_protobuf_message(&self.info.group, &self.info.resource, bytes)
-            }
-        }
-        .map_err(|e| e.to_string())
-    }
-
-    /// A watch event's object (full JSON object, or a bare protobuf message).
-    pub fn object_from_event(&self, bytes: Bytes) -> Result<CachedObject, String> {
-        match self.encoding {
-            Encoding::Json => CachedObject::from_json_object(
-                &self.info.group,
-                &self.info.resource,
-                bytes,
-                !self.info.is_builtin(),
-            ),
-            Encoding::Protobuf => {
-                CachedObject::from_protobuf_message(&self.info.group, &self.info.resource, bytes)
-            }
-        }
-        .map_err(|e| e.to_string())
-    }
-
-    /// The resourceVersion of a BOOKMARK's object.
-    pub fn object_resource_version(&self, bytes: &[u8]) -> Result<u64, String> {
-        let rv = match self.encoding {
-            Encoding::Json => crate::wire::meta::object_meta_json(bytes)
-                .map(|m| m.resource_version.into_owned())
-                .map_err(|e| e.to_string())?,
-            Encoding::Protobuf => crate::wire::proto::object_meta(bytes)
-                .map(|m| m.resource_version.into_owned())
-                .map_err(|e| e.to_string())?,
-        };
-        rv.parse().map_err(|_| format!("resourceVersion {rv:?} is not a number"))
-    }
+    // ---- what the upstream said (the live layer's `upstream::feed::apply`) ----
 
     /// Loads a complete state (a relist). The cache answers from now on, unless the load
     /// skipped something (the caller then calls `mark_incomplete`). Watchers receive the
@@ -389,12 +347,12 @@ impl ResourceCache {
         self.synced_tx.send_replace(synced);
     }
 
-    /// A load (paged list or streaming list) is about to be requested: objects skipped from now
-    /// on count against it, proofs begun before it do not apply after it, and its state will
-    /// be consistent for reads that arrived before now.
-    pub fn load_started(&self) {
+    /// A load (paged list or streaming list) is being requested at `requested`: objects skipped
+    /// from now on count against it, proofs begun before it do not apply after it, and its
+    /// state will be consistent for reads that arrived before `requested`.
+    pub fn load_started(&self, requested: std::time::Instant) {
         self.complete.store(true, Ordering::Release);
-        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(requested);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -570,17 +528,6 @@ impl ResourceCache {
     /// Whether no object has been skipped since the last complete load began.
     pub fn is_complete(&self) -> bool {
         self.complete.load(Ordering::Acquire)
-    }
-
-    pub fn metrics_relist(&self) {
-        self.metrics.relists.with_label_values(&[&self.label, self.encoding.as_str()]).inc();
-    }
-
-    pub fn metrics_upstream_call(&self, verb: &str) {
-        self.metrics
-            .upstream_calls
-            .with_label_values(&[&self.label, self.encoding.as_str(), verb])
-            .inc();
     }
 }
 

@@ -5,6 +5,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, R
 
 use crate::cache::metrics::CacheMetrics;
 use crate::net::h1::LeanCounters;
+use crate::upstream::metrics::UpstreamMetrics;
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub struct Metrics {
     latency: HistogramVec,
     /// The caches' own series (defined in `cache::metrics`, registered here).
     pub cache: CacheMetrics,
+    /// The upstream side's series (defined in `upstream::metrics`, registered here).
+    pub upstream: UpstreamMetrics,
     pub page_cache: IntCounterVec,
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
@@ -142,6 +145,7 @@ impl Metrics {
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         let cache = CacheMetrics::new(&registry)?;
+        let upstream = UpstreamMetrics::new(&registry)?;
         let freshness = FreshnessMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
@@ -159,6 +163,7 @@ impl Metrics {
             lean,
             freshness,
             cache,
+            upstream,
             registry,
             requests,
             latency,

@@ -107,7 +107,7 @@ impl Proxy {
             preload_specs: preload.clone(),
             upstream: upstream.clone(),
             resources: Resources::new(upstream.clone()),
-            caches: Caches::new(upstream, metrics.cache.clone(), caches),
+            caches: Caches::new(upstream, metrics.cache.clone(), metrics.upstream.clone(), caches),
             metrics,
             pages: cached::page_cache(PAGE_CACHE_BYTES),
         });

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use super::feed;
 use super::freshness::Freshness;
+use super::metrics::UpstreamMetrics;
 use super::reflector::Reflector;
 use super::Upstream;
 use crate::cache::fanout::WatchConfig;
@@ -102,13 +104,25 @@ impl Live {
 pub struct Caches {
     upstream: Arc<Upstream>,
     metrics: CacheMetrics,
+    upstream_metrics: UpstreamMetrics,
     config: CachesConfig,
     map: Mutex<HashMap<CacheKey, Arc<Live>>>,
 }
 
 impl Caches {
-    pub fn new(upstream: Arc<Upstream>, metrics: CacheMetrics, config: CachesConfig) -> Arc<Self> {
-        Arc::new(Caches { upstream, metrics, config, map: Mutex::new(HashMap::new()) })
+    pub fn new(
+        upstream: Arc<Upstream>,
+        metrics: CacheMetrics,
+        upstream_metrics: UpstreamMetrics,
+        config: CachesConfig,
+    ) -> Arc<Self> {
+        Arc::new(Caches {
+            upstream,
+            metrics,
+            upstream_metrics,
+            config,
+            map: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
@@ -127,12 +141,19 @@ impl Caches {
             self.config.watch,
             self.metrics.clone(),
         ));
+        let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let freshness = Arc::new(Freshness::new(
             self.upstream.clone(),
             Arc::downgrade(&cache),
             self.config.freshness,
+            calls.clone(),
         ));
-        let reflector = tokio::spawn(Reflector::new(self.upstream.clone(), cache.clone()).run());
+        // The reflector's events are applied to the cache as they are read (`upstream::feed`).
+        let fed = cache.clone();
+        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, {
+            move |event| feed::apply(&fed, event)
+        });
+        let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
             let every = (self.config.watch.slow_after / 4)

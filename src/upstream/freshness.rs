@@ -40,6 +40,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::caches::FreshnessConfig;
+use super::metrics::CallCounters;
 use super::{Upstream, UpstreamBody};
 use crate::cache::resource::ResourceCache;
 use crate::wire::meta;
@@ -117,6 +118,8 @@ pub struct Freshness {
     upstream: Arc<Upstream>,
     cache: Weak<ResourceCache>,
     config: FreshnessConfig,
+    /// Its upstream calls, counted by verb (`proof_list`, `proof_watch`).
+    calls: CallCounters,
     /// The current-RV list that readers can still join: its request has not been sent.
     next_fetch: Mutex<Option<Shared<Option<u64>>>>,
     /// Held while a current-RV list is in flight: one at a time.
@@ -133,11 +136,13 @@ impl Freshness {
         upstream: Arc<Upstream>,
         cache: Weak<ResourceCache>,
         config: FreshnessConfig,
+        calls: CallCounters,
     ) -> Self {
         Freshness {
             upstream,
             cache,
             config,
+            calls,
             next_fetch: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
             probe: Mutex::new(None),
@@ -202,7 +207,7 @@ impl Freshness {
         // From here on the request is (about to be) sent: a read arriving now needs the next.
         self.next_fetch.lock().unwrap_or_else(|p| p.into_inner()).take();
         let cache = self.cache.upgrade()?;
-        cache.metrics_upstream_call("proof_list");
+        self.calls.proof_list.inc();
         let path = format!("{}?limit=1", cache.collection_path());
         drop(cache);
         let req = request(&path, ACCEPT_METADATA)?;
@@ -351,7 +356,7 @@ impl Freshness {
     async fn run_probe(&self) -> bool {
         let Some(cache) = self.cache.upgrade() else { return false };
         let Some((epoch, from)) = cache.probe_start() else { return false };
-        cache.metrics_upstream_call("proof_watch");
+        self.calls.proof_watch.inc();
         let path = format!(
             "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}",
             cache.collection_path()

@@ -5,7 +5,10 @@
 //! - [`client`]: [`Upstream`], a streaming HTTP client over rustls that multiplexes long
 //!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
 //!   exec plugins);
-//! - [`reflector`]: the list+watch loop that feeds one resource cache;
+//! - [`reflector`]: the list+watch loop toward the upstream for one resource, which yields
+//!   what it learns as [`feed::Feed`] events;
+//! - [`feed`]: those events, and how the live layer applies them to a cache;
+//! - [`metrics`]: the upstream calls and relists, by cache;
 //! - [`caches`]: the running caches (state, reflector, sweeper, proofs), started on first use;
 //! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
 //!   bookmark probe).
@@ -15,8 +18,10 @@ pub mod caches;
 pub mod client;
 pub mod config;
 mod exec;
+pub mod feed;
 pub mod freshness;
 mod kubeconfig;
+pub mod metrics;
 pub mod reflector;
 mod tls;
 

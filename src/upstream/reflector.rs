@@ -1,14 +1,18 @@
-//! The one list+watch per (resource, encoding) toward the upstream that fills a cache.
+//! The one list+watch per (resource, encoding) toward the upstream that fills a cache. It yields
+//! what it learns as [`Feed`] events (loads, their states, changes, bookmarks) to the sink it is
+//! given; the live layer applies them to the cache (`upstream::feed`). It never reads the cache:
+//! where it is (the newest RV seen, whether an object was skipped) is its own state. The formats
+//! it reads are `wire::list_watch`'s.
 //!
 //! An explicit state machine (docs/style.md rule 3):
 //!
 //! - [`State::StreamList`] (the first state) → [`State::Watch`] once the upstream's streaming
 //!   list (`sendInitialEvents`) has delivered the state and its initial-events-end bookmark —
-//!   the cache is replaced, diffed, and marked synced, and the same stream goes on as a watch;
+//!   the state is yielded ([`Feed::Loaded`]), and the same stream goes on as a watch;
 //!   → [`State::List`] for good if the upstream refuses streaming lists (older apiservers);
 //!   → [`State::Wait`] on other errors.
-//! - [`State::List`] → [`State::Watch`] after a complete paged list (the cache is replaced,
-//!   diffed against what it held, and marked synced); → [`State::Wait`] on an error.
+//! - [`State::List`] → [`State::Watch`] after a complete paged list (its state yielded);
+//!   → [`State::Wait`] on an error.
 //! - [`State::Watch`] → `Watch` again from the newest RV seen (event or bookmark) when the
 //!   stream ends — upstream timeouts and dropped connections are routine; → `List` when the
 //!   upstream no longer has history from that RV (410 Gone, or an ERROR event with 410);
@@ -17,8 +21,9 @@
 //! - [`State::Wait`] → its `then` state when the backoff, or the upstream's `Retry-After`,
 //!   has elapsed.
 //!
-//! The loop never ends by itself; its owner (the resource cache) aborts it.
+//! The loop never ends by itself; its owner (the live cache, `upstream::caches`) aborts it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,10 +34,14 @@ use hyper::body::Incoming;
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::feed::Feed;
+use super::metrics::CallCounters;
 use super::{Upstream, UpstreamBody};
-use crate::cache::resource::{Encoding, EventKind, ResourceCache};
-use crate::wire::meta;
-use crate::wire::proto::{self, WatchFrameDecoder};
+use crate::cache::resource::EventKind;
+use crate::cache::CachedObject;
+use crate::wire::list_watch::{self, ListPage};
+use crate::wire::proto::WatchFrameDecoder;
+use crate::wire::resource::{Encoding, ResourceInfo};
 
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
 pub const LIST_PAGE_SIZE: usize = 500;
@@ -76,16 +85,55 @@ pub enum ReflectError {
     Decode(String),
 }
 
-pub struct Reflector {
+/// The list+watch loop of one (resource, encoding); `F` receives what it learns.
+pub struct Reflector<F> {
     upstream: Arc<Upstream>,
-    cache: Arc<ResourceCache>,
+    info: Arc<ResourceInfo>,
+    encoding: Encoding,
+    /// `resource/version (encoding)`, for logs.
+    describe: String,
+    calls: CallCounters,
+    feed: F,
     /// Cleared when the upstream refuses `sendInitialEvents`.
     streaming: bool,
+    /// No object has been skipped since the last load began. A watch that ends after a skip
+    /// relists, to become whole again.
+    whole: AtomicBool,
 }
 
-impl Reflector {
-    pub fn new(upstream: Arc<Upstream>, cache: Arc<ResourceCache>) -> Self {
-        Reflector { upstream, cache, streaming: true }
+impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
+    pub fn new(
+        upstream: Arc<Upstream>,
+        info: Arc<ResourceInfo>,
+        encoding: Encoding,
+        calls: CallCounters,
+        feed: F,
+    ) -> Self {
+        let describe = format!("{}/{} ({})", info.label(), info.version, encoding.as_str());
+        Reflector {
+            upstream,
+            info,
+            encoding,
+            describe,
+            calls,
+            feed,
+            streaming: true,
+            whole: AtomicBool::new(true),
+        }
+    }
+
+    /// A load is being requested now: its skips count against it.
+    fn load_started(&self) {
+        self.whole.store(true, Ordering::Release);
+        (self.feed)(Feed::LoadStarted { requested: std::time::Instant::now() });
+    }
+
+    /// An object could not be indexed: it is left out, and the cache is not whole until a
+    /// load is (one object kubeplex cannot route must not wedge the reflector — re-watching
+    /// would meet it again, forever — nor be silently missing from lists).
+    fn skipped(&self, error: &dyn std::fmt::Display) {
+        tracing::error!(resource = %self.describe, error = %error, "skipping an object the cache cannot index; serving by passthrough until a clean relist");
+        self.whole.store(false, Ordering::Release);
     }
 
     /// How a relist is done: streaming where the upstream has it.
@@ -110,13 +158,13 @@ impl Reflector {
                     }
                     // 4xx other than 410/429: the upstream does not do streaming lists.
                     Err(ReflectError::Status { status, .. }) if (400..500).contains(&status) => {
-                        tracing::info!(resource = %self.cache.describe(), status, "no streaming lists upstream; using paged lists");
+                        tracing::info!(resource = %self.describe, status, "no streaming lists upstream; using paged lists");
                         self.streaming = false;
                         State::List
                     }
                     Err(e) => {
                         failures += 1;
-                        tracing::warn!(resource = %self.cache.describe(), error = %e, "streaming list failed");
+                        tracing::warn!(resource = %self.describe, error = %e, "streaming list failed");
                         self.wait_after(&e, failures, State::StreamList)
                     }
                 },
@@ -127,27 +175,26 @@ impl Reflector {
                     }
                     Err(e) => {
                         failures += 1;
-                        tracing::warn!(resource = %self.cache.describe(), error = %e, "list failed");
+                        tracing::warn!(resource = %self.describe, error = %e, "list failed");
                         self.wait_after(&e, failures, State::List)
                     }
                 },
                 State::Watch { rv } => match self.watch(rv).await {
                     // A cache that had to skip an object relists to become whole again.
-                    Ok(_) if !self.cache.is_complete() => self.relist(),
+                    Ok(_) if !self.whole.load(Ordering::Acquire) => self.relist(),
                     Ok(last) => {
                         failures = 0;
                         State::Watch { rv: last }
                     }
                     Err(ReflectError::Gone) => {
-                        self.cache.metrics_relist();
-                        tracing::info!(resource = %self.cache.describe(), rv, "watch history expired; relisting");
+                        self.calls.relists.inc();
+                        tracing::info!(resource = %self.describe, rv, "watch history expired; relisting");
                         self.relist()
                     }
                     Err(e) => {
                         failures += 1;
-                        tracing::warn!(resource = %self.cache.describe(), error = %e, "watch failed");
-                        let resume = self.cache.resource_version().max(rv);
-                        self.wait_after(&e, failures, State::Watch { rv: resume })
+                        tracing::warn!(resource = %self.describe, error = %e, "watch failed");
+                        self.wait_after(&e, failures, State::Watch { rv })
                     }
                 },
                 State::Wait { until, then } => {
@@ -177,10 +224,7 @@ impl Reflector {
     }
 
     async fn get(&self, path_and_query: &str) -> Result<http::Response<Incoming>, ReflectError> {
-        let accept = match self.cache.encoding() {
-            Encoding::Json => "application/json",
-            Encoding::Protobuf => "application/vnd.kubernetes.protobuf",
-        };
+        let accept = self.encoding.media_type();
         let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
         let req = Request::builder()
             .method(Method::GET)
@@ -215,19 +259,18 @@ impl Reflector {
 
     /// A complete paged list; replaces the cache's contents. Returns the list's RV.
     async fn list(&self) -> Result<u64, ReflectError> {
-        self.cache.metrics_upstream_call("list");
-        self.cache.load_started();
+        self.calls.list.inc();
+        self.load_started();
         let result = self.list_pages().await;
         if result.is_err() {
-            self.cache.load_failed();
+            (self.feed)(Feed::LoadFailed);
         }
         result
     }
 
     async fn list_pages(&self) -> Result<u64, ReflectError> {
-        let base = self.cache.collection_path();
+        let base = self.info.collection_path();
         let mut objects = Vec::new();
-        let mut complete = true;
         let mut list_rv: Option<u64> = None;
         let mut token: Option<String> = None;
         loop {
@@ -238,14 +281,12 @@ impl Reflector {
             }
             let resp = self.get(&path).await?;
             let body = collect(resp.into_body(), MAX_LIST_PAGE_BYTES).await?;
-            let page = self.parse_list(&body)?;
+            let page: ListPage =
+                list_watch::parse_list_page(self.encoding, &body).map_err(ReflectError::Decode)?;
             for item in page.items {
-                match self.cache.object_from_item(item) {
+                match CachedObject::from_list_item(&self.info, self.encoding, item) {
                     Ok(o) => objects.push(o),
-                    Err(e) => {
-                        tracing::error!(resource = %self.cache.describe(), error = %e, "skipping an object the cache cannot index; serving by passthrough until a clean relist");
-                        complete = false;
-                    }
+                    Err(e) => self.skipped(&e),
                 }
             }
             list_rv.get_or_insert(page.resource_version);
@@ -255,80 +296,37 @@ impl Reflector {
             }
         }
         let rv = list_rv.unwrap_or(0);
-        self.cache.replace(objects, rv);
-        if !complete {
-            self.cache.mark_incomplete();
-        }
+        let whole = self.whole.load(Ordering::Acquire);
+        (self.feed)(Feed::Loaded { objects, rv, whole });
         Ok(rv)
     }
 
-    fn parse_list(&self, body: &Bytes) -> Result<ListPage, ReflectError> {
-        let decode = |e: String| ReflectError::Decode(e);
-        match self.cache.encoding() {
-            Encoding::Json => {
-                #[derive(serde::Deserialize)]
-                struct Meta {
-                    #[serde(rename = "resourceVersion", default)]
-                    resource_version: String,
-                    #[serde(rename = "continue", default)]
-                    continue_token: Option<String>,
-                }
-                #[derive(serde::Deserialize)]
-                struct List<'a> {
-                    metadata: Meta,
-                    #[serde(borrow, default)]
-                    items: Option<Vec<&'a serde_json::value::RawValue>>,
-                }
-                let l: List<'_> =
-                    serde_json::from_slice(body).map_err(|e| decode(e.to_string()))?;
-                Ok(ListPage {
-                    resource_version: parse_rv(&l.metadata.resource_version)?,
-                    continue_token: l.metadata.continue_token,
-                    items: l
-                        .items
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|raw| Bytes::copy_from_slice(raw.get().as_bytes()))
-                        .collect(),
-                })
-            }
-            Encoding::Protobuf => {
-                let l = proto::decode_list(body).map_err(|e| decode(e.to_string()))?;
-                Ok(ListPage {
-                    resource_version: parse_rv(l.meta.resource_version)?,
-                    continue_token: Some(l.meta.continue_token.to_string()),
-                    items: l.items.iter().map(|i| Bytes::copy_from_slice(i)).collect(),
-                })
-            }
-        }
-    }
-
-    /// One watch stream from `rv`, applied to the cache as it arrives. Returns the newest RV
-    /// seen when the stream ends.
+    /// One watch stream from `rv`, yielded as it arrives. Returns the newest RV seen when the
+    /// stream ends.
     async fn watch(&self, rv: u64) -> Result<u64, ReflectError> {
-        self.cache.metrics_upstream_call("watch");
+        self.calls.watch.inc();
         let path = format!(
             "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.cache.collection_path()
+            self.info.collection_path()
         );
         self.stream(&path, rv, &mut None).await
     }
 
     /// A streaming list: the state as ADDED events up to the initial-events-end bookmark (the
-    /// cache is replaced then), then changes, on one stream. Returns the newest RV seen.
+    /// state is yielded then), then changes, on one stream. Returns the newest RV seen.
     async fn stream_list(&self) -> Result<u64, ReflectError> {
-        self.cache.metrics_upstream_call("watchlist");
+        self.calls.watchlist.inc();
         let path = format!(
             "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.cache.collection_path()
+            self.info.collection_path()
         );
         let mut initial = Some(Vec::new());
-        self.cache.load_started();
+        self.load_started();
         let result = self.stream(&path, 0, &mut initial).await;
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself
-            // completed and `replace` already ended it; this only clears a load left open).
-            self.cache.load_failed();
+            // completed and `Loaded` already ended it; this only clears a load left open).
+            (self.feed)(Feed::LoadFailed);
         }
         let last = result?;
         if initial.is_some() {
@@ -341,7 +339,7 @@ impl Reflector {
     }
 
     /// Reads one watch stream. While `initial` is `Some`, ADDED events are collected into it
-    /// until the initial-events-end bookmark, which replaces the cache's contents.
+    /// until the initial-events-end bookmark, which yields them as the state.
     async fn stream(
         &self,
         path: &str,
@@ -366,13 +364,13 @@ impl Reflector {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(_) => {
-                    tracing::warn!(resource = %self.cache.describe(), "watch silent past its deadline; reconnecting");
+                    tracing::warn!(resource = %self.describe, "watch silent past its deadline; reconnecting");
                     break;
                 }
             };
             let frame = frame.map_err(|e| ReflectError::Transport(e.to_string()))?;
             let Ok(data) = frame.into_data() else { continue };
-            match self.cache.encoding() {
+            match self.encoding {
                 Encoding::Json => {
                     lines.extend_from_slice(&data);
                     while let Some(pos) = lines[scanned..].iter().position(|b| *b == b'\n') {
@@ -380,7 +378,7 @@ impl Reflector {
                         scanned = 0;
                         if line.len() > 1 {
                             events += 1;
-                            last = last.max(self.json_event(&line, initial)?);
+                            last = last.max(self.event(&line, initial)?);
                         }
                     }
                     scanned = lines.len();
@@ -394,7 +392,7 @@ impl Reflector {
                         frames.next_frame().map_err(|e| ReflectError::Decode(e.to_string()))?
                     {
                         events += 1;
-                        last = last.max(self.protobuf_event(&f, initial)?);
+                        last = last.max(self.event(&f, initial)?);
                     }
                 }
             }
@@ -408,67 +406,42 @@ impl Reflector {
         Ok(last)
     }
 
-    fn json_event(&self, line: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
-        let e =
-            meta::parse_watch_event_json(line).map_err(|e| ReflectError::Decode(e.to_string()))?;
-        let object = Bytes::copy_from_slice(e.object);
-        self.event(&e.event_type, object, initial)
-    }
-
-    fn protobuf_event(&self, frame: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
-        let e =
-            proto::decode_watch_event(frame).map_err(|e| ReflectError::Decode(e.to_string()))?;
-        let envelope =
-            proto::decode_unknown(e.object).map_err(|e| ReflectError::Decode(e.to_string()))?;
-        if e.event_type == "ERROR" {
-            return Err(error_event_status(self.cache.encoding(), e.object));
-        }
-        self.event(e.event_type, Bytes::copy_from_slice(envelope.raw), initial)
-    }
-
-    /// Applies one event; `object` is a full JSON object or a bare protobuf message.
-    fn event(
-        &self,
-        event_type: &str,
-        object: Bytes,
-        initial: &mut Initial,
-    ) -> Result<u64, ReflectError> {
-        let kind = match event_type {
+    /// Yields one event (a JSON line or a protobuf frame); returns the RV it moves to (0 for
+    /// an initial event or a skipped object).
+    fn event(&self, frame: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
+        let list_watch::WatchEvent { event_type, object } =
+            list_watch::parse_watch_event(self.encoding, frame).map_err(ReflectError::Decode)?;
+        let kind = match event_type.as_str() {
             "ADDED" => EventKind::Added,
             "MODIFIED" => EventKind::Modified,
             "DELETED" => EventKind::Deleted,
             "BOOKMARK" => {
-                let rv =
-                    self.cache.object_resource_version(&object).map_err(ReflectError::Decode)?;
+                let rv = list_watch::object_resource_version(self.encoding, &object)
+                    .map_err(ReflectError::Decode)?;
                 match initial.take() {
-                    Some(objects) if is_initial_events_end(self.cache.encoding(), &object) => {
-                        let complete = self.cache.is_complete();
-                        self.cache.replace(objects, rv);
-                        if !complete {
-                            // An initial event was skipped: the state is not whole.
-                            self.cache.mark_incomplete();
-                        }
+                    Some(objects) if list_watch::is_initial_events_end(self.encoding, &object) => {
+                        // Not whole if an initial event was skipped.
+                        let whole = self.whole.load(Ordering::Acquire);
+                        (self.feed)(Feed::Loaded { objects, rv, whole });
                     }
                     // Bookmarks before the end of the initial events only move the RV.
                     Some(objects) => *initial = Some(objects),
-                    None => self.cache.bookmark(rv),
+                    None => (self.feed)(Feed::Bookmark(rv)),
                 }
                 return Ok(rv);
             }
-            "ERROR" => return Err(error_event_status(self.cache.encoding(), &object)),
+            "ERROR" => return Err(error_event_status(self.encoding, &object)),
             other => {
                 return Err(ReflectError::Decode(format!("unknown watch event type {other:?}")))
             }
         };
-        // One object kubeplex cannot route must not wedge the reflector (re-watching would
-        // meet it again, forever), and must not be silently missing from lists either: it is
-        // skipped and the cache stops answering (everything passes through) until a relist
-        // loads it completely.
-        let obj = match self.cache.object_from_event(object) {
+        // A skipped object stops the cache from answering (everything passes through) at
+        // once, until a relist loads it completely.
+        let obj = match CachedObject::from_watch_object(&self.info, self.encoding, object) {
             Ok(o) => o,
             Err(e) => {
-                tracing::error!(resource = %self.cache.describe(), error = %e, "skipping an object the cache cannot index; serving by passthrough until a clean relist");
-                self.cache.mark_incomplete();
+                self.skipped(&e);
+                (self.feed)(Feed::Skipped);
                 return Ok(0);
             }
         };
@@ -484,77 +457,23 @@ impl Reflector {
                     "{event_type} before the initial events ended"
                 )))
             }
-            None => {
-                self.cache.apply(kind, obj);
-            }
+            None => (self.feed)(Feed::Event(kind, obj)),
         }
         Ok(rv)
     }
 }
 
-/// Whether a BOOKMARK's object carries `k8s.io/initial-events-end: "true"`.
-fn is_initial_events_end(encoding: Encoding, object: &[u8]) -> bool {
-    match encoding {
-        Encoding::Json => {
-            serde_json::from_slice::<serde_json::Value>(object).ok().is_some_and(|v| {
-                v.pointer("/metadata/annotations/k8s.io~1initial-events-end")
-                    .and_then(serde_json::Value::as_str)
-                    == Some("true")
-            })
-        }
-        // ObjectMeta is field 1 of the message; annotations are its field 12 (map entries of
-        // key = 1, value = 2).
-        Encoding::Protobuf => proto::object_meta_bytes(object).ok().is_some_and(|meta| {
-            proto::Fields::new(meta).filter_map(Result::ok).any(|(f, v)| match (f, v) {
-                (12, proto::Value::Len(entry)) => {
-                    let mut key = None;
-                    let mut value = None;
-                    for (ef, ev) in proto::Fields::new(entry).filter_map(Result::ok) {
-                        match (ef, ev) {
-                            (1, proto::Value::Len(k)) => key = Some(k),
-                            (2, proto::Value::Len(v)) => value = Some(v),
-                            _ => {}
-                        }
-                    }
-                    key == Some(&b"k8s.io/initial-events-end"[..]) && value == Some(&b"true"[..])
-                }
-                _ => false,
-            })
-        }),
-    }
-}
-
 /// The objects of a streaming list collected so far; `None` once its state is complete.
-type Initial = Option<Vec<crate::cache::CachedObject>>;
-
-struct ListPage {
-    resource_version: u64,
-    continue_token: Option<String>,
-    items: Vec<Bytes>,
-}
-
-fn parse_rv(s: &str) -> Result<u64, ReflectError> {
-    s.parse::<u64>()
-        .map_err(|_| ReflectError::Decode(format!("resourceVersion {s:?} is not a number")))
-}
+type Initial = Option<Vec<CachedObject>>;
 
 /// The error an upstream ERROR event stands for: 410 means relist, anything else a retry.
 fn error_event_status(encoding: Encoding, object: &[u8]) -> ReflectError {
-    let code = match encoding {
-        Encoding::Json => serde_json::from_slice::<serde_json::Value>(object)
-            .ok()
-            .and_then(|v| v.get("code").and_then(serde_json::Value::as_u64)),
-        // Status message: code is field 6 (varint) of the bare message inside the envelope.
-        Encoding::Protobuf => proto::decode_unknown(object).ok().and_then(|u| {
-            proto::Fields::new(u.raw).filter_map(Result::ok).find_map(|(f, v)| match (f, v) {
-                (6, proto::Value::Varint(c)) => Some(c),
-                _ => None,
-            })
-        }),
-    };
-    match code {
+    match list_watch::error_code(encoding, object) {
         Some(410) => ReflectError::Gone,
-        Some(c) => ReflectError::Status { status: c as u16, message: "ERROR watch event".into() },
+        Some(c) => ReflectError::Status {
+            status: u16::try_from(c).unwrap_or(500),
+            message: "ERROR watch event".into(),
+        },
         None => ReflectError::Decode("ERROR watch event without a Status code".into()),
     }
 }
@@ -567,3 +486,6 @@ async fn collect(body: Incoming, limit: usize) -> Result<Bytes, ReflectError> {
         .map(|c| c.to_bytes())
         .map_err(|e| ReflectError::Transport(e.to_string()))
 }
+
+#[cfg(all(test, feature = "sim"))]
+mod tests;

@@ -6,6 +6,7 @@ pub mod continue_token;
 pub mod gojson;
 pub mod groups;
 pub mod gzip;
+pub mod list_watch;
 pub mod meta;
 pub mod negotiate;
 pub mod proto;

@@ -1,5 +1,33 @@
 //! One resource type as the apiserver's discovery describes it: the descriptor every layer
-//! (caches, serving, the fake apiserver's clients) names a resource by.
+//! (caches, serving, the fake apiserver's clients) names a resource by, and the wire encoding a
+//! cache of it holds.
+
+/// The wire encoding a cache holds its objects in; one store per (resource, encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// JSON list items (built-in kinds without `kind`/`apiVersion`, custom resources with them).
+    Json,
+    /// Bare protobuf messages, as list items and watch envelopes carry them.
+    Protobuf,
+}
+
+impl Encoding {
+    /// The name used in metrics labels and configuration (`pods:protobuf`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Protobuf => "protobuf",
+        }
+    }
+
+    /// The `Accept` value that asks the upstream for this encoding.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/vnd.kubernetes.protobuf",
+        }
+    }
+}
 
 /// One resource type as discovery describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

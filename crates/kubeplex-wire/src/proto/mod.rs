@@ -28,10 +28,10 @@ pub use envelope::{
     CONTENT_TYPE, MAGIC,
 };
 pub use object::{
-    bookmark, bookmark_tail, empty_object_tail, object_meta, object_meta_bytes,
+    bookmark, bookmark_tail, empty_object_tail, has_annotation, object_meta, object_meta_bytes,
     partial_object_metadata, partial_object_metadata_list, with_resource_version, EmptyObjectTails,
 };
-pub use status::{encode_status, StatusCause, StatusDetails, StatusRef};
+pub use status::{encode_status, status_code, StatusCause, StatusDetails, StatusRef};
 pub use watch::{
     decode_watch_event, encode_watch_frame, WatchEventRef, WatchFrameDecoder,
     DEFAULT_MAX_FRAME_LEN, STREAM_CONTENT_TYPE,

@@ -91,6 +91,18 @@ fn map_entry(entry: &[u8]) -> Result<(Cow<'_, str>, Cow<'_, str>), Error> {
     Ok((Cow::Borrowed(key), Cow::Borrowed(value)))
 }
 
+/// Whether an object's ObjectMeta carries annotation `key` with value `value` (annotations are
+/// ObjectMeta's field 12, map entries of key = 1, value = 2). Malformed bytes carry none.
+pub fn has_annotation(raw_message: &[u8], key: &str, value: &str) -> bool {
+    let Ok(meta) = object_meta_bytes(raw_message) else { return false };
+    Fields::new(meta).map_while(Result::ok).any(|(f, v)| {
+        f == 12
+            && expect_len(v, "annotations")
+                .and_then(map_entry)
+                .is_ok_and(|(k, v)| k == key && v == value)
+    })
+}
+
 /// The PartialObjectMetadata body (`k8s\0` envelope) of one object, as the apiserver answers
 /// `Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
 /// `api_version` is `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as negotiated. The message is

@@ -52,6 +52,14 @@ fn details_len(details: &StatusDetails<'_>) -> usize {
         + len_field_size(6, details.uid.len())
 }
 
+/// The `code` (field 6) of a bare Status message, as an upstream ERROR event carries it.
+pub fn status_code(raw_message: &[u8]) -> Option<i64> {
+    super::codec::Fields::new(raw_message).map_while(Result::ok).find_map(|(f, v)| match (f, v) {
+        (6, super::codec::Value::Varint(c)) => Some(c as i32 as i64),
+        _ => None,
+    })
+}
+
 /// The `k8s\0` body of a Status (`apiVersion: v1`, `kind: Status`, whatever the resource's group).
 /// gogo writes every scalar, `details` only when set, and an int32 as a sign-extended varint.
 pub fn encode_status(status: &StatusRef<'_>) -> Vec<u8> {

@@ -1,0 +1,50 @@
+//! What a reflector learns from the upstream, as a sequence of [`Feed`] events, and how the live
+//! layer applies them to a cache ([`apply`]). This is kube-runtime's split of `watcher()` (the
+//! stream of events) from `reflector` (the store writer): the reflector knows the upstream's
+//! protocol and nothing of the cache; the cache knows states and watchers and nothing of the
+//! upstream.
+//!
+//! The events are handed to the applier in the reflector's own task, as they are read (a sink
+//! rather than a pulled `Stream`): there is no queue between the upstream's socket and the
+//! store, so an event reaches the cache's watchers with no extra hop or buffer.
+
+use std::time::Instant;
+
+use crate::cache::resource::{EventKind, ResourceCache};
+use crate::cache::CachedObject;
+
+/// One thing the reflector learned, in the order it learned it.
+#[derive(Debug)]
+pub enum Feed {
+    /// A load (paged list or streaming list) is being requested, at `requested`: its state will
+    /// be consistent for every read that arrived before then.
+    LoadStarted { requested: Instant },
+    /// The load ended without a complete state; nothing was replaced.
+    LoadFailed,
+    /// A load's complete state at `rv`. `whole` is false when objects had to be skipped (the
+    /// state is not whole; the cache must not answer until a later load is).
+    Loaded { objects: Vec<CachedObject>, rv: u64, whole: bool },
+    /// A change after the state.
+    Event(EventKind, CachedObject),
+    /// The upstream is at `rv` with no further change of this resource (BOOKMARK).
+    Bookmark(u64),
+    /// A change's object could not be indexed and was skipped.
+    Skipped,
+}
+
+/// Applies one event to `cache` (kube-runtime's `Writer::apply_watcher_event`).
+pub fn apply(cache: &ResourceCache, feed: Feed) {
+    match feed {
+        Feed::LoadStarted { requested } => cache.load_started(requested),
+        Feed::LoadFailed => cache.load_failed(),
+        Feed::Loaded { objects, rv, whole } => {
+            cache.replace(objects, rv);
+            if !whole {
+                cache.mark_incomplete();
+            }
+        }
+        Feed::Event(kind, object) => cache.apply(kind, object),
+        Feed::Bookmark(rv) => cache.bookmark(rv),
+        Feed::Skipped => cache.mark_incomplete(),
+    }
+}

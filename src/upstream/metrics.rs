@@ -1,0 +1,59 @@
+//! The upstream side's metrics: the calls the caches' reflectors and freshness proofs make to
+//! the apiserver, and relists. Defined here, with the code that makes the calls, and registered
+//! into the one registry the process builds (`serve::metrics::Metrics`).
+
+use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+
+/// The upstream side's series.
+#[derive(Clone)]
+pub struct UpstreamMetrics {
+    pub calls: IntCounterVec,
+    pub relists: IntCounterVec,
+}
+
+impl UpstreamMetrics {
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let calls = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_upstream_calls_total",
+                "List and watch calls the caches made to the upstream.",
+            ),
+            &["resource", "encoding", "verb"],
+        )?;
+        let relists = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_relists_total",
+                "Relists after the upstream's watch history expired (410).",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(calls.clone()))?;
+        registry.register(Box::new(relists.clone()))?;
+        Ok(UpstreamMetrics { calls, relists })
+    }
+
+    /// One cache's series, resolved once.
+    pub fn for_cache(&self, label: &str, encoding: &str) -> CallCounters {
+        let call = |verb: &str| self.calls.with_label_values(&[label, encoding, verb]);
+        CallCounters {
+            list: call("list"),
+            watch: call("watch"),
+            watchlist: call("watchlist"),
+            proof_list: call("proof_list"),
+            proof_watch: call("proof_watch"),
+            relists: self.relists.with_label_values(&[label, encoding]),
+        }
+    }
+}
+
+/// The upstream calls of one cache, by verb: the reflector's paged `list`, `watch` and
+/// streaming list (`watchlist`), and the freshness proof's `proof_list` and `proof_watch`.
+#[derive(Clone)]
+pub struct CallCounters {
+    pub list: IntCounter,
+    pub watch: IntCounter,
+    pub watchlist: IntCounter,
+    pub proof_list: IntCounter,
+    pub proof_watch: IntCounter,
+    pub relists: IntCounter,
+}
