@@ -9,6 +9,7 @@
 //! - [`history`]: the ring of recent events watches resume from;
 //! - [`fanout`]: the downstream watchers of a cache, their bounded queues, and dispatch;
 //! - [`frames`]: watch stream frames (JSON lines, protobuf frames) for a resource;
+//! - `relist`: a relist's differences as watch events;
 //! - [`resource`]: one cache's state behind its locks — the store, the RV readers wait on, load
 //!   epochs, the fan-out — which the live layer (`upstream::caches`, the reflector) feeds;
 //! - [`metrics`]: the caches' Prometheus series, registered into the process's registry.
@@ -22,6 +23,7 @@ pub mod history;
 pub mod index;
 pub mod metrics;
 pub mod object;
+mod relist;
 pub mod resource;
 pub mod select;
 pub mod store;

@@ -1,0 +1,161 @@
+//! Applying what the upstream said to a cache (called by the live layer's `upstream::feed`):
+//! complete states (loads, with the relist's differences sent to watchers), single events,
+//! bookmarks, freshness marks, and objects that could not be indexed. Every change bumps the
+//! load epoch when the state may stop following from the one before it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{EventKind, ResourceCache};
+use crate::cache::fanout::Closed;
+use crate::cache::history::{Event, EventType};
+use crate::cache::object::CachedObject;
+use crate::cache::relist::relist_events;
+use crate::cache::store::{Applied, Change};
+
+impl ResourceCache {
+    /// A freshness probe's conclusion: the upstream had no event of this resource in
+    /// `(events_through, rv]`. Once the cache holds every event up to `events_through` (the
+    /// probe saw them too), it is at `rv`, as a BOOKMARK at `rv` on its own watch would have
+    /// told it. Refused (false) when the cache is not there yet, or its state changed epoch
+    /// since the probe began (a relist: the probe's view no longer follows from it).
+    pub fn mark_progress(&self, epoch: u64, events_through: u64, rv: u64) -> bool {
+        let mut store = self.write();
+        let loading = self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if loading
+            || !self.is_synced()
+            || self.epoch.load(Ordering::Acquire) != epoch
+            || store.resource_version() < events_through
+        {
+            return false;
+        }
+        store.bookmark(rv, std::time::Instant::now());
+        self.publish(&store);
+        let fan = self.fanout();
+        drop(store);
+        self.dispatched.fetch_max(rv, Ordering::AcqRel);
+        drop(fan);
+        true
+    }
+
+    /// Loads a complete state (a relist). The cache answers from now on, unless the load
+    /// skipped something (the caller then calls `mark_incomplete`). Watchers receive the
+    /// differences to the previous state as events (see [`relist_events`]).
+    pub fn replace(&self, objects: Vec<CachedObject>, rv: u64) {
+        let was_whole = self.is_synced() && self.is_complete();
+        let mut store = self.write();
+        let old_rv = store.resource_version();
+        let changes = store.replace(objects, rv, std::time::Instant::now());
+        self.publish(&store);
+        let mut fan = self.fanout();
+        drop(store);
+        match relist_events(&self.encoder, changes, old_rv, rv).filter(|_| was_whole) {
+            Some(events) => {
+                self.gauges.events_received.inc_by(events.len() as u64);
+                for event in events {
+                    self.dispatch(&mut fan, event);
+                }
+            }
+            None => {
+                // A first load, or one after the cache lost track: nothing to resume from
+                // before it, and nobody watching from the cache.
+                let open = fan.len() as u64;
+                fan.close_all(Closed::Reset);
+                self.gauges.ended_reset.inc_by(open);
+                fan.history.reset(rv);
+            }
+        }
+        self.dispatched.store(rv, Ordering::Release);
+        self.publish_history(&fan);
+        drop(fan);
+        self.complete.store(true, Ordering::Release);
+        let requested = self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
+        *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = requested;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.set_synced(true);
+    }
+
+    fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Release);
+        self.synced_tx.send_replace(synced);
+    }
+
+    /// A load (paged list or streaming list) is being requested at `requested`: objects skipped
+    /// from now on count against it, proofs begun before it do not apply after it, and its
+    /// state will be consistent for reads that arrived before `requested`.
+    pub fn load_started(&self, requested: std::time::Instant) {
+        self.complete.store(true, Ordering::Release);
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(requested);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A load failed before it replaced the state.
+    pub fn load_failed(&self) {
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn apply(&self, kind: EventKind, obj: CachedObject) {
+        let mut store = self.write();
+        let change = match kind {
+            EventKind::Added => Change::Added(Arc::new(obj)),
+            EventKind::Modified => Change::Modified(Arc::new(obj)),
+            EventKind::Deleted => Change::Deleted(Arc::new(obj)),
+        };
+        // An event not newer than the cache (a replay after a reconnect) changes nothing.
+        let applied = store.apply(change, std::time::Instant::now()).ok();
+        self.publish(&store);
+        let Some(Applied { change, previous }) = applied else { return };
+        let mut fan = self.fanout();
+        drop(store);
+        let rv = change.object().resource_version;
+        let (kind, object) = match change {
+            Change::Added(o) => (EventType::Added, o),
+            Change::Modified(o) => (EventType::Modified, o),
+            Change::Deleted(o) => (EventType::Deleted, o),
+        };
+        self.gauges.events_received.inc();
+        // A deletion of an object the cache never held is seen by nobody (the watch cache's
+        // `PrevObject` is nil), but the RV still moves.
+        if kind != EventType::Deleted || previous.is_some() {
+            let event = Event::new(rv, kind, object, previous, std::time::Instant::now());
+            self.dispatch(&mut fan, event);
+        }
+        self.dispatched.store(rv, Ordering::Release);
+        self.publish_history(&fan);
+    }
+
+    pub fn bookmark(&self, rv: u64) {
+        let mut store = self.write();
+        store.bookmark(rv, std::time::Instant::now());
+        self.publish(&store);
+        let fan = self.fanout();
+        drop(store);
+        self.dispatched.fetch_max(rv, Ordering::AcqRel);
+        drop(fan);
+    }
+
+    /// An object could not be indexed: the cache is not whole and must not answer until a
+    /// relist loads everything.
+    pub fn mark_incomplete(&self) {
+        self.complete.store(false, Ordering::Release);
+        self.set_synced(false);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        // Watchers would miss that object's events: end them (their clients resume through
+        // the upstream while the cache is not whole), and resume nothing from before.
+        let mut fan = self.fanout();
+        let open = fan.len() as u64;
+        fan.close_all(Closed::Reset);
+        self.gauges.ended_reset.inc_by(open);
+        fan.history.invalidate();
+        self.metrics
+            .skipped_objects
+            .with_label_values(&[&self.label, self.encoding.as_str()])
+            .inc();
+    }
+
+    /// Whether no object has been skipped since the last complete load began.
+    pub fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,70 @@
+//! One cache's metric series, resolved once when it starts (`publish` runs on every upstream
+//! event, under the store's write lock) and removed when it stops.
+
+use crate::cache::metrics::CacheMetrics;
+use crate::cache::object::Encoding;
+use crate::cache::store::Store;
+
+pub(super) struct Gauges {
+    objects: prometheus::IntGauge,
+    bytes: prometheus::IntGauge,
+    resource_version: prometheus::IntGauge,
+    updated: prometheus::IntGauge,
+    pub(super) watchers: prometheus::IntGauge,
+    pub(super) events_received: prometheus::IntCounter,
+    pub(super) frames_dispatched: prometheus::IntCounter,
+    pub(super) ended_slow: prometheus::IntCounter,
+    pub(super) ended_reset: prometheus::IntCounter,
+    pub(super) history_events: prometheus::IntGauge,
+    pub(super) history_bytes: prometheus::IntGauge,
+    pub(super) history_oldest: prometheus::IntGauge,
+    pub(super) bytes_sent: prometheus::IntCounter,
+    pub(super) delivery: prometheus::Histogram,
+}
+
+impl Gauges {
+    pub(super) fn new(metrics: &CacheMetrics, label: &str, encoding: Encoding) -> Self {
+        let l = [label, encoding.as_str()];
+        Gauges {
+            objects: metrics.cache_objects.with_label_values(&l),
+            bytes: metrics.cache_bytes.with_label_values(&l),
+            resource_version: metrics.cache_resource_version.with_label_values(&l),
+            updated: metrics.cache_updated.with_label_values(&l),
+            watchers: metrics.watch.watchers.with_label_values(&l),
+            events_received: metrics.watch.events_received.with_label_values(&l),
+            frames_dispatched: metrics.watch.frames_dispatched.with_label_values(&l),
+            ended_slow: metrics.watch.watchers_ended.with_label_values(&[label, l[1], "slow"]),
+            ended_reset: metrics.watch.watchers_ended.with_label_values(&[label, l[1], "reset"]),
+            history_events: metrics.watch.history_events.with_label_values(&l),
+            history_bytes: metrics.watch.history_bytes.with_label_values(&l),
+            history_oldest: metrics.watch.history_oldest.with_label_values(&l),
+            bytes_sent: metrics.watch.bytes_sent.with_label_values(&l),
+            delivery: metrics.watch.delivery.with_label_values(&l),
+        }
+    }
+
+    /// The store's size and RV, and when the upstream was last heard from.
+    pub(super) fn publish(&self, store: &Store) {
+        self.objects.set(store.len() as i64);
+        self.bytes.set(store.bytes() as i64);
+        self.resource_version.set(store.resource_version() as i64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.updated.set(now as i64);
+    }
+
+    /// Removes a stopped cache's gauge series (its counters stay: they only ever grow).
+    pub(super) fn remove(metrics: &CacheMetrics, label: &str, encoding: Encoding) {
+        let l = [label, encoding.as_str()];
+        let w = &metrics.watch;
+        let _ = w.watchers.remove_label_values(&l);
+        let _ = w.history_events.remove_label_values(&l);
+        let _ = w.history_bytes.remove_label_values(&l);
+        let _ = w.history_oldest.remove_label_values(&l);
+        let _ = metrics.cache_objects.remove_label_values(&l);
+        let _ = metrics.cache_bytes.remove_label_values(&l);
+        let _ = metrics.cache_resource_version.remove_label_values(&l);
+        let _ = metrics.cache_updated.remove_label_values(&l);
+    }
+}
