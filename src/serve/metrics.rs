@@ -37,6 +37,8 @@ pub struct Metrics {
     cache_list_fetched: IntCounterVec,
     pub freshness: FreshnessMetrics,
     pub lean: LeanCounters,
+    /// Requests whose handler panicked (answered 500; see `serve::stack`).
+    pub panics: IntCounter,
 }
 
 /// Waits for caches: cold starts, and freshness proofs of consistent and not-older-than reads.
@@ -157,9 +159,15 @@ impl Metrics {
                 "Downstream connections served by hyper: HTTP/2 ones, and HTTP/1.1 ones from their first request the lean server does not take (a body, an upgrade, HTTP/1.0).",
             )?,
         };
+        let panics = IntCounter::new(
+            "kubeplex_request_panics_total",
+            "Requests whose handler panicked; each was answered 500 and the process went on (should stay 0: report it).",
+        )?;
+        registry.register(Box::new(panics.clone()))?;
         registry.register(Box::new(lean.requests.clone()))?;
         registry.register(Box::new(lean.handovers.clone()))?;
         Ok(Metrics {
+            panics,
             lean,
             freshness,
             cache,

@@ -3,9 +3,11 @@
 //! endpoints.
 //!
 //! The request path, top to bottom (docs/style.md rule 1):
-//! 1. [`handle`] times the request and counts it by resource, verb, code and source;
-//! 2. [`route`] classifies it: a GET of a resource collection or object (not a watch, not a
-//!    subresource) whose resource supports list+watch is offered to the cache;
+//! 1. [`stack::client`] is the one request stack: span, panic guard, classification of the
+//!    request into a typed [`stack::Class`], metrics, then routing — each layer's reason and
+//!    order are written there;
+//! 2. [`route`] offers a GET of a resource collection or object (not a subresource) whose
+//!    resource supports list+watch to the cache;
 //! 3. [`cached::try_answer`] (gets, lists) or [`watch::try_watch`] (watches) answers it when
 //!    the cache can do so exactly, or declines;
 //! 4. [`passthrough::forward`] streams everything else to the upstream and back.
@@ -16,26 +18,29 @@ mod fresh;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
+pub mod stack;
 mod table;
 mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use http::{Method, Request, Response};
+use futures_util::FutureExt;
+use http::{Request, Response};
 use hyper::body::Incoming;
 
-use crate::net::h1::ReqBody;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tower::ServiceExt;
 
 use self::body::Body;
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
+use self::stack::{Class, Classified};
 use crate::upstream::caches::{Caches, CachesConfig};
 use crate::upstream::Upstream;
-use crate::wire::request::{parse_path, ApiPath, ListOptions};
+use crate::wire::request::ApiPath;
 
 /// Shared by every connection.
 pub struct ProxyState {
@@ -114,19 +119,22 @@ impl Proxy {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
-        let st = state.clone();
+        // Each request goes through a clone of the stack (reference counts only).
+        let client = stack::client(state.clone());
+        let handle = move |req| {
+            client.clone().oneshot(req).map(|answered| match answered {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            })
+        };
         match http1 {
             Http1Server::Lean => {
                 let counters = state.metrics.lean.clone();
-                tasks.spawn(crate::net::serve_lean(
-                    listener,
-                    move |req| handle(st.clone(), req),
-                    counters,
-                ));
+                tasks.spawn(crate::net::serve_lean(listener, handle, counters));
             }
             Http1Server::Hyper => {
                 tasks.spawn(crate::net::serve(listener, move |req| {
-                    handle(st.clone(), crate::net::h1::boxed(req))
+                    handle(crate::net::h1::boxed(req))
                 }));
             }
         }
@@ -156,50 +164,27 @@ impl Proxy {
     }
 }
 
-fn handle(
-    state: Arc<ProxyState>,
-    req: Request<ReqBody>,
-) -> futures_util::future::BoxFuture<'static, Response<Body>> {
-    Box::pin(async move {
-        let started = Instant::now();
-        let method = req.method().clone();
-        let path = req.uri().path().to_string();
-        let query = req.uri().query().map(str::to_string);
-        let (resp, source) = route(&state, req).await;
-        // Labelled after routing: discovery for this resource is known by now if it exists.
-        let (resource, verb) = describe(&state, &method, &path, query.as_deref());
-        state.metrics.observe(
-            &resource,
-            verb,
-            resp.status().as_u16(),
-            source,
-            started.elapsed().as_secs_f64(),
-        );
-        resp
-    })
-}
-
-async fn route(state: &Arc<ProxyState>, req: Request<ReqBody>) -> (Response<Body>, Source) {
-    if req.method() == Method::GET {
-        if let Some(resp) = from_cache(state, &req).await {
-            return (resp, Source::Cache);
-        }
+/// The cache when it can answer, the upstream otherwise; and which one answered.
+async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Source) {
+    if let Some(resp) = from_cache(state, &req).await {
+        return (resp, Source::Cache);
     }
-    (passthrough::forward(&state.upstream, req).await, Source::Upstream)
+    (passthrough::forward(&state.upstream, req.req).await, Source::Upstream)
 }
 
-async fn from_cache(state: &Arc<ProxyState>, req: &Request<ReqBody>) -> Option<Response<Body>> {
+async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<Response<Body>> {
+    let Classified { req, class } = classified;
     // A client with credentials of its own is authorized by the apiserver, request by request;
     // the cache (filled with kubeplex's identity) must not answer for it.
-    if passthrough::has_credentials(req.headers()) {
+    if class.credentials {
         return None;
     }
-    let ApiPath::Resource(rp) = parse_path(req.uri().path()) else { return None };
+    let ApiPath::Resource(rp) = &class.path else { return None };
     if rp.subresource.is_some() {
         return None;
     }
-    // Malformed options get the upstream's own 400/422.
-    let opts = ListOptions::parse(req.uri().query()).ok()?;
+    // Only GETs have options; malformed ones get the upstream's own 400/422.
+    let opts = class.options.as_ref()?;
     let info = state.resources.lookup(&rp.group, &rp.version, &rp.resource).await?;
     if !(info.supports("list") && info.supports("watch"))
         || (rp.namespace.is_some() && !info.namespaced)
@@ -207,9 +192,9 @@ async fn from_cache(state: &Arc<ProxyState>, req: &Request<ReqBody>) -> Option<R
         return None;
     }
     if opts.watch {
-        return watch::try_watch(state, &info, &rp, &opts, req.headers(), req.uri().query()).await;
+        return watch::try_watch(state, &info, rp, opts, req.headers(), req.uri().query()).await;
     }
-    cached::try_answer(state, &info, &rp, &opts, req.headers(), req.uri().query()).await
+    cached::try_answer(state, &info, rp, opts, req.headers(), req.uri().query()).await
 }
 
 /// Starts a cache named in the configuration: `resource` (core/v1), or
@@ -261,40 +246,20 @@ const LABELLED_SUBRESOURCES: &[&str] = &[
     "approval",
 ];
 
-/// (resource label, verb) of a request for metrics. The resource label is only ever a
-/// resource discovery already knows (without fetching anything), so its values are bounded.
-fn describe(
-    state: &ProxyState,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-) -> (String, &'static str) {
-    let ApiPath::Resource(rp) = parse_path(path) else {
-        return (String::new(), "OTHER");
-    };
-    let watch = query.is_some_and(|q| {
-        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && v != "0" && v != "false")
-    });
-    let verb = match (method.clone(), rp.name.is_some(), watch) {
-        (Method::GET, _, true) => "WATCH",
-        (Method::GET, true, _) => "GET",
-        (Method::GET, false, _) => "LIST",
-        (Method::POST, _, _) => "POST",
-        (Method::PUT, _, _) => "PUT",
-        (Method::PATCH, _, _) => "PATCH",
-        (Method::DELETE, _, _) => "DELETE",
-        _ => "OTHER",
-    };
+/// The resource label of a request for metrics: only ever a resource discovery already knows
+/// (without fetching anything), so its values are bounded.
+fn resource_label(state: &ProxyState, class: &Class) -> String {
+    let ApiPath::Resource(rp) = &class.path else { return String::new() };
     let Some(info) = state.resources.known(&rp.group, &rp.version, &rp.resource) else {
-        return ("other".to_string(), verb);
+        return "other".to_string();
     };
     let mut label = info.label();
-    if let Some(sub) = rp.subresource {
+    if let Some(sub) = &rp.subresource {
         let sub =
             if LABELLED_SUBRESOURCES.contains(&sub.as_str()) { sub.as_str() } else { "other" };
         label = format!("{label}/{sub}");
     }
-    (label, verb)
+    label
 }
 
 /// The admin listener: liveness, readiness, metrics.

@@ -1,0 +1,370 @@
+//! The client listener's request stack, built in one function ([`client`]), one layer per line,
+//! outermost first. Every layer here works on the request and the response head only: bodies
+//! (a watch's stream, a list's shared buffers) pass through untouched, so no layer buffers a
+//! watch or copies a list.
+//!
+//! A layer's future is its own concrete type where it can be (the span, the panic guard, the
+//! classification) and boxed only where the work after the inner call needs an `async` block
+//! (metrics, routing): one allocation per request beyond what the handler did before.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use http::{Method, Request, Response};
+use tower::{Layer, Service, ServiceBuilder};
+use tracing::instrument::Instrumented;
+use tracing::Instrument;
+
+use super::body::{self, Body};
+use super::metrics::Source;
+use super::ProxyState;
+use crate::net::h1::ReqBody;
+use crate::wire::request::{parse_path, ApiPath, ListOptions};
+use crate::wire::status::Status;
+
+/// The client listener's stack, outermost first.
+pub fn client(
+    state: Arc<ProxyState>,
+) -> impl Service<
+    Request<ReqBody>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
+    ServiceBuilder::new()
+        // 1. A span per request (method, path): every log line below it, a caught panic's
+        //    included, says which request it is about. At debug level: an info span would
+        //    format its fields on every request of the hot path (`RUST_LOG=kubeplex=debug`).
+        .layer(TraceLayer)
+        // 2. A panic anywhere below answers 500 with a Status instead of dropping the
+        //    connection and every other request multiplexed on it. Above the metrics, which
+        //    cannot observe a response that was never made; panics are counted here.
+        .layer(CatchPanicLayer { panics: state.metrics.panics.clone() })
+        // 3. Read the request once — verb, API path, list options, credentials — into the
+        //    typed `Class` every layer below takes (routing, the cache, metrics labels).
+        .layer(ClassifyLayer)
+        // 4. Time and count every request by resource, verb, code and source. Below the
+        //    classification, whose verb and resource it labels by.
+        .layer(MetricsLayer { state: state.clone() })
+        // 5. The cache when it can answer exactly, the upstream otherwise.
+        .service(Route { state })
+}
+
+/// The verb a request stands for, as the apiserver's metrics and audit name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Other,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Delete => "DELETE",
+            Verb::Other => "OTHER",
+        }
+    }
+}
+
+/// What a request is, read once from its method, path, query and headers.
+#[derive(Debug, Clone)]
+pub struct Class {
+    /// `OTHER` for paths that are not a resource's.
+    pub verb: Verb,
+    pub path: ApiPath,
+    /// The list options of a GET of a resource; `None` for other requests, and for malformed
+    /// options (the upstream gives those its own 400/422).
+    pub options: Option<ListOptions>,
+    /// The client sent credentials of its own (a bearer token, impersonation headers): the
+    /// apiserver authorizes it request by request, and the cache (filled with kubeplex's
+    /// identity) must not answer for it.
+    pub credentials: bool,
+}
+
+impl Class {
+    pub fn of<B>(req: &Request<B>) -> Class {
+        let path = parse_path(req.uri().path());
+        let query = req.uri().query();
+        let resource = matches!(path, ApiPath::Resource(_));
+        let verb = match (req.method(), &path) {
+            (_, ApiPath::Resource(rp)) => verb(req.method(), rp.name.is_some(), watch_flag(query)),
+            _ => Verb::Other,
+        };
+        let options = (resource && req.method() == Method::GET)
+            .then(|| ListOptions::parse(query).ok())
+            .flatten();
+        Class {
+            verb,
+            path,
+            options,
+            credentials: super::passthrough::has_credentials(req.headers()),
+        }
+    }
+}
+
+fn verb(method: &Method, named: bool, watch: bool) -> Verb {
+    match (method.clone(), named, watch) {
+        (Method::GET, _, true) => Verb::Watch,
+        (Method::GET, true, _) => Verb::Get,
+        (Method::GET, false, _) => Verb::List,
+        (Method::POST, _, _) => Verb::Post,
+        (Method::PUT, _, _) => Verb::Put,
+        (Method::PATCH, _, _) => Verb::Patch,
+        (Method::DELETE, _, _) => Verb::Delete,
+        _ => Verb::Other,
+    }
+}
+
+/// `watch` set to anything but `0`/`false` (the metrics' reading, also for malformed queries).
+fn watch_flag(query: Option<&str>) -> bool {
+    query.is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && v != "0" && v != "false")
+    })
+}
+
+/// A request and its class, as the layers below the classification take it.
+pub struct Classified {
+    pub req: Request<ReqBody>,
+    pub class: Class,
+}
+
+// ---- 1. span ----
+
+#[derive(Clone, Copy)]
+struct TraceLayer;
+
+impl<S> Layer<S> for TraceLayer {
+    type Service = Trace<S>;
+    fn layer(&self, inner: S) -> Trace<S> {
+        Trace { inner }
+    }
+}
+
+#[derive(Clone)]
+struct Trace<S> {
+    inner: S,
+}
+
+impl<S: Service<Request<ReqBody>>> Service<Request<ReqBody>> for Trace<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Instrumented<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let span =
+            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
+        self.inner.call(req).instrument(span)
+    }
+}
+
+// ---- 2. panic guard ----
+
+#[derive(Clone)]
+struct CatchPanicLayer {
+    panics: prometheus::IntCounter,
+}
+
+impl<S> Layer<S> for CatchPanicLayer {
+    type Service = CatchPanic<S>;
+    fn layer(&self, inner: S) -> CatchPanic<S> {
+        CatchPanic { inner, panics: self.panics.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct CatchPanic<S> {
+    inner: S,
+    panics: prometheus::IntCounter,
+}
+
+impl<S> Service<Request<ReqBody>> for CatchPanic<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let panics = self.panics.clone();
+        // A panic while the inner service builds its future is caught as well as one while
+        // it runs. (A panic while a response body streams ends that response only.)
+        let called = std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req)));
+        match called {
+            Ok(fut) => AssertUnwindSafe(fut)
+                .catch_unwind()
+                .map(move |result| match result {
+                    Ok(answered) => answered,
+                    Err(panic) => Ok(panicked(&panics, panic.as_ref())),
+                })
+                .boxed(),
+            Err(panic) => {
+                futures_util::future::ready(Ok(panicked(&panics, panic.as_ref()))).boxed()
+            }
+        }
+    }
+}
+
+/// Counts and logs a caught panic; the request's answer.
+fn panicked(panics: &prometheus::IntCounter, panic: &(dyn std::any::Any + Send)) -> Response<Body> {
+    panics.inc();
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %what, "request handler panicked; answered 500");
+    panic_response()
+}
+
+/// The answer to a request whose handler panicked: the apiserver's 500 for a handler panic
+/// (its `WithPanicRecovery` message), as a Status like kubeplex's other errors.
+pub fn panic_response() -> Response<Body> {
+    body::status(&Status::internal(
+        "this request caused kubeplex to panic; look in the logs for details",
+    ))
+}
+
+// ---- 3. classification ----
+
+#[derive(Clone, Copy)]
+struct ClassifyLayer;
+
+impl<S> Layer<S> for ClassifyLayer {
+    type Service = Classify<S>;
+    fn layer(&self, inner: S) -> Classify<S> {
+        Classify { inner }
+    }
+}
+
+#[derive(Clone)]
+struct Classify<S> {
+    inner: S,
+}
+
+impl<S: Service<Classified>> Service<Request<ReqBody>> for Classify<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> S::Future {
+        let class = Class::of(&req);
+        self.inner.call(Classified { req, class })
+    }
+}
+
+// ---- 4. metrics ----
+
+#[derive(Clone)]
+struct MetricsLayer {
+    state: Arc<ProxyState>,
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Metered<S>;
+    fn layer(&self, inner: S) -> Metered<S> {
+        Metered { inner, state: self.state.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct Metered<S> {
+    inner: S,
+    state: Arc<ProxyState>,
+}
+
+impl<S> Service<Classified> for Metered<S>
+where
+    S: Service<Classified, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Classified) -> Self::Future {
+        let started = Instant::now();
+        let class = req.class.clone();
+        let state = self.state.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Upstream);
+            // Labelled after routing: discovery for this resource is known by now if it exists.
+            let resource = super::resource_label(&state, &class);
+            state.metrics.observe(
+                &resource,
+                class.verb.as_str(),
+                resp.status().as_u16(),
+                source,
+                started.elapsed().as_secs_f64(),
+            );
+            Ok(resp)
+        })
+    }
+}
+
+// ---- 5. routing ----
+
+#[derive(Clone)]
+struct Route {
+    state: Arc<ProxyState>,
+}
+
+impl Service<Classified> for Route {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Classified) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let (mut resp, source) = super::route(&state, req).await;
+            resp.extensions_mut().insert(source);
+            Ok(resp)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+//! The stack's own layers: the panic guard and the classification.
+
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use super::*;
+
+fn request(method: Method, uri: &str) -> Request<ReqBody> {
+    Request::builder().method(method).uri(uri).body(body::full(Vec::new())).unwrap()
+}
+
+async fn status_of(resp: Response<Body>) -> (u16, serde_json::Value) {
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_with_a_status_and_is_counted() {
+    let panics = prometheus::IntCounter::new("p", "p").unwrap();
+    let guard = CatchPanicLayer { panics: panics.clone() };
+    // Panics while running, and while building its future.
+    let while_running = guard.layer(tower::service_fn(|_req: Request<ReqBody>| async {
+        if true {
+            panic!("boom");
+        }
+        Ok::<Response<Body>, Infallible>(Response::new(body::full(Vec::new())))
+    }));
+    #[derive(Clone)]
+    struct PanicsOnCall;
+    impl Service<Request<ReqBody>> for PanicsOnCall {
+        type Response = Response<Body>;
+        type Error = Infallible;
+        type Future = futures_util::future::Ready<Result<Response<Body>, Infallible>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: Request<ReqBody>) -> Self::Future {
+            panic!("boom at call")
+        }
+    }
+    let while_calling = guard.layer(PanicsOnCall);
+
+    let first = while_running.oneshot(request(Method::GET, "/api/v1/pods")).await.unwrap();
+    let second = while_calling.oneshot(request(Method::GET, "/api/v1/pods")).await.unwrap();
+    for resp in [first, second] {
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        let (code, status) = status_of(resp).await;
+        assert_eq!(code, 500);
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 500);
+        assert_eq!(status["reason"], "InternalError");
+    }
+    assert_eq!(panics.get(), 2);
+}
+
+#[test]
+fn requests_are_classified_once_into_verb_path_and_options() {
+    let class = Class::of(&request(
+        Method::GET,
+        "/api/v1/namespaces/a/pods?watch=1&resourceVersion=5&labelSelector=x%3Dy",
+    ));
+    assert_eq!(class.verb, Verb::Watch);
+    let options = class.options.expect("options");
+    assert!(options.watch);
+    assert_eq!(options.resource_version.as_deref(), Some("5"));
+    assert_eq!(options.label_selector.as_deref(), Some("x=y"));
+    assert!(!class.credentials);
+
+    let get = Class::of(&request(Method::GET, "/apis/apps/v1/namespaces/a/deployments/web"));
+    assert_eq!(get.verb, Verb::Get);
+    assert!(matches!(&get.path, ApiPath::Resource(rp) if rp.name.as_deref() == Some("web")));
+
+    assert_eq!(Class::of(&request(Method::GET, "/api/v1/pods")).verb, Verb::List);
+    assert_eq!(
+        Class::of(&request(Method::DELETE, "/api/v1/namespaces/a/pods/x")).verb,
+        Verb::Delete
+    );
+    // Not a resource: no verb of the API, no options.
+    let other = Class::of(&request(Method::GET, "/version"));
+    assert_eq!(other.verb, Verb::Other);
+    assert!(other.options.is_none());
+    // Malformed options are left for the upstream to refuse.
+    let bad = Class::of(&request(Method::GET, "/api/v1/pods?limit=abc"));
+    assert_eq!(bad.verb, Verb::List);
+    assert!(bad.options.is_none());
+    // Writes carry no list options.
+    assert!(Class::of(&request(Method::POST, "/api/v1/namespaces/a/pods")).options.is_none());
+
+    let mut with_token = request(Method::GET, "/api/v1/pods");
+    with_token.headers_mut().insert("authorization", "Bearer t".parse().unwrap());
+    assert!(Class::of(&with_token).credentials);
+    let mut impersonating = request(Method::GET, "/api/v1/pods");
+    impersonating.headers_mut().insert("impersonate-user", "u".parse().unwrap());
+    assert!(Class::of(&impersonating).credentials);
+}
