@@ -34,6 +34,7 @@
 //!   as Go does, which `serde_json::to_vec` does not.
 
 mod json;
+pub(crate) mod kind;
 #[cfg(test)]
 mod proptests;
 mod proto;

@@ -398,5 +398,4 @@ fn equal(a: &Value, b: &Value) -> Result<bool, OpError> {
 }
 
 #[cfg(test)]
-#[path = "patch_json_tests.rs"]
 mod tests;

@@ -2,9 +2,8 @@
 //! structs to recurse into and which lists merge by which key (`patchStrategy` /
 //! `patchMergeKey` struct tags). This is the `PatchMetaFromStruct` lookup the apiserver does by
 //! reflection on the typed object, read from a table generated from the Go sources
-//! (`patch_schema_table.rs`, by `smp_schema.py` from k8s.io/api and apimachinery v0.36).
+//! (`table.rs`, by `tools/gen-patch-schema.py` from k8s.io/api and apimachinery v0.36).
 
-#[path = "patch_schema_table.rs"]
 mod table;
 
 /// A field's `patchStrategy` tag. A lone `retainKeys` is recorded as `None`: it only matters

@@ -6,7 +6,7 @@ use super::*;
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_bytes!(concat!("../../../../shared/fixtures/", $name, ".body")).as_slice()
+        include_bytes!(concat!("../../../../../shared/fixtures/", $name, ".body")).as_slice()
     };
 }
 

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use super::encode::ListMeta;
-use super::kinds::Kind;
-use super::store::Obj;
+use super::ListMeta;
+use crate::kinds::Kind;
+use crate::store::Obj;
 use crate::wire::meta::ListMeta as WireListMeta;
 use crate::wire::proto;
 use crate::wire::status::Status;

@@ -3,9 +3,9 @@
 //!
 //! | `Content-Type`                            | [`PatchType`]      | semantics (module)              |
 //! |-------------------------------------------|--------------------|---------------------------------|
-//! | `application/json-patch+json`             | `Json`             | RFC 6902 (`patch_json.rs`)      |
-//! | `application/merge-patch+json`            | `Merge`            | RFC 7386 (`patch_merge.rs`)     |
-//! | `application/strategic-merge-patch+json`  | `StrategicMerge`   | Kubernetes (`patch_strategic*`) |
+//! | `application/json-patch+json`             | `Json`             | RFC 6902 (`json.rs`)            |
+//! | `application/merge-patch+json`            | `Merge`            | RFC 7386 (`merge.rs`)           |
+//! | `application/strategic-merge-patch+json`  | `StrategicMerge`   | Kubernetes (`strategic/`)       |
 //! | `application/apply-patch+yaml`            | `Apply`            | not served: 415                 |
 //!
 //! The apiserver does not implement RFC 6902 and 7386 itself: it uses
@@ -27,7 +27,7 @@
 //! - **Server-side apply** (`application/apply-patch+yaml`) is out of scope: it is answered
 //!   415 with the list of the types the sim accepts, as a server without apply would.
 //! - **Strategic merge metadata** comes from a table generated from the Go struct tags of the
-//!   kinds the sim serves (`patch_schema.rs`). A field unknown to that table is merged as a
+//!   kinds the sim serves (`schema/`). A field unknown to that table is merged as a
 //!   plain map or replaced as a plain list, where the apiserver would fail with "unable to find
 //!   api field" (it cannot meet such a field: typed objects have none).
 //! - **Map iteration order.** Go visits a patch's keys in random order; here they are visited
@@ -49,15 +49,11 @@
 
 use serde_json::Value;
 
-#[path = "patch_gojson.rs"]
 mod gojson;
-#[path = "patch_json.rs"]
 mod json;
-#[path = "patch_merge.rs"]
 mod merge;
-#[path = "patch_schema.rs"]
+pub(crate) mod request;
 mod schema;
-#[path = "patch_strategic.rs"]
 mod strategic;
 
 /// Content types of the four patch kinds.
@@ -251,5 +247,4 @@ fn base_resource(resource: &str) -> &str {
 }
 
 #[cfg(test)]
-#[path = "patch_tests.rs"]
 mod tests;

@@ -22,12 +22,10 @@
 
 use serde::Serialize;
 
-#[path = "discovery_aggregated.rs"]
 mod aggregated_doc;
-#[path = "discovery_builtin.rs"]
 mod builtin_table;
-#[path = "discovery_hash.rs"]
 mod hash;
+pub(crate) mod serve;
 
 pub use aggregated_doc::{
     aggregated, negotiate, wants_aggregated, AggregatedDiscovery, DiscoveryFormat, DiscoveryRoot,
@@ -292,5 +290,4 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 #[cfg(test)]
-#[path = "discovery_tests.rs"]
 mod tests;

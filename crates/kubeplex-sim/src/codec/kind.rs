@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 
-use super::codec::{self, TypeRef};
-use super::kinds::Kind;
-use super::object::order_type_and_meta;
+use crate::codec::{self, TypeRef};
+use crate::kinds::Kind;
+use crate::object::order_type_and_meta;
 use crate::wire::status::Status;
 
 fn type_ref(kind: &Kind) -> Option<TypeRef> {

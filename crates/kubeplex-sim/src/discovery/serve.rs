@@ -2,9 +2,9 @@
 
 use http::{header, HeaderMap, Response};
 
-use super::discovery::{self, DiscoveryRoot};
-use super::respond::{self, Body, JSON};
-use super::server::SimState;
+use crate::discovery::{self, DiscoveryRoot};
+use crate::respond::{self, Body, JSON};
+use crate::server::SimState;
 use crate::wire::status::Status;
 
 /// Answers `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`.

@@ -286,5 +286,4 @@ pub(super) fn atoi(s: &str) -> Result<i64, String> {
 }
 
 #[cfg(test)]
-#[path = "patch_gojson_tests.rs"]
 mod tests;

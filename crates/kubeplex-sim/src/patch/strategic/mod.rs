@@ -26,9 +26,7 @@ use super::gojson::{self, fmt_s, fmt_v, go_type, type_name, GoType};
 use super::schema::{Schema, Strategy};
 use super::PatchError;
 
-#[path = "patch_strategic_list.rs"]
 mod list;
-#[path = "patch_strategic_order.rs"]
 mod order;
 
 const DIRECTIVE: &str = "$patch";
@@ -285,5 +283,4 @@ fn panic(message: &str) -> PatchError {
 }
 
 #[cfg(test)]
-#[path = "patch_strategic_tests.rs"]
 mod tests;

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::kinds::Kind;
-use super::patch::{self, PatchError};
+use crate::kinds::Kind;
+use crate::patch::{self, PatchError};
 use crate::wire::status::Status;
 
 fn status(e: PatchError) -> Status {

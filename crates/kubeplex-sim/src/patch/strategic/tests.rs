@@ -6,7 +6,6 @@ use super::super::schema::{root, FieldMeta, FieldShape, Schema, Strategy};
 use super::super::PatchError;
 use super::apply;
 
-#[path = "patch_strategic_gocases.rs"]
 mod gocases;
 
 /// apimachinery's test struct `MergeItem` (patch_test.go), as a schema table.

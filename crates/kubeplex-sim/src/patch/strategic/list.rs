@@ -1,5 +1,5 @@
 //! Lists in a strategic merge patch: merging by key (`mergeSlice`) and the `$setElementOrder`
-//! directive (`mergePatchIntoOriginal`); their ordering is in `patch_strategic_order.rs`.
+//! directive (`mergePatchIntoOriginal`); their ordering is in `order.rs`.
 //!
 //! Go mutates the live list's backing array while merging, and `$setElementOrder` then orders
 //! by what that array holds: [`LiveSlice`] reproduces those writes, and Go's scalar

@@ -7,13 +7,15 @@ use http::{HeaderMap, Response};
 
 use super::kinds::Kind;
 use super::object::list_item_json;
-use super::proto_glue;
 use super::repr::Repr;
 use super::respond::{self, Body, JSON, PROTOBUF};
 use super::store::Obj;
 use crate::wire::meta::{self, unstructured, ListMeta as WireListMeta};
 use crate::wire::request::ListOptions;
 use crate::wire::status::Status;
+
+pub(crate) mod protobuf;
+mod table;
 
 const META_API_VERSION: &str = "meta.k8s.io/v1";
 
@@ -59,9 +61,9 @@ pub fn object_response(
     let (ct, bytes) = match repr {
         Repr::Json => (JSON, obj.json.to_vec()),
         Repr::Meta => (JSON, partial_json(kind, obj)?),
-        Repr::Table => (JSON, super::table_glue::object(kind, obj, opts)?),
-        Repr::Protobuf => (PROTOBUF, proto_glue::object(kind, obj, false)?),
-        Repr::MetaProtobuf => (PROTOBUF, proto_glue::object(kind, obj, true)?),
+        Repr::Table => (JSON, table::object(kind, obj, opts)?),
+        Repr::Protobuf => (PROTOBUF, protobuf::object(kind, obj, false)?),
+        Repr::MetaProtobuf => (PROTOBUF, protobuf::object(kind, obj, true)?),
     };
     Ok(respond::body(200, ct, bytes, headers))
 }
@@ -90,9 +92,9 @@ pub fn list_response(
             };
             (JSON, list(META_API_VERSION, &wire, &bodies).map_err(meta_error)?)
         }
-        Repr::Table => (JSON, super::table_glue::list(kind, items, m, opts)?),
-        Repr::Protobuf => (PROTOBUF, proto_glue::list(kind, items, m, false)?),
-        Repr::MetaProtobuf => (PROTOBUF, proto_glue::list(kind, items, m, true)?),
+        Repr::Table => (JSON, table::list(kind, items, m, opts)?),
+        Repr::Protobuf => (PROTOBUF, protobuf::list(kind, items, m, false)?),
+        Repr::MetaProtobuf => (PROTOBUF, protobuf::list(kind, items, m, true)?),
     };
     Ok(respond::body(200, ct, bytes, headers))
 }
@@ -110,12 +112,11 @@ pub fn watch_event(
     match repr {
         Repr::Json => Ok(meta::watch_event_json(event_type, &obj.json)),
         Repr::Meta => Ok(meta::watch_event_json(event_type, &partial_json(kind, obj)?)),
-        Repr::Table => Ok(meta::watch_event_json(
-            event_type,
-            &super::table_glue::watch_event(kind, obj, opts, first)?,
-        )),
-        Repr::Protobuf => proto_glue::watch_event(kind, event_type, obj, false),
-        Repr::MetaProtobuf => proto_glue::watch_event(kind, event_type, obj, true),
+        Repr::Table => {
+            Ok(meta::watch_event_json(event_type, &table::watch_event(kind, obj, opts, first)?))
+        }
+        Repr::Protobuf => protobuf::watch_event(kind, event_type, obj, false),
+        Repr::MetaProtobuf => protobuf::watch_event(kind, event_type, obj, true),
     }
 }
 
@@ -124,8 +125,8 @@ pub fn watch_event(
 pub fn bookmark(kind: &Kind, rv: u64, repr: Repr, initial_events_end: bool) -> Vec<u8> {
     let rv_s = rv.to_string();
     let object = match repr {
-        Repr::Protobuf => return proto_glue::bookmark(kind, rv, initial_events_end, false),
-        Repr::MetaProtobuf => return proto_glue::bookmark(kind, rv, initial_events_end, true),
+        Repr::Protobuf => return protobuf::bookmark(kind, rv, initial_events_end, false),
+        Repr::MetaProtobuf => return protobuf::bookmark(kind, rv, initial_events_end, true),
         Repr::Meta => meta::bookmark_json(
             META_API_VERSION,
             "PartialObjectMetadata",
@@ -148,7 +149,7 @@ pub fn bookmark(kind: &Kind, rv: u64, repr: Repr, initial_events_end: bool) -> V
 /// An ERROR event carrying a Status.
 pub fn error_event(status: &Status, repr: Repr) -> Vec<u8> {
     if repr.is_protobuf() {
-        return proto_glue::error_event(status);
+        return protobuf::error_event(status);
     }
     meta::watch_event_json("ERROR", &status.to_json())
 }
