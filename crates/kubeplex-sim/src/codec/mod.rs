@@ -35,8 +35,6 @@
 
 mod json;
 pub(crate) mod kind;
-#[cfg(test)]
-mod proptests;
 mod proto;
 mod proto_decode;
 mod quantity;
@@ -44,10 +42,6 @@ mod scalar;
 mod schema;
 #[rustfmt::skip]
 mod schema_gen;
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod wire_fields_tests;
 
 use serde_json::Value;
 use thiserror::Error;
@@ -161,3 +155,8 @@ pub fn proto_path(t: TypeRef, json_path: &[&str]) -> Option<(Vec<u32>, &'static 
     };
     Some((numbers, scalar))
 }
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
