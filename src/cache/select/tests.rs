@@ -6,6 +6,8 @@ use super::*;
 use crate::wire::continue_token::decode;
 use proptest::prelude::*;
 
+mod index;
+
 fn store_of(objects: Vec<Arc<CachedObject>>, rv: u64) -> Store {
     let mut store = Store::default().with_indexes(&["metadata.name", "spec.nodeName"]);
     store.replace(objects, rv, Instant::now());

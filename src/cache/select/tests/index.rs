@@ -2,9 +2,9 @@
 
 use std::time::Instant;
 
-use super::super::store::{Change, Snapshot, Store};
-use super::super::testutil::{cm, keys, labeled_pod, pod};
-use super::*;
+use super::super::*;
+use crate::cache::store::{Change, Snapshot, Store};
+use crate::cache::testutil::{cm, keys, labeled_pod, pod};
 use crate::wire::continue_token::decode;
 
 const POD_INDEXES: &[&str] = &["metadata.name", "spec.nodeName"];

@@ -6,7 +6,7 @@ use crate::wire::status::Status;
 
 macro_rules! fixture {
     ($name:literal) => {
-        Bytes::from_static(include_bytes!(concat!("../../../shared/fixtures/", $name, ".body")))
+        Bytes::from_static(include_bytes!(concat!("../../../../shared/fixtures/", $name, ".body")))
     };
 }
 
