@@ -454,5 +454,4 @@ fn event_frame(
 }
 
 #[cfg(test)]
-#[path = "fanout_tests.rs"]
 mod tests;

@@ -136,5 +136,4 @@ impl Encoder {
 }
 
 #[cfg(test)]
-#[path = "frames_tests.rs"]
 mod tests;

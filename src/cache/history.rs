@@ -215,5 +215,4 @@ impl History {
 }
 
 #[cfg(test)]
-#[path = "history_tests.rs"]
 mod tests;

@@ -137,5 +137,4 @@ pub fn indexed_value<'a>(object: &'a CachedObject, field: &str) -> &'a str {
 }
 
 #[cfg(test)]
-#[path = "index_tests.rs"]
 mod tests;

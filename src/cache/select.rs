@@ -303,8 +303,4 @@ fn is_dns1123_label(s: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "select_index_tests.rs"]
-mod index_tests;
-#[cfg(test)]
-#[path = "select_tests.rs"]
 mod tests;

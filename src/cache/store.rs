@@ -403,5 +403,4 @@ impl Default for Store {
 }
 
 #[cfg(test)]
-#[path = "store_tests.rs"]
 mod tests;

@@ -418,5 +418,4 @@ impl Batch {
 }
 
 #[cfg(test)]
-#[path = "h1_tests.rs"]
 mod tests;

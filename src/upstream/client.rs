@@ -304,5 +304,4 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(test)]
-#[path = "client_tests.rs"]
 mod tests;

@@ -369,5 +369,4 @@ impl fmt::Display for ServerUrl {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

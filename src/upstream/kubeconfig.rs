@@ -480,5 +480,4 @@ fn non_empty(value: &Option<String>) -> Option<&str> {
 }
 
 #[cfg(test)]
-#[path = "kubeconfig_tests.rs"]
 mod tests;

@@ -17,9 +17,7 @@
 //! does it; everything a reading client can observe aims to be byte-identical.
 
 pub mod codec;
-mod codec_glue;
 pub mod discovery;
-mod discovery_glue;
 mod encode;
 mod filter;
 pub mod kinds;
@@ -27,15 +25,12 @@ pub mod metrics;
 mod object;
 mod openapi;
 pub mod patch;
-mod patch_glue;
-mod proto_glue;
 mod read;
 mod repr;
 mod respond;
 pub mod seed;
 mod server;
 pub mod store;
-mod table_glue;
 mod watch;
 mod workloads;
 mod write;

@@ -64,7 +64,7 @@ pub fn body(
 /// A Status error, in protobuf for clients that negotiate it, else JSON.
 pub fn error(status: &Status, protobuf: bool) -> Response<Body> {
     let (content_type, bytes) = if protobuf {
-        (PROTOBUF, super::proto_glue::status(status))
+        (PROTOBUF, super::encode::protobuf::status(status))
     } else {
         let mut b = status.to_json();
         b.push(b'\n');

@@ -86,7 +86,7 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     match parse_path(&path) {
         ApiPath::Resource(rp) => resource_request(state, rp, req).await,
         ApiPath::Other => other(&state, &path, &req),
-        p => super::discovery_glue::respond(&state, &p, req.headers()),
+        p => super::discovery::serve::respond(&state, &p, req.headers()),
     }
 }
 

@@ -201,9 +201,7 @@ fn go_base64_url_decode(src: &[u8]) -> Result<Vec<u8>, usize> {
     Ok(out)
 }
 
-#[path = "continue_token/go_json.rs"]
 mod go_json;
 
 #[cfg(test)]
-#[path = "continue_token/tests.rs"]
 mod tests;

@@ -34,8 +34,7 @@
 //!   as Go does, which `serde_json::to_vec` does not.
 
 mod json;
-#[cfg(test)]
-mod proptests;
+pub(crate) mod kind;
 mod proto;
 mod proto_decode;
 mod quantity;
@@ -43,10 +42,6 @@ mod scalar;
 mod schema;
 #[rustfmt::skip]
 mod schema_gen;
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod wire_fields_tests;
 
 use serde_json::Value;
 use thiserror::Error;
@@ -160,3 +155,8 @@ pub fn proto_path(t: TypeRef, json_path: &[&str]) -> Option<(Vec<u32>, &'static 
     };
     Some((numbers, scalar))
 }
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

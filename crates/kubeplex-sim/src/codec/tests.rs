@@ -6,6 +6,8 @@ use super::proto_decode::Reader;
 use super::*;
 use crate::wire::gojson;
 
+mod wire_fields;
+
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/../../../shared/fixtures/{name}.body", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

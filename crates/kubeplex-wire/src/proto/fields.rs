@@ -349,8 +349,8 @@ impl FieldSource for SelectableFields<'_> {
 }
 
 // The table is checked against the fake apiserver's generated schema, and the decode against
-// the JSON cache's fields, by the fake apiserver's tests (`sim/codec/wire_fields_tests.rs` in
-// the kubeplex crate): the schema is the sim's, and this crate depends on nothing above it.
+// the JSON cache's fields, by the fake apiserver's tests
+// (`crates/kubeplex-sim/src/codec/tests/wire_fields.rs`): the schema is the sim's, and this
+// crate depends on nothing above it.
 #[cfg(test)]
-#[path = "fields_tests.rs"]
 mod tests;

@@ -9,11 +9,8 @@ use std::fmt;
 use super::SelectorError;
 use crate::gojson;
 
-#[path = "label/lexer.rs"]
 mod lexer;
-#[path = "label/metav1.rs"]
 mod metav1;
-#[path = "label/validation.rs"]
 mod validation;
 
 use lexer::{Lexer, Token};
@@ -430,5 +427,4 @@ fn invalid(path: &str, value: &str, details: &[String]) -> String {
 }
 
 #[cfg(test)]
-#[path = "label/tests.rs"]
 mod tests;

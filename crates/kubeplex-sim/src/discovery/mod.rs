@@ -1,0 +1,293 @@
+//! The fake apiserver's resource registry and its legacy discovery documents, byte for byte as
+//! kube-apiserver 1.36 serves them to `Accept: application/json` (fixtures `discovery-api`,
+//! `discovery-api-v1`, `discovery-apis`, `discovery-discovery-v1`).
+//!
+//! The sim serves fewer resources than a real cluster: each document lists only what the sim
+//! has, and every entry it lists is the real one, byte for byte.
+//!
+//! | path              | document        | function               |
+//! |-------------------|-----------------|------------------------|
+//! | `/api`            | APIVersions     | [`api_versions`]       |
+//! | `/api/v1`         | APIResourceList | [`api_resource_list`]  |
+//! | `/apis`           | APIGroupList    | [`api_group_list`]     |
+//! | `/apis/{g}`       | APIGroup        | [`api_group`]          |
+//! | `/apis/{g}/{v}`   | APIResourceList | [`api_resource_list`]  |
+//!
+//! Clients first ask `/api` and `/apis` for aggregated discovery (`apidiscovery.k8s.io/v2`);
+//! [`wants_aggregated`] tells from the `Accept` header which one to answer and [`aggregated`]
+//! builds it (see that module for what it covers).
+//!
+//! Bodies end with `\n`, as the apiserver's JSON encoder writes them. A missing group or version
+//! is `None`: the caller answers 404 as for any unknown path.
+
+use serde::Serialize;
+
+mod aggregated_doc;
+mod builtin_table;
+mod hash;
+pub(crate) mod serve;
+
+pub use aggregated_doc::{
+    aggregated, negotiate, wants_aggregated, AggregatedDiscovery, DiscoveryFormat, DiscoveryRoot,
+    AGGREGATED_CONTENT_TYPE,
+};
+pub use hash::storage_version_hash;
+
+/// One served resource: everything discovery says about it, plus how the sim stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiResource {
+    /// API group; `""` for the core (legacy) group served under `/api`.
+    pub group: &'static str,
+    pub version: &'static str,
+    /// The plural, lower-case name used in paths (`pods`).
+    pub resource: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    /// In the order discovery lists them (sorted for built-ins, fixed for CRDs).
+    pub verbs: &'static [&'static str],
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub storage_version_hash: &'static str,
+    /// Whether the type has a protobuf encoding; false for custom resources, which the
+    /// apiserver serves as JSON even to clients asking protobuf first.
+    pub protobuf: bool,
+    /// Served by apiextensions (a CRD) rather than built in: no strategic merge patch, CRD
+    /// verb order, CRD group priority.
+    pub custom: bool,
+    pub subresources: &'static [Subresource],
+}
+
+/// A subresource (`pods/status`), listed in `/api/v1` as its own entry `"<resource>/<name>"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    pub name: &'static str,
+    /// Set only when the subresource's kind lives in another group-version (`pods/eviction`
+    /// is `policy/v1 Eviction`); empty means the parent's.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// Every resource the sim serves, in discovery order.
+pub fn builtin() -> &'static [ApiResource] {
+    builtin_table::RESOURCES
+}
+
+/// The served resource at `/{api|apis/group}/{version}/{resource}`, if any.
+pub fn find(group: &str, version: &str, resource: &str) -> Option<&'static ApiResource> {
+    builtin().iter().find(|r| r.group == group && r.version == version && r.resource == resource)
+}
+
+/// `GET /api`: the core group's versions, and the address clients reach the server at
+/// (`host:port`), which the apiserver reports for every client network (`0.0.0.0/0`).
+pub fn api_versions(server_address: &str) -> Vec<u8> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ApiVersions<'a> {
+        kind: &'a str,
+        versions: Vec<&'a str>,
+        #[serde(rename = "serverAddressByClientCIDRs")]
+        server_address_by_client_cidrs: [ServerAddress<'a>; 1],
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ServerAddress<'a> {
+        #[serde(rename = "clientCIDR")]
+        client_cidr: &'a str,
+        server_address: &'a str,
+    }
+    encode(&ApiVersions {
+        kind: "APIVersions",
+        versions: versions_of(""),
+        server_address_by_client_cidrs: [ServerAddress {
+            client_cidr: "0.0.0.0/0",
+            server_address,
+        }],
+    })
+}
+
+/// `GET /api/v1` (group `""`) or `GET /apis/{group}/{version}`. The core list carries no
+/// `apiVersion`, unlike the others: the legacy handler leaves it unset.
+pub fn api_resource_list(group: &str, version: &str) -> Option<Vec<u8>> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ApiResourceList<'a> {
+        kind: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        api_version: &'a str,
+        group_version: String,
+        resources: Vec<ApiResourceJson<'a>>,
+    }
+    let resources: Vec<&ApiResource> =
+        builtin().iter().filter(|r| r.group == group && r.version == version).collect();
+    if resources.is_empty() {
+        return None;
+    }
+    let mut entries = Vec::new();
+    for r in resources {
+        entries.push(ApiResourceJson::resource(r));
+        entries.extend(r.subresources.iter().map(|s| ApiResourceJson::subresource(r, s)));
+    }
+    Some(encode(&ApiResourceList {
+        kind: "APIResourceList",
+        api_version: if group.is_empty() { "" } else { "v1" },
+        group_version: group_version(group, version),
+        resources: entries,
+    }))
+}
+
+/// `GET /apis`: the groups served under `/apis`, in the aggregator's priority order.
+pub fn api_group_list() -> Vec<u8> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ApiGroupList<'a> {
+        kind: &'a str,
+        api_version: &'a str,
+        groups: Vec<ApiGroupJson<'a>>,
+    }
+    let groups = served_groups().into_iter().map(|g| ApiGroupJson::new("", "", g)).collect();
+    encode(&ApiGroupList { kind: "APIGroupList", api_version: "v1", groups })
+}
+
+/// `GET /apis/{group}`. The core group is not served here (it lives at `/api`).
+pub fn api_group(group: &str) -> Option<Vec<u8>> {
+    if group.is_empty() || versions_of(group).is_empty() {
+        return None;
+    }
+    Some(encode(&ApiGroupJson::new("APIGroup", "v1", group)))
+}
+
+/// The groups under `/apis` the sim serves, ordered as the apiserver orders them.
+fn served_groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for r in builtin() {
+        if !r.group.is_empty() && !groups.contains(&r.group) {
+            groups.push(r.group);
+        }
+    }
+    let rank =
+        |g: &str| builtin_table::GROUP_ORDER.iter().position(|o| *o == g).unwrap_or(usize::MAX);
+    groups.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+    groups
+}
+
+/// The versions a group serves, preferred first (the sim serves one version per group).
+fn versions_of(group: &str) -> Vec<&'static str> {
+    let mut versions: Vec<&'static str> = Vec::new();
+    for r in builtin().iter().filter(|r| r.group == group) {
+        if !versions.contains(&r.version) {
+            versions.push(r.version);
+        }
+    }
+    versions
+}
+
+fn group_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// `metav1.APIResource`, fields in Go declaration order with its `omitempty`s.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiResourceJson<'a> {
+    name: String,
+    singular_name: &'a str,
+    namespaced: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    version: &'a str,
+    kind: &'a str,
+    verbs: &'a [&'a str],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    short_names: &'a [&'a str],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    categories: &'a [&'a str],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    storage_version_hash: &'a str,
+}
+
+impl<'a> ApiResourceJson<'a> {
+    fn resource(r: &'a ApiResource) -> Self {
+        ApiResourceJson {
+            name: r.resource.to_owned(),
+            singular_name: r.singular,
+            namespaced: r.namespaced,
+            group: "",
+            version: "",
+            kind: r.kind,
+            verbs: r.verbs,
+            short_names: r.short_names,
+            categories: r.categories,
+            storage_version_hash: r.storage_version_hash,
+        }
+    }
+
+    /// Subresources have no singular name, short names, categories or storage hash.
+    fn subresource(r: &'a ApiResource, s: &'a Subresource) -> Self {
+        ApiResourceJson {
+            name: format!("{}/{}", r.resource, s.name),
+            singular_name: "",
+            namespaced: r.namespaced,
+            group: s.group,
+            version: s.version,
+            kind: s.kind,
+            verbs: s.verbs,
+            short_names: &[],
+            categories: &[],
+            storage_version_hash: "",
+        }
+    }
+}
+
+/// `metav1.APIGroup`; inside an APIGroupList its kind and apiVersion are empty and omitted.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiGroupJson<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    api_version: &'a str,
+    name: &'a str,
+    versions: Vec<GroupVersionJson>,
+    preferred_version: GroupVersionJson,
+}
+
+impl<'a> ApiGroupJson<'a> {
+    fn new(kind: &'a str, api_version: &'a str, group: &'a str) -> Self {
+        let versions: Vec<GroupVersionJson> = versions_of(group)
+            .into_iter()
+            .map(|v| GroupVersionJson { group_version: group_version(group, v), version: v })
+            .collect();
+        // Go's PreferredVersion is a plain struct: zero-valued when a group has no version.
+        let preferred_version = versions
+            .first()
+            .cloned()
+            .unwrap_or(GroupVersionJson { group_version: String::new(), version: "" });
+        ApiGroupJson { kind, api_version, name: group, versions, preferred_version }
+    }
+}
+
+#[derive(Serialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct GroupVersionJson {
+    group_version: String,
+    version: &'static str,
+}
+
+/// Compact JSON plus the newline the apiserver's encoder appends. Serializing these plain
+/// structs cannot fail; an empty body would be the visible symptom if it ever did.
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec(value).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests;
