@@ -1,7 +1,7 @@
 //! A smoke run of `kubeplex-bench` (tiny sizes) in every mode, against the fake apiserver and
 //! against kubeplex in front of it: the figures it prints are there and make sense.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::process::Stdio;
 use std::time::Duration;

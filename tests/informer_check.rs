@@ -8,7 +8,7 @@
 //! cache, else `scripts/informer-check.sh` builds it (minutes, once). A tool that cannot be found
 //! or built fails the test; `KUBEPLEX_SKIP_INFORMER_CHECK=1` skips it explicitly.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

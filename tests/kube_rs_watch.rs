@@ -2,9 +2,7 @@
 //! strategy (paged list then watch, or a streaming list), through churn, dropped watches and a
 //! compaction, every store ends up holding exactly the apiserver's objects.
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,8 +18,8 @@ use kube::{Api, Client, ResourceExt};
 use kubeplex::sim::seed::ClusterShape;
 use kubeplex::sim::SimBuilder;
 use support::stack::Stack;
+use support::watchers::*;
 use support::STEP;
-use watch_support::*;
 
 /// A client configured the way users configure one: from a kubeconfig naming kubeplex.
 async fn client(stack: &Stack) -> Client {

@@ -1,8 +1,6 @@
 //! kubectl, unchanged, against the fake apiserver: get (all forms), watch, create, apply,
 //! delete. Requires `kubectl` on PATH (CI checks for it).
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! kubectl, unchanged, through kubeplex: the same answers as from the apiserver directly, with
 //! `resourceVersion=0` reads served from the cache.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::path::Path;
 use std::time::Duration;

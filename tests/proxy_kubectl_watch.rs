@@ -2,9 +2,7 @@
 //! change as it happens, with the apiserver's event types and resourceVersions. Requires
 //! `kubectl` on PATH.
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -13,10 +11,10 @@ use std::time::Duration;
 use kubeplex::sim::seed::ClusterShape;
 use serde_json::{json, Value};
 use support::stack::Stack;
+use support::watchers::*;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
-use watch_support::*;
 
 /// Everything kubectl may take, on a loaded machine, to show one change.
 const SHOW: Duration = Duration::from_secs(30);

@@ -3,7 +3,7 @@
 //! selectors on the other pod fields, are answered from the cache byte for byte as the fake
 //! apiserver answers them, and no pod LIST or WATCH reaches the upstream but the cache's own.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 

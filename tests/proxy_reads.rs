@@ -1,7 +1,7 @@
 //! kubeplex in front of the fake apiserver: reads answered from the cache equal the apiserver's
 //! own answers byte for byte; everything else passes through; one list+watch upstream.
 
-mod support;
+use kubeplex_test_support as support;
 
 use http::Method;
 use kubeplex::sim::seed::ClusterShape;

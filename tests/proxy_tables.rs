@@ -10,7 +10,7 @@
 //! that differs is retried only when a second boundary fell between the two requests, and a
 //! difference within one second fails.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -4,9 +4,7 @@
 //!
 //! Needs about 4,400 open files while watches pass through (see `assert_open_files_limit`).
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +14,10 @@ use kubeplex::sim::seed::ClusterShape;
 use kubeplex::sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::stack::Stack;
+use support::watchers::*;
 use support::*;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
-use watch_support::*;
 
 fn shape() -> ClusterShape {
     ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 2, services: 1 }

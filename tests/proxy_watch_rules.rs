@@ -2,7 +2,7 @@
 //! request against kubeplex and against the fake apiserver (which replays kube-apiserver's
 //! behaviour) gives the same events, while the upstream sees no watch but the cache's own.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The fake apiserver answers the captured requests as kube-apiserver 1.36 did: same status,
 //! same content type, same body modulo uids, timestamps and resourceVersions.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 

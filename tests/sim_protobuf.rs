@@ -1,6 +1,6 @@
 //! Protobuf and gzip from the fake apiserver, compared with kube-apiserver's captures.
 
-mod support;
+use kubeplex_test_support as support;
 
 use kubeplex::sim::codec::{from_protobuf, type_for};
 use kubeplex::sim::SimBuilder;

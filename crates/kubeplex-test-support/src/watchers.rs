@@ -1,9 +1,6 @@
 //! Shared by the watch tests (`proxy_watch`, `kube_rs_watch`, `proxy_kubectl_watch`): small
 //! pods, a churn driver and a fault schedule for the fake apiserver, the state a client should
 //! converge to, and kubeplex's count of watches by source.
-//!
-//! Included with `#[path = "support/watch.rs"] mod watch_support;` next to `mod support;`.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,8 +12,8 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::support::stack::Stack;
-use crate::support::{get, Resp};
+use crate::stack::Stack;
+use crate::{get, Resp};
 
 pub const JSON: &str = "application/json";
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -351,7 +348,7 @@ impl Informer {
     ) -> Option<u64> {
         let params = format!("watch=1&allowWatchBookmarks=true&resourceVersion={from}");
         let path = format!("{}?{}", self.collection, query(&[&params, &self.selectors]));
-        let mut w = crate::support::watch(&self.addr, &path, JSON).await;
+        let mut w = crate::watch(&self.addr, &path, JSON).await;
         self.seen().sessions += 1;
         match w.status {
             200 => {}
@@ -381,7 +378,7 @@ impl Informer {
                     return Some(last);
                 }
             };
-            let (kind, name, rv_s) = crate::support::ev(&e);
+            let (kind, name, rv_s) = crate::ev(&e);
             let Ok(rv) = rv_s.parse::<u64>() else {
                 if kind == "ERROR" {
                     if e.pointer("/object/code") == Some(&json!(410)) {

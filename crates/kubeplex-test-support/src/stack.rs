@@ -10,7 +10,7 @@ use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
-use super::get;
+use crate::get;
 
 pub struct Stack {
     pub sim: Sim,

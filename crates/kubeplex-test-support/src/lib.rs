@@ -1,8 +1,14 @@
-//! Test helpers: a raw HTTP/1.1 client over loopback (exact bytes, no decompression), watch
-//! stream readers with timeouts, and the captured kube-apiserver fixtures.
-#![allow(dead_code)]
+//! The helpers kubeplex's integration tests share (`tests/*.rs`, as
+//! `use kubeplex_test_support as support;`): a raw HTTP/1.1 client over loopback (exact bytes, no
+//! decompression), watch stream readers with timeouts, and the captured kube-apiserver fixtures;
+//! [`stack`]: the fake apiserver with kubeplex in front of it; [`watchers`]: churn, faults and a
+//! checking informer for the watch tests.
+//!
+//! A crate rather than a `mod support;` in every test: compiled once, not once per test binary.
+#![forbid(unsafe_code)]
 
 pub mod stack;
+pub mod watchers;
 
 use std::time::Duration;
 
@@ -258,7 +264,8 @@ impl Fixture {
 }
 
 pub fn fixture(name: &str) -> Fixture {
-    let dir = format!("{}/../shared/fixtures", env!("CARGO_MANIFEST_DIR"));
+    // `shared/` sits beside the repository (this crate is `crates/kubeplex-test-support`).
+    let dir = format!("{}/../../../shared/fixtures", env!("CARGO_MANIFEST_DIR"));
     let http = std::fs::read_to_string(format!("{dir}/{name}.http")).expect("fixture .http");
     let body = std::fs::read(format!("{dir}/{name}.body")).expect("fixture .body");
     let mut lines = http.lines();
