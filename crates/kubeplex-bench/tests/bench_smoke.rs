@@ -6,7 +6,7 @@ use kubeplex_test_support as support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use serde_json::Value;
 use support::stack::Stack;
 

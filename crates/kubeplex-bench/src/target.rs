@@ -10,7 +10,7 @@ use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use crate::upstream::{Upstream, UpstreamConfig};
+use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 /// An apiserver (or kubeplex) to send requests to, with the credentials its kubeconfig names.
 pub struct Target {
@@ -33,7 +33,7 @@ impl Target {
                     std::env::temp_dir().join(format!("kubeplex-bench-{}", std::process::id()));
                 std::fs::create_dir_all(&dir)?;
                 let path: PathBuf = dir.join(format!("{}.kubeconfig", url_file_name(url)));
-                std::fs::write(&path, crate::sim::kubeconfig_for(url, "bench"))?;
+                std::fs::write(&path, kubeplex_sim::kubeconfig_for(url, "bench"))?;
                 UpstreamConfig::resolve(Some(&path), None)?
             }
             (None, path) => UpstreamConfig::resolve(path, None)?,

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::hist::Histogram;
 use super::target::Target;
-use crate::wire::proto;
+use kubeplex_wire::proto;
 
 /// What client-go sends for a protobuf client (kubelet, kube-proxy).
 pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf,application/json";
