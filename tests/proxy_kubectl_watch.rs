@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use kubeplex::sim::seed::ClusterShape;
 use serde_json::{json, Value};
+use support::kubectl;
 use support::stack::Stack;
 use support::watchers::*;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStdout};
 use tokio::time::Instant;
 
 /// Everything kubectl may take, on a loaded machine, to show one change.
@@ -37,16 +38,9 @@ impl Kubectl {
         let home = stack.dir.join(home);
         std::fs::create_dir_all(&home).expect("home");
         let stderr = home.join("stderr");
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(stack.write_client_kubeconfig())
-            .args(args)
-            // kubectl caches discovery under HOME; keep every run independent.
-            .env("HOME", &home)
-            .env("KUBECACHEDIR", home.join("cache"))
+        let mut child = kubectl::command(&stack.write_client_kubeconfig(), &home, args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .kill_on_drop(true)
             .spawn()
             .expect("kubectl runs");
         let stdout = child.stdout.take().expect("stdout");

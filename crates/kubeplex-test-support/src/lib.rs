@@ -2,11 +2,12 @@
 //! `use kubeplex_test_support as support;`): a raw HTTP/1.1 client over loopback (exact bytes, no
 //! decompression), watch stream readers with timeouts, and the captured kube-apiserver fixtures;
 //! [`stack`]: the fake apiserver with kubeplex in front of it; [`watchers`]: churn, faults and a
-//! checking informer for the watch tests.
+//! checking informer for the watch tests; [`kubectl`]: the real kubectl against a kubeconfig.
 //!
 //! A crate rather than a `mod support;` in every test: compiled once, not once per test binary.
 #![forbid(unsafe_code)]
 
+pub mod kubectl;
 pub mod stack;
 pub mod watchers;
 
