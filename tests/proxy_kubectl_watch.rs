@@ -123,7 +123,7 @@ fn columns(line: &str) -> Vec<&str> {
 async fn kubectl_get_watch_shows_each_change_of_a_pod() {
     let stack = Stack::new(shape(), &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let mut k = Kubectl::spawn(&stack, "home-table", &["get", "pods", "-n", "team-0", "-w"]);
     let until = Instant::now() + SHOW;
     let header = k.line(until).await;
@@ -155,7 +155,7 @@ async fn kubectl_get_watch_shows_each_change_of_a_pod() {
     );
     // kubectl's table output asks for `as=Table`: kubeplex prints pods' Tables itself, so the
     // watch (from the list's resourceVersion) was answered from the cache.
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert_eq!(cache_watches, 1, "kubectl's Table watch was answered from the cache");
 }
 
@@ -163,7 +163,7 @@ async fn kubectl_get_watch_shows_each_change_of_a_pod() {
 async fn kubectl_watch_events_as_json_carry_types_and_resource_versions() {
     let stack = Stack::new(shape(), &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let args = ["get", "pods", "-n", "team-0", "-w", "--output-watch-events", "-o", "json"];
     let mut k = Kubectl::spawn(&stack, "home-json", &args);
     let until = Instant::now() + SHOW;
@@ -213,6 +213,6 @@ async fn kubectl_watch_events_as_json_carry_types_and_resource_versions() {
             .is_err(),
         "nothing else is shown"
     );
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert_eq!(cache_watches, 1, "kubectl's watch was served from the cache");
 }

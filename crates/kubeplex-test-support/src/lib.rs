@@ -18,7 +18,7 @@ use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
 /// Every await in a test is bounded by this.
@@ -262,6 +262,31 @@ impl Fixture {
             .map(|l| serde_json::from_slice(l).expect("fixture event is JSON"))
             .collect()
     }
+}
+
+/// The configmaps and pods of namespace `fx` as the captures show them (`cm-list-json`; the pods
+/// decoded from `pod-list-protobuf`, which holds them whole), to seed the fake apiserver with.
+pub fn captured_fx_objects() -> Vec<Value> {
+    let mut out = Vec::new();
+    for item in fixture("cm-list-json").json()["items"].as_array().expect("items") {
+        let mut o = json!({"kind": "ConfigMap", "apiVersion": "v1"});
+        for (k, v) in item.as_object().expect("object") {
+            o[k] = v.clone();
+        }
+        out.push(o);
+    }
+    let body = fixture("pod-list-protobuf").body;
+    let env = kubeplex::wire::proto::decode_unknown(&body).expect("envelope");
+    let list_t = kubeplex::sim::codec::type_for("v1", "PodList").expect("PodList type");
+    let list = kubeplex::sim::codec::from_protobuf(list_t, env.raw).expect("decode");
+    for item in list["items"].as_array().expect("items") {
+        let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
+        for (k, v) in item.as_object().expect("object") {
+            o[k] = v.clone();
+        }
+        out.push(o);
+    }
+    out
 }
 
 pub fn fixture(name: &str) -> Fixture {

@@ -1,6 +1,6 @@
 //! Shared by the watch tests (`proxy_watch`, `kube_rs_watch`, `proxy_kubectl_watch`): small
 //! pods, a churn driver and a fault schedule for the fake apiserver, the state a client should
-//! converge to, and kubeplex's count of watches by source.
+//! converge to, and a client that lists and watches as client-go's reflector does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -164,22 +164,6 @@ pub async fn list_ok(addr: &str, path: &str) -> Resp {
 /// `namespace/name` → resourceVersion: what every client's view must converge to.
 pub async fn apiserver_state(stack: &Stack, path: &str) -> BTreeMap<String, String> {
     items_of(&list_ok(&stack.upstream(), path).await.json())
-}
-
-/// kubeplex's `kubeplex_requests_total` for WATCH requests answered from `source` ("cache" or
-/// "upstream"), over every resource and code.
-pub async fn watches_served_from(stack: &Stack, source: &str) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin listener").to_string();
-    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-    let source = format!("source=\"{source}\"");
-    text.lines()
-        .filter(|l| {
-            l.starts_with("kubeplex_requests_total{")
-                && l.contains("verb=\"WATCH\"")
-                && l.contains(&source)
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// Fails early, with the fix, when this process may not open `needed` files: every watcher is
