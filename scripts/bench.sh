@@ -25,8 +25,8 @@ NGINX_PB=127.0.0.1:28081
 
 BUILD=${BUILD:-release}
 case $BUILD in
-  release) cargo build --release --bins >&2 ;;
-  debug) cargo build --bins >&2 ;;
+  release) cargo build --release --bins -p kubeplex -p kubeplex-bench >&2 ;;
+  debug) cargo build --bins -p kubeplex -p kubeplex-bench >&2 ;;
   *) echo "BUILD must be release or debug" >&2; exit 2 ;;
 esac
 K=target/$BUILD/kubeplex

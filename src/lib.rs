@@ -10,8 +10,6 @@
 //! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise.
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "sim")]
-pub mod bench;
 pub mod cache;
 pub mod net;
 pub mod serve;

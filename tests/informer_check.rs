@@ -8,7 +8,7 @@
 //! cache, else `scripts/informer-check.sh` builds it (minutes, once). A tool that cannot be found
 //! or built fails the test; `KUBEPLEX_SKIP_INFORMER_CHECK=1` skips it explicitly.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -389,8 +389,7 @@ fn sum_series(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
 
 /// kubeplex's `kubeplex_requests_total` for pods, by verb and optionally source.
 async fn kubeplex_pod_requests(stack: &Stack, verb: &str, source: Option<&str>) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin listener").to_string();
-    let text = String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned();
+    let text = stack.metrics_text().await;
     let mut labels = vec![("resource", "pods"), ("verb", verb)];
     labels.extend(source.map(|s| ("source", s)));
     sum_series(&text, "kubeplex_requests_total", &labels)
@@ -621,8 +620,7 @@ async fn kubelet_like_informers_start_cold_and_are_served_from_the_cache() {
     }
     // Where the reads went: every WatchList from the cache, nothing passed through, and the
     // apiserver saw the protobuf cache's one load plus the freshness proofs' own watches.
-    let admin = stack.proxy.admin_addr.expect("admin listener").to_string();
-    let text = String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned();
+    let text = stack.metrics_text().await;
     let kubeplex = |source: &str, verb: &str| {
         sum_series(
             &text,

@@ -1,7 +1,7 @@
 //! kube-rs, unchanged, through kubeplex: `Api::list` (with and without paging, at
 //! resourceVersion=0 and unset) and `Api::get` return what they return against the apiserver.
 
-mod support;
+use kubeplex_test_support as support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, ObjectList};

@@ -2,9 +2,7 @@
 //! strategy (paged list then watch, or a streaming list), through churn, dropped watches and a
 //! compaction, every store ends up holding exactly the apiserver's objects.
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,8 +18,8 @@ use kube::{Api, Client, ResourceExt};
 use kubeplex::sim::seed::ClusterShape;
 use kubeplex::sim::SimBuilder;
 use support::stack::Stack;
+use support::watchers::*;
 use support::STEP;
-use watch_support::*;
 
 /// A client configured the way users configure one: from a kubeconfig naming kubeplex.
 async fn client(stack: &Stack) -> Client {
@@ -84,7 +82,7 @@ async fn reflectors_converge_through_churn_dropped_watches_and_compaction() {
     let stack = Arc::new(Stack::with_sim(builder, shape, &["pods"]).await);
     seed_churn_pods(&stack.sim);
     let upstream_watches_before = stack.upstream_calls("WATCH");
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let client = client(&stack).await;
     let team0: Api<Pod> = Api::namespaced(client.clone(), "team-0");
     let all: Api<Pod> = Api::all(client);
@@ -158,7 +156,7 @@ async fn reflectors_converge_through_churn_dropped_watches_and_compaction() {
     assert!(want.iter().all(|w| !w.is_empty()), "every selection holds pods at the end");
 
     let upstream_watches = stack.upstream_calls("WATCH") - upstream_watches_before;
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     println!(
         "upstream pod watches {upstream_watches}, watches served from the cache {cache_watches}"
     );

@@ -1,14 +1,13 @@
 //! kubectl, unchanged, against the fake apiserver: get (all forms), watch, create, apply,
 //! delete. Requires `kubectl` on PATH (CI checks for it).
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_test_support::kubectl;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -33,25 +32,11 @@ impl Env {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("kubectl");
-        c.arg("--kubeconfig").arg(self.dir.join("kubeconfig")).args(args);
-        // kubectl caches discovery under HOME; keep every run independent.
-        c.env("KUBECACHEDIR", self.dir.join("cache")).env("HOME", &self.dir);
-        c.kill_on_drop(true);
-        c
+        kubectl::command(&self.dir.join("kubeconfig"), &self.dir, args)
     }
 
     async fn run(&self, args: &[&str]) -> String {
-        let out = tokio::time::timeout(Duration::from_secs(30), self.cmd(args).output())
-            .await
-            .expect("kubectl timed out")
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kubectl::run(&self.dir.join("kubeconfig"), &self.dir, args).await
     }
 
     fn file(&self, name: &str, text: &str) -> String {

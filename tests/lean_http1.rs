@@ -2,7 +2,7 @@
 //! behind both, the same raw bytes sent, the same bytes back (the `date` header's value
 //! aside); connections it hands to hyper mid-way; a client that leaves mid-stream.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

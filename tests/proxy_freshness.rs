@@ -3,7 +3,7 @@
 //! of a quiet resource are proven current (a `limit=1` list and a bookmark probe, which the fake
 //! apiserver answers with kube-apiserver 1.36's bookmark rules) and answered from the cache.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::{Duration, Instant};
 

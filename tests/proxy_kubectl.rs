@@ -1,31 +1,11 @@
 //! kubectl, unchanged, through kubeplex: the same answers as from the apiserver directly, with
 //! `resourceVersion=0` reads served from the cache.
 
-mod support;
-
-use std::path::Path;
-use std::time::Duration;
+use kubeplex_test_support as support;
 
 use kubeplex::sim::seed::ClusterShape;
+use support::kubectl;
 use support::stack::Stack;
-
-async fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> String {
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .env("HOME", home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("kubectl timed out")
-    .expect("kubectl runs");
-    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn kubectl_reads_through_kubeplex_match_the_apiserver() {
@@ -39,8 +19,8 @@ async fn kubectl_reads_through_kubeplex_match_the_apiserver() {
         &["get", "pods", "-A", "--chunk-size=100", "-o", "name"],
         &["get", "pods", "-n", "team-2", "-o", "wide"],
     ] {
-        let ours = kubectl(&via, &h1, args).await;
-        let theirs = kubectl(&direct, &h2, args).await;
+        let ours = kubectl::run(&via, &h1, args).await;
+        let theirs = kubectl::run(&direct, &h2, args).await;
         if args.contains(&"wide") {
             // Ages are computed when each Table is printed.
             let strip = |s: &str| {
@@ -60,8 +40,8 @@ async fn kubectl_reads_through_kubeplex_match_the_apiserver() {
     }
     let before = stack.served_from("cache").await;
     let raw = ["get", "--raw", "/api/v1/pods?resourceVersion=0"];
-    let ours = kubectl(&via, &h1, &raw).await;
-    let theirs = kubectl(&direct, &h2, &raw).await;
+    let ours = kubectl::run(&via, &h1, &raw).await;
+    let theirs = kubectl::run(&direct, &h2, &raw).await;
     assert_eq!(ours, theirs, "get --raw at resourceVersion=0");
     assert!(stack.served_from("cache").await > before, "the raw list came from the cache");
     assert_eq!(

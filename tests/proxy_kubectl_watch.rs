@@ -2,9 +2,7 @@
 //! change as it happens, with the apiserver's event types and resourceVersions. Requires
 //! `kubectl` on PATH.
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -12,11 +10,12 @@ use std::time::Duration;
 
 use kubeplex::sim::seed::ClusterShape;
 use serde_json::{json, Value};
+use support::kubectl;
 use support::stack::Stack;
+use support::watchers::*;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStdout};
 use tokio::time::Instant;
-use watch_support::*;
 
 /// Everything kubectl may take, on a loaded machine, to show one change.
 const SHOW: Duration = Duration::from_secs(30);
@@ -39,16 +38,9 @@ impl Kubectl {
         let home = stack.dir.join(home);
         std::fs::create_dir_all(&home).expect("home");
         let stderr = home.join("stderr");
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(stack.write_client_kubeconfig())
-            .args(args)
-            // kubectl caches discovery under HOME; keep every run independent.
-            .env("HOME", &home)
-            .env("KUBECACHEDIR", home.join("cache"))
+        let mut child = kubectl::command(&stack.write_client_kubeconfig(), &home, args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .kill_on_drop(true)
             .spawn()
             .expect("kubectl runs");
         let stdout = child.stdout.take().expect("stdout");
@@ -131,7 +123,7 @@ fn columns(line: &str) -> Vec<&str> {
 async fn kubectl_get_watch_shows_each_change_of_a_pod() {
     let stack = Stack::new(shape(), &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let mut k = Kubectl::spawn(&stack, "home-table", &["get", "pods", "-n", "team-0", "-w"]);
     let until = Instant::now() + SHOW;
     let header = k.line(until).await;
@@ -163,7 +155,7 @@ async fn kubectl_get_watch_shows_each_change_of_a_pod() {
     );
     // kubectl's table output asks for `as=Table`: kubeplex prints pods' Tables itself, so the
     // watch (from the list's resourceVersion) was answered from the cache.
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert_eq!(cache_watches, 1, "kubectl's Table watch was answered from the cache");
 }
 
@@ -171,7 +163,7 @@ async fn kubectl_get_watch_shows_each_change_of_a_pod() {
 async fn kubectl_watch_events_as_json_carry_types_and_resource_versions() {
     let stack = Stack::new(shape(), &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let args = ["get", "pods", "-n", "team-0", "-w", "--output-watch-events", "-o", "json"];
     let mut k = Kubectl::spawn(&stack, "home-json", &args);
     let until = Instant::now() + SHOW;
@@ -221,6 +213,6 @@ async fn kubectl_watch_events_as_json_carry_types_and_resource_versions() {
             .is_err(),
         "nothing else is shown"
     );
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert_eq!(cache_watches, 1, "kubectl's watch was served from the cache");
 }

@@ -3,7 +3,7 @@
 //! (initial events, the timeout's end), passed-through errors and writes give the same bytes
 //! (`date` and `audit-id` values aside), and the lean server is the one that answered.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 

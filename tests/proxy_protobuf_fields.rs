@@ -3,7 +3,7 @@
 //! selectors on the other pod fields, are answered from the cache byte for byte as the fake
 //! apiserver answers them, and no pod LIST or WATCH reaches the upstream but the cache's own.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 
@@ -202,7 +202,7 @@ async fn protobuf_pod_watches_by_field_equal_the_apiservers() {
     ];
     let watches_before = stack.upstream_calls("WATCH");
     let lists_before = stack.upstream_calls("LIST");
-    let cache_before = watches_served_from(&stack).await;
+    let cache_before = stack.served_verb_from("WATCH", "cache").await;
     let mut pairs = Vec::new();
     for path in &paths {
         let ours = watch(&stack.addr(), path, PB).await;
@@ -211,7 +211,7 @@ async fn protobuf_pod_watches_by_field_equal_the_apiservers() {
         assert_eq!(ours.headers.get("content-type"), theirs.headers.get("content-type"), "{path}");
         pairs.push((path, ours, theirs));
     }
-    assert_eq!(watches_served_from(&stack).await, cache_before + paths.len() as u64);
+    assert_eq!(stack.served_verb_from("WATCH", "cache").await, cache_before + paths.len() as u64);
 
     // A pod is created unscheduled, scheduled onto node-1 (ADDED for node-1's watchers), set
     // to the host network, starts running, and is deleted (DELETED).
@@ -291,17 +291,4 @@ async fn protobuf_pod_watches_by_field_equal_the_apiservers() {
     // the upstream's current RV that lets the consistent watch-list start from the cache.
     assert_eq!(stack.upstream_calls("WATCH"), watches_before + paths.len() as u64);
     assert_eq!(stack.upstream_calls("LIST"), lists_before + 1);
-}
-
-async fn watches_served_from(stack: &Stack) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin").to_string();
-    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-    text.lines()
-        .filter(|l| {
-            l.starts_with("kubeplex_requests_total{")
-                && l.contains("verb=\"WATCH\"")
-                && l.contains("source=\"cache\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }

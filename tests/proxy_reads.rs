@@ -1,7 +1,7 @@
 //! kubeplex in front of the fake apiserver: reads answered from the cache equal the apiserver's
 //! own answers byte for byte; everything else passes through; one list+watch upstream.
 
-mod support;
+use kubeplex_test_support as support;
 
 use http::Method;
 use kubeplex::sim::seed::ClusterShape;
@@ -283,8 +283,7 @@ async fn large_lists_are_gzipped_once_per_state() {
         request(&stack.addr(), Method::GET, "/api/v1/configmaps?resourceVersion=0", &gz, None)
             .await;
     assert_eq!(second.body, third.body);
-    let admin = stack.proxy.admin_addr.expect("admin").to_string();
-    let metrics = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    let metrics = stack.metrics_text().await;
     assert!(metrics.contains("kubeplex_page_cache_total{result=\"hit\"} 1"), "{metrics}");
 }
 
@@ -370,8 +369,7 @@ async fn identities_and_most_recent_reads_never_touch_the_cache() {
     );
     // Paths are never metric label values unless discovery knows the resource.
     assert_eq!(get(&addr, "/apis/made.up.example/v1/namespaces/x/zzzrandomzzz").await.status, 404);
-    let admin = stack.proxy.admin_addr.expect("admin").to_string();
-    let metrics = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+    let metrics = stack.metrics_text().await;
     assert!(!metrics.contains("zzzrandomzzz"), "{metrics}");
     assert!(metrics.contains("resource=\"other\""));
 }

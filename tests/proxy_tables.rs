@@ -10,7 +10,7 @@
 //! that differs is retried only when a second boundary fell between the two requests, and a
 //! difference within one second fails.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -389,24 +389,6 @@ async fn large_tables_are_gzipped_as_the_apiserver_does() {
     panic!("every attempt straddled a second boundary");
 }
 
-async fn kubectl(kubeconfig: &std::path::Path, home: &std::path::Path, args: &[&str]) -> String {
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .env("HOME", home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("kubectl timed out")
-    .expect("kubectl runs");
-    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// kubectl reads with resourceVersion unset (a consistent read): kubeplex proves its cache
 /// current and prints the Tables from it (no LIST passes through), the same as the apiserver.
 #[tokio::test]
@@ -433,7 +415,7 @@ async fn kubectl_get_prints_the_same_through_kubeplex() {
                 stack.served_verb_from("LIST", "upstream").await,
                 stack.served_verb_from("LIST", "cache").await,
             );
-            let ours = kubectl(&via, &h1, args).await;
+            let ours = kubectl::run(&via, &h1, args).await;
             assert_eq!(
                 stack.served_verb_from("LIST", "upstream").await,
                 lists_up,
@@ -443,7 +425,7 @@ async fn kubectl_get_prints_the_same_through_kubeplex() {
                 stack.served_verb_from("LIST", "cache").await > lists_cached,
                 "kubectl {args:?}: answered from the cache"
             );
-            let theirs = kubectl(&direct, &h2, args).await;
+            let theirs = kubectl::run(&direct, &h2, args).await;
             let ended = SystemTime::now();
             assert!(ours.lines().count() > 1, "kubectl {args:?}: {ours}");
             if ours == theirs {

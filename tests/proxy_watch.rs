@@ -4,9 +4,7 @@
 //!
 //! Needs about 4,400 open files while watches pass through (see `assert_open_files_limit`).
 
-mod support;
-#[path = "support/watch.rs"]
-mod watch_support;
+use kubeplex_test_support as support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +14,10 @@ use kubeplex::sim::seed::ClusterShape;
 use kubeplex::sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::stack::Stack;
+use support::watchers::*;
 use support::*;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
-use watch_support::*;
 
 fn shape() -> ClusterShape {
     ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 2, services: 1 }
@@ -115,7 +113,7 @@ async fn a_thousand_watchers_get_exactly_the_direct_watchs_bytes() {
     let stack = Stack::with_sim(builder, shape(), &["pods", "pods:protobuf"]).await;
     let addr = stack.addr();
     let from = rv_of(&list_ok(&addr, "/api/v1/pods?resourceVersion=0").await.json());
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     for i in 0..CHANGES_BEFORE {
         change(&stack.sim, i);
     }
@@ -200,7 +198,7 @@ async fn a_thousand_watchers_get_exactly_the_direct_watchs_bytes() {
     );
     // Two of the sim's WATCHes are this test's direct ones.
     let upstream_watches = stack.upstream_calls("WATCH") - 2;
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     println!(
         "upstream pod watches {upstream_watches}, watches served from the cache {cache_watches}"
     );
@@ -240,7 +238,7 @@ async fn informers_stay_exact_through_churn_dropped_watches_and_compaction() {
     let stack = Arc::new(Stack::with_sim(builder, shape(), &["pods"]).await);
     seed_churn_pods(&stack.sim);
     let upstream_watches_before = stack.upstream_calls("WATCH");
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let informers: Vec<Arc<Informer>> = informer_specs()
         .into_iter()
@@ -325,7 +323,7 @@ async fn informers_stay_exact_through_churn_dropped_watches_and_compaction() {
     };
     assert!(writes > 100 && total(|s| s.events) > writes, "the churn reached the informers");
     let upstream_watches = stack.upstream_calls("WATCH") - upstream_watches_before;
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     println!(
         "upstream pod watches {upstream_watches}, watches served from the cache {cache_watches}"
     );
@@ -340,7 +338,7 @@ async fn watches_end_at_their_timeout_and_a_quiet_one_gets_a_bookmark_first() {
     let stack = Stack::new(shape(), &["pods"]).await;
     let addr = stack.addr();
     let rv = rv_of(&list_ok(&addr, "/api/v1/pods?resourceVersion=0").await.json());
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let started = std::time::Instant::now();
     let base = format!("/api/v1/pods?watch=1&resourceVersion={rv}");
     let mut short = watch(&addr, &format!("{base}&timeoutSeconds=2"), JSON).await;
@@ -366,7 +364,7 @@ async fn watches_end_at_their_timeout_and_a_quiet_one_gets_a_bookmark_first() {
     // Without timeoutSeconds the server's own (long) timeout applies.
     assert!(!open.ends_within(Duration::from_millis(500)).await, "an untimed watch ended early");
     assert!(open.next_within(Duration::from_millis(100)).await.is_none(), "nothing changed");
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert_eq!(cache_watches, 3, "served from the cache");
 }
 
@@ -411,7 +409,7 @@ async fn a_watch_without_a_resource_version_starts_with_the_state() {
     for name in ["x-1", "x-2"] {
         stack.sim.create(small_pod("team-1", name, "b", "node-2")).expect("create");
     }
-    let cache_watches_before = watches_served_from(&stack, "cache").await;
+    let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     for (n, (list, params, accept)) in [
         ("/api/v1/pods", "", JSON),
         ("/api/v1/pods", "&resourceVersion=0", JSON),
@@ -442,6 +440,6 @@ async fn a_watch_without_a_resource_version_starts_with_the_state() {
     }
     // (the resourceVersion=0 ones at
     // least; an unset resourceVersion may be answered from the cache once it is fresh).
-    let cache_watches = watches_served_from(&stack, "cache").await - cache_watches_before;
+    let cache_watches = stack.served_verb_from("WATCH", "cache").await - cache_watches_before;
     assert!(cache_watches >= 2, "served from the cache: {cache_watches}");
 }

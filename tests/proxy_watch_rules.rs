@@ -2,7 +2,7 @@
 //! request against kubeplex and against the fake apiserver (which replays kube-apiserver's
 //! behaviour) gives the same events, while the upstream sees no watch but the cache's own.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 
@@ -33,20 +33,6 @@ async fn stack_with(watch: WatchConfig) -> Stack {
         watch,
     )
     .await
-}
-
-/// Watches served from the cache, by kubeplex's own count.
-async fn cache_watches(stack: &Stack) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin").to_string();
-    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-    text.lines()
-        .filter(|l| {
-            l.starts_with("kubeplex_requests_total{")
-                && l.contains("verb=\"WATCH\"")
-                && l.contains("source=\"cache\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// The sim's count of watch requests it answered for pods (any code).
@@ -131,7 +117,7 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
     ];
     let mut pairs = Vec::new();
     let before_up = upstream_watches(&stack.sim);
-    let before_cache = cache_watches(&stack).await;
+    let before_cache = stack.served_verb_from("WATCH", "cache").await;
     for path in &paths {
         for accept in [JSON, PROTOBUF, META_JSON, META_PROTOBUF] {
             let ours = watch(&stack.addr(), path, accept).await;
@@ -145,7 +131,7 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
             pairs.push((path.clone(), accept, ours, theirs));
         }
     }
-    let from_cache = cache_watches(&stack).await - before_cache;
+    let from_cache = stack.served_verb_from("WATCH", "cache").await - before_cache;
     // Every shape is served from the cache, the protobuf spec.nodeName ones too (the protobuf
     // cache reads the node name from each pod's message).
     assert_eq!(from_cache, 24, "watches served from the cache");
@@ -182,10 +168,14 @@ async fn initial_events_and_their_end_bookmark_equal_the_apiservers() {
     ];
     for path in &cases {
         for accept in [JSON, PROTOBUF, META_JSON] {
-            let before = cache_watches(&stack).await;
+            let before = stack.served_verb_from("WATCH", "cache").await;
             let mut ours = watch(&stack.addr(), path, accept).await;
             let mut theirs = watch(&stack.upstream(), path, accept).await;
-            assert_eq!(cache_watches(&stack).await, before + 1, "{path} {accept} from the cache");
+            assert_eq!(
+                stack.served_verb_from("WATCH", "cache").await,
+                before + 1,
+                "{path} {accept} from the cache"
+            );
             let protobuf = accept.contains("protobuf");
             let quiet = Duration::from_millis(400);
             let (a, b) = tokio::join!(
@@ -496,7 +486,7 @@ async fn custom_resource_watches_equal_the_apiservers() {
         format!("{base}&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={n}"),
         format!("{base}&resourceVersion=0"),
     ];
-    let before = cache_watches(&stack).await;
+    let before = stack.served_verb_from("WATCH", "cache").await;
     let mut pairs = Vec::new();
     for path in &paths {
         for accept in [JSON, META_JSON] {
@@ -505,7 +495,7 @@ async fn custom_resource_watches_equal_the_apiservers() {
             pairs.push((path.clone(), accept, ours, theirs));
         }
     }
-    assert_eq!(cache_watches(&stack).await - before, 8, "served from the cache");
+    assert_eq!(stack.served_verb_from("WATCH", "cache").await - before, 8, "served from the cache");
     stack.sim.create(widget("w3", 1)).expect("create");
     stack
         .sim

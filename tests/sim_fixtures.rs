@@ -1,7 +1,7 @@
 //! The fake apiserver answers the captured requests as kube-apiserver 1.36 did: same status,
 //! same content type, same body modulo uids, timestamps and resourceVersions.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 
@@ -12,26 +12,7 @@ use support::*;
 
 /// The objects of namespace `fx` as the captures show them, and `fx2`'s deployment.
 fn fx_objects() -> Vec<Value> {
-    let mut out = Vec::new();
-    for item in fixture("cm-list-json").json()["items"].as_array().expect("items") {
-        let mut o = json!({"kind": "ConfigMap", "apiVersion": "v1"});
-        for (k, v) in item.as_object().expect("object") {
-            o[k] = v.clone();
-        }
-        out.push(o);
-    }
-    // Both pods, decoded from the protobuf capture (it holds them whole).
-    let body = fixture("pod-list-protobuf").body;
-    let env = kubeplex::wire::proto::decode_unknown(&body).expect("envelope");
-    let list_t = kubeplex::sim::codec::type_for("v1", "PodList").expect("PodList type");
-    let list = kubeplex::sim::codec::from_protobuf(list_t, env.raw).expect("decode");
-    for item in list["items"].as_array().expect("items") {
-        let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
-        for (k, v) in item.as_object().expect("object") {
-            o[k] = v.clone();
-        }
-        out.push(o);
-    }
+    let mut out = captured_fx_objects();
     out.push(fx2_deployment());
     out
 }

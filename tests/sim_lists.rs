@@ -1,7 +1,7 @@
 //! The fake apiserver's list rules: key order, paging, remainingItemCount, every
 //! resourceVersion / resourceVersionMatch combination, compaction.
 
-mod support;
+use kubeplex_test_support as support;
 
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::wire::continue_token;

@@ -1,6 +1,6 @@
 //! Protobuf and gzip from the fake apiserver, compared with kube-apiserver's captures.
 
-mod support;
+use kubeplex_test_support as support;
 
 use kubeplex::sim::codec::{from_protobuf, type_for};
 use kubeplex::sim::SimBuilder;
@@ -11,24 +11,7 @@ use support::*;
 fn fx_configmaps() -> Vec<Value> {
     let mut out =
         vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fx"}})];
-    for item in fixture("cm-list-json").json()["items"].as_array().expect("items") {
-        let mut o = json!({"kind": "ConfigMap", "apiVersion": "v1"});
-        for (k, v) in item.as_object().expect("object") {
-            o[k] = v.clone();
-        }
-        out.push(o);
-    }
-    // Both pods, decoded from the protobuf capture (it holds them whole).
-    let body = fixture("pod-list-protobuf").body;
-    let env = decode_unknown(&body).expect("envelope");
-    let list = from_protobuf(type_for("v1", "PodList").expect("type"), env.raw).expect("decode");
-    for item in list["items"].as_array().expect("items") {
-        let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
-        for (k, v) in item.as_object().expect("object") {
-            o[k] = v.clone();
-        }
-        out.push(o);
-    }
+    out.extend(captured_fx_objects());
     out
 }
 

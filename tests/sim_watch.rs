@@ -1,7 +1,7 @@
 //! The fake apiserver's watch rules: resume, 410 past history, bookmarks, timeouts, selector
 //! transitions, sendInitialEvents, and what fault injection does to open watches.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! main resource, `metadata.generation` bumped by spec (and, for deployments, annotation)
 //! changes, strategic merge patches keyed by container name, protobuf, and `scale` not served.
 
-mod support;
+use kubeplex_test_support as support;
 
 use http::Method;
 use kubeplex::sim::SimBuilder;

@@ -1,7 +1,7 @@
 //! Writes against the fake apiserver: create, update, the patch types, delete, deletecollection,
 //! and their Status errors; plus discovery as clients see it.
 
-mod support;
+use kubeplex_test_support as support;
 
 use http::Method;
 use kubeplex::sim::{Sim, SimBuilder};

@@ -12,6 +12,7 @@
 //!   kubectl read) started together, and the LIST/WATCH calls that reached the upstream.
 //!
 //! Every run is bounded in time and in count.
+#![forbid(unsafe_code)]
 
 pub mod hist;
 pub mod informer;

@@ -1,12 +1,12 @@
 //! A smoke run of `kubeplex-bench` (tiny sizes) in every mode, against the fake apiserver and
 //! against kubeplex in front of it: the figures it prints are there and make sense.
 
-mod support;
+use kubeplex_test_support as support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use serde_json::Value;
 use support::stack::Stack;
 

@@ -33,7 +33,7 @@ impl Kind {
 /// configmap, padded with an annotation to about `size` bytes when that is larger.
 pub fn object(kind: Kind, namespace: &str, i: usize, nodes: usize, size: usize) -> Value {
     let mut v = match kind {
-        Kind::Pods => crate::sim::seed::pod(namespace, i, nodes),
+        Kind::Pods => kubeplex_sim::seed::pod(namespace, i, nodes),
         Kind::Configmaps => json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("bench-{i:06}"), "namespace": namespace},

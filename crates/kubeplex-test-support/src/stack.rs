@@ -10,7 +10,7 @@ use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
-use super::get;
+use crate::get;
 
 pub struct Stack {
     pub sim: Sim,
@@ -116,10 +116,15 @@ impl Stack {
         );
     }
 
+    /// kubeplex's metrics as scraped from its admin listener.
+    pub async fn metrics_text(&self) -> String {
+        let admin = self.proxy.admin_addr.expect("admin").to_string();
+        String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned()
+    }
+
     /// The value of one series of kubeplex's metrics (`name{labels}` as scraped), 0 if absent.
     pub async fn metric(&self, series: &str) -> u64 {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        let text = self.metrics_text().await;
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or(0)
@@ -128,8 +133,7 @@ impl Stack {
     /// A kubeplex metric summed over every series whose labels include all of `labels`
     /// (`source="cache"` and the like).
     pub async fn metric_sum(&self, name: &str, labels: &[&str]) -> u64 {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
+        let text = self.metrics_text().await;
         let prefix = format!("{name}{{");
         text.lines()
             .filter(|l| l.starts_with(&prefix) && labels.iter().all(|x| l.contains(x)))

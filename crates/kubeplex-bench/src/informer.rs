@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::hist::Histogram;
 use super::target::Target;
-use crate::wire::proto;
+use kubeplex_wire::proto;
 
 /// What client-go sends for a protobuf client (kubelet, kube-proxy).
 pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf,application/json";
@@ -407,55 +407,4 @@ fn protobuf_event(frame: &[u8]) -> anyhow::Result<Event> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_are_read_from_json_lines() {
-        let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"57","creationTimestamp":null,"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#;
-        assert_eq!(
-            json_event(bookmark).ok(),
-            Some(Event { kind: "BOOKMARK".into(), rv: Some("57".into()), initial_end: true })
-        );
-        let added = br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"false"}}}}"#;
-        assert_eq!(
-            json_event(added).ok(),
-            Some(Event { kind: "ADDED".into(), rv: Some("9".into()), initial_end: false })
-        );
-        let expired = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":410}}"#;
-        assert_eq!(json_event(expired).ok().map(|e| e.kind), Some("ERROR".into()));
-        assert!(json_event(b"not json").is_err());
-    }
-
-    #[test]
-    fn events_are_read_from_protobuf_frames() {
-        // The bookmark ending a pods WatchList, as kube-apiserver 1.36 sends it.
-        let tail = proto::empty_object_tail("v1", "Pod").expect("pods have an empty tail").protobuf;
-        let end = proto::bookmark("v1", "Pod", "57", true, tail);
-        let frame = proto::encode_watch_frame("BOOKMARK", &end);
-        let event = protobuf_event(&frame[4..]).expect("a frame");
-        assert_eq!(
-            event,
-            Event { kind: "BOOKMARK".into(), rv: Some("57".into()), initial_end: true }
-        );
-        let plain = proto::bookmark("v1", "Pod", "58", false, tail);
-        let event = protobuf_event(&proto::encode_watch_frame("BOOKMARK", &plain)[4..]);
-        assert_eq!(event.ok().map(|e| (e.rv, e.initial_end)), Some((Some("58".into()), false)));
-        assert!(protobuf_event(b"\x0a\x05ADDED").is_err());
-    }
-
-    #[test]
-    fn parameters_are_sorted_like_client_go() {
-        let informer = Informer {
-            collection: "/api/v1/pods".into(),
-            selectors: vec![("fieldSelector", "spec.nodeName=node-1".into())],
-            protobuf: true,
-            start: Start::WatchList,
-            user_agent: "kubelet",
-        };
-        assert_eq!(
-            informer.path(&[("watch", "true"), ("allowWatchBookmarks", "true")]),
-            "/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dnode-1&watch=true"
-        );
-    }
-}
+mod tests;

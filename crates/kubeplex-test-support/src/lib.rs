@@ -1,8 +1,15 @@
-//! Test helpers: a raw HTTP/1.1 client over loopback (exact bytes, no decompression), watch
-//! stream readers with timeouts, and the captured kube-apiserver fixtures.
-#![allow(dead_code)]
+//! The helpers kubeplex's integration tests share (`tests/*.rs`, as
+//! `use kubeplex_test_support as support;`): a raw HTTP/1.1 client over loopback (exact bytes, no
+//! decompression), watch stream readers with timeouts, and the captured kube-apiserver fixtures;
+//! [`stack`]: the fake apiserver with kubeplex in front of it; [`watchers`]: churn, faults and a
+//! checking informer for the watch tests; [`kubectl`]: the real kubectl against a kubeconfig.
+//!
+//! A crate rather than a `mod support;` in every test: compiled once, not once per test binary.
+#![forbid(unsafe_code)]
 
+pub mod kubectl;
 pub mod stack;
+pub mod watchers;
 
 use std::time::Duration;
 
@@ -11,7 +18,7 @@ use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
 /// Every await in a test is bounded by this.
@@ -257,8 +264,34 @@ impl Fixture {
     }
 }
 
+/// The configmaps and pods of namespace `fx` as the captures show them (`cm-list-json`; the pods
+/// decoded from `pod-list-protobuf`, which holds them whole), to seed the fake apiserver with.
+pub fn captured_fx_objects() -> Vec<Value> {
+    let mut out = Vec::new();
+    for item in fixture("cm-list-json").json()["items"].as_array().expect("items") {
+        let mut o = json!({"kind": "ConfigMap", "apiVersion": "v1"});
+        for (k, v) in item.as_object().expect("object") {
+            o[k] = v.clone();
+        }
+        out.push(o);
+    }
+    let body = fixture("pod-list-protobuf").body;
+    let env = kubeplex::wire::proto::decode_unknown(&body).expect("envelope");
+    let list_t = kubeplex::sim::codec::type_for("v1", "PodList").expect("PodList type");
+    let list = kubeplex::sim::codec::from_protobuf(list_t, env.raw).expect("decode");
+    for item in list["items"].as_array().expect("items") {
+        let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
+        for (k, v) in item.as_object().expect("object") {
+            o[k] = v.clone();
+        }
+        out.push(o);
+    }
+    out
+}
+
 pub fn fixture(name: &str) -> Fixture {
-    let dir = format!("{}/../shared/fixtures", env!("CARGO_MANIFEST_DIR"));
+    // `shared/` sits beside the repository (this crate is `crates/kubeplex-test-support`).
+    let dir = format!("{}/../../../shared/fixtures", env!("CARGO_MANIFEST_DIR"));
     let http = std::fs::read_to_string(format!("{dir}/{name}.http")).expect("fixture .http");
     let body = std::fs::read(format!("{dir}/{name}.body")).expect("fixture .body");
     let mut lines = http.lines();

@@ -10,7 +10,7 @@ use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use crate::upstream::{Upstream, UpstreamConfig};
+use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 /// An apiserver (or kubeplex) to send requests to, with the credentials its kubeconfig names.
 pub struct Target {
@@ -33,7 +33,7 @@ impl Target {
                     std::env::temp_dir().join(format!("kubeplex-bench-{}", std::process::id()));
                 std::fs::create_dir_all(&dir)?;
                 let path: PathBuf = dir.join(format!("{}.kubeconfig", url_file_name(url)));
-                std::fs::write(&path, crate::sim::kubeconfig_for(url, "bench"))?;
+                std::fs::write(&path, kubeplex_sim::kubeconfig_for(url, "bench"))?;
                 UpstreamConfig::resolve(Some(&path), None)?
             }
             (None, path) => UpstreamConfig::resolve(path, None)?,
@@ -197,39 +197,4 @@ pub async fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_is_allowed_by_default() {
-        assert!(is_loopback("127.0.0.1:8001"));
-        assert!(is_loopback("[::1]:6443"));
-        assert!(is_loopback("localhost:1"));
-        assert!(!is_loopback("10.0.0.1:6443"));
-        assert!(!is_loopback("192.168.1.1"));
-        assert!(!is_loopback("no-such-host.invalid:443"));
-    }
-
-    #[test]
-    fn calls_are_summed_by_verb() {
-        let text = "apiserver_request_total{code=\"200\",resource=\"pods\",verb=\"LIST\"} 3\n\
-                    apiserver_request_total{code=\"410\",resource=\"pods\",verb=\"LIST\"} 1\n\
-                    apiserver_request_total{code=\"200\",resource=\"pods\",verb=\"WATCH\"} 2\n\
-                    apiserver_request_total{code=\"200\",resource=\"configmaps\",verb=\"LIST\"} 9\n";
-        let calls = calls_by_verb(text, "pods");
-        assert_eq!(calls.get("LIST"), Some(&4));
-        assert_eq!(calls.get("WATCH"), Some(&2));
-        assert_eq!(base_of("http://127.0.0.1:9090/metrics"), "http://127.0.0.1:9090");
-        assert_eq!(base_of("http://127.0.0.1:9090"), "http://127.0.0.1:9090");
-    }
-
-    #[test]
-    fn rss_and_cpu_of_this_process_are_read() {
-        assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
-        assert_eq!(rss_bytes(u32::MAX), None);
-        let spin = std::time::Instant::now();
-        while spin.elapsed() < Duration::from_millis(50) {}
-        assert!(cpu_seconds(std::process::id()).is_some_and(|s| s > 0.0));
-        assert_eq!(cpu_seconds(u32::MAX), None);
-    }
-}
+mod tests;

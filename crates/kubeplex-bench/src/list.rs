@@ -198,7 +198,7 @@ fn list_path(spec: &ListSpec, token: Option<&str>) -> String {
 /// The continue token of a list page (JSON or protobuf).
 fn next_token(body: &[u8], protobuf: bool) -> Option<String> {
     let token = if protobuf {
-        let list = crate::wire::proto::decode_list(body).ok()?;
+        let list = kubeplex_wire::proto::decode_list(body).ok()?;
         list.meta.continue_token.to_string()
     } else {
         #[derive(serde::Deserialize)]

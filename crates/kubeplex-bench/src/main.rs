@@ -1,5 +1,5 @@
 //! `kubeplex-bench`: load any apiserver — directly, or through kubeplex — and print figures
-//! (see `kubeplex::bench`). Loopback targets only, unless `--allow-remote`.
+//! (see the library, `kubeplex_bench`). Loopback targets only, unless `--allow-remote`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use kubeplex::bench::list::{self, ListSpec, Rv};
-use kubeplex::bench::mix::{self, MixSpec};
-use kubeplex::bench::seed::{self, Kind};
-use kubeplex::bench::target::{calls_by_verb, scrape, Target};
-use kubeplex::bench::watch::{self, WatchSpec};
-use kubeplex::bench::{self as bench};
+use kubeplex_bench as bench;
+use kubeplex_bench::list::{self, ListSpec, Rv};
+use kubeplex_bench::mix::{self, MixSpec};
+use kubeplex_bench::seed::{self, Kind};
+use kubeplex_bench::target::{calls_by_verb, scrape, Target};
+use kubeplex_bench::watch::{self, WatchSpec};
 use serde::Serialize;
 
 #[derive(Parser)]

@@ -1,9 +1,6 @@
 //! Shared by the watch tests (`proxy_watch`, `kube_rs_watch`, `proxy_kubectl_watch`): small
 //! pods, a churn driver and a fault schedule for the fake apiserver, the state a client should
-//! converge to, and kubeplex's count of watches by source.
-//!
-//! Included with `#[path = "support/watch.rs"] mod watch_support;` next to `mod support;`.
-#![allow(dead_code)]
+//! converge to, and a client that lists and watches as client-go's reflector does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,8 +12,8 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::support::stack::Stack;
-use crate::support::{get, Resp};
+use crate::stack::Stack;
+use crate::{get, Resp};
 
 pub const JSON: &str = "application/json";
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -167,22 +164,6 @@ pub async fn list_ok(addr: &str, path: &str) -> Resp {
 /// `namespace/name` → resourceVersion: what every client's view must converge to.
 pub async fn apiserver_state(stack: &Stack, path: &str) -> BTreeMap<String, String> {
     items_of(&list_ok(&stack.upstream(), path).await.json())
-}
-
-/// kubeplex's `kubeplex_requests_total` for WATCH requests answered from `source` ("cache" or
-/// "upstream"), over every resource and code.
-pub async fn watches_served_from(stack: &Stack, source: &str) -> u64 {
-    let admin = stack.proxy.admin_addr.expect("admin listener").to_string();
-    let text = String::from_utf8_lossy(&get(&admin, "/metrics").await.body).into_owned();
-    let source = format!("source=\"{source}\"");
-    text.lines()
-        .filter(|l| {
-            l.starts_with("kubeplex_requests_total{")
-                && l.contains("verb=\"WATCH\"")
-                && l.contains(&source)
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// Fails early, with the fix, when this process may not open `needed` files: every watcher is
@@ -351,7 +332,7 @@ impl Informer {
     ) -> Option<u64> {
         let params = format!("watch=1&allowWatchBookmarks=true&resourceVersion={from}");
         let path = format!("{}?{}", self.collection, query(&[&params, &self.selectors]));
-        let mut w = crate::support::watch(&self.addr, &path, JSON).await;
+        let mut w = crate::watch(&self.addr, &path, JSON).await;
         self.seen().sessions += 1;
         match w.status {
             200 => {}
@@ -381,7 +362,7 @@ impl Informer {
                     return Some(last);
                 }
             };
-            let (kind, name, rv_s) = crate::support::ev(&e);
+            let (kind, name, rv_s) = crate::ev(&e);
             let Ok(rv) = rv_s.parse::<u64>() else {
                 if kind == "ERROR" {
                     if e.pointer("/object/code") == Some(&json!(410)) {
