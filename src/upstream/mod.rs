@@ -9,6 +9,7 @@
 //!   what it learns as [`feed::Feed`] events;
 //! - [`feed`]: those events, and how the live layer applies them to a cache;
 //! - [`metrics`]: the upstream calls and relists, by cache;
+//! - [`review`]: TokenReviews and SubjectAccessReviews of clients (node-local mode), cached;
 //! - [`caches`]: the running caches (state, reflector, sweeper, proofs), started on first use;
 //! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
 //!   bookmark probe).
@@ -23,6 +24,7 @@ pub mod freshness;
 mod kubeconfig;
 pub mod metrics;
 pub mod reflector;
+pub mod review;
 mod tls;
 
 #[cfg(test)]
