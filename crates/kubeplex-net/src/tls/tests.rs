@@ -116,6 +116,17 @@ async fn a_client_ca_bundle_of_several_certificates_accepts_each() {
 }
 
 #[tokio::test]
+async fn http1_upgrades_pass_through_with_the_client_certificate() {
+    let ca = Ca::new();
+    let files = Files::new("upgrade", &ca.server("upgrade.test", None), &ca);
+    let server = Server::start(files.config.clone()).await;
+    let cert = ca.client("system:node:worker-1", &["system:nodes"]);
+
+    let mut conn = Conn::open(server.addr, client_config(&ca, &[H1], Some(&cert))).await.unwrap();
+    assert_eq!(conn.upgrade_and_echo(b"stdin bytes").await.unwrap(), b"stdin bytes");
+}
+
+#[tokio::test]
 async fn a_rotated_serving_certificate_is_used_by_new_connections_while_old_ones_go_on() {
     let ca = Ca::new();
     let first = ca.server("first.test", None);

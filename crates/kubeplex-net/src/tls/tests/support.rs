@@ -18,6 +18,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -178,7 +179,25 @@ impl Server {
     }
 }
 
-async fn describe(req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn describe(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.headers().contains_key(http::header::UPGRADE) {
+        // exec/attach/port-forward's shape: 101, then the raw stream (here: echo one read).
+        let upgrade = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let Ok(upgraded) = upgrade.await else { return };
+            let mut io = TokioIo::new(upgraded);
+            let mut buf = [0u8; 64];
+            if let Ok(n) = io.read(&mut buf).await {
+                let _ = io.write_all(&buf[..n]).await;
+            }
+        });
+        return Response::builder()
+            .status(http::StatusCode::SWITCHING_PROTOCOLS)
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "echo")
+            .body(Full::default())
+            .unwrap();
+    }
     let version = req.version();
     let (user, groups, uid) = match req.extensions().get::<ClientCert>() {
         Some(c) => (c.user.clone(), c.groups.join(","), c.uid.clone().unwrap_or_default()),
@@ -257,7 +276,7 @@ impl Conn {
             (Sender::H2(s), tokio::spawn(async move { drop(c.await) }))
         } else {
             let (s, c) = http1::handshake(io).await.map_err(io_err)?;
-            (Sender::H1(s), tokio::spawn(async move { drop(c.await) }))
+            (Sender::H1(s), tokio::spawn(async move { drop(c.with_upgrades().await) }))
         };
         Ok(Self { sender, server_cert, driver })
     }
@@ -275,6 +294,31 @@ impl Conn {
         .map_err(io_err)?;
         let body = tokio::time::timeout(WAIT, resp.into_body().collect()).await?.map_err(io_err)?;
         Ok(String::from_utf8_lossy(&body.to_bytes()).into_owned())
+    }
+}
+
+impl Conn {
+    /// Upgrades an HTTP/1.1 connection, writes `data` on the raw stream and reads the echo.
+    pub async fn upgrade_and_echo(&mut self, data: &[u8]) -> std::io::Result<Vec<u8>> {
+        let Sender::H1(sender) = &mut self.sender else {
+            return Err(std::io::Error::other("upgrades are HTTP/1.1"));
+        };
+        let req = Request::get("/exec")
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "echo")
+            .body(Full::default())
+            .unwrap();
+        let resp = tokio::time::timeout(WAIT, sender.send_request(req)).await?.map_err(io_err)?;
+        if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(std::io::Error::other(format!("status {}", resp.status())));
+        }
+        let upgraded =
+            tokio::time::timeout(WAIT, hyper::upgrade::on(resp)).await?.map_err(io_err)?;
+        let mut io = TokioIo::new(upgraded);
+        io.write_all(data).await?;
+        let mut buf = vec![0u8; data.len()];
+        tokio::time::timeout(WAIT, io.read_exact(&mut buf)).await??;
+        Ok(buf)
     }
 }
 
