@@ -1,7 +1,14 @@
 //! The hyper accept loop shared by kubeplex's listeners and the fake apiserver's: HTTP/1.1 and
 //! HTTP/2 (prior knowledge) on one listener, upgrades allowed, every connection a task owned by
-//! the loop (aborting the loop's task ends them all).
+//! the loop (aborting the loop's task ends them all). [`serve_tls`] is the same over TLS, with
+//! the client certificate's user in every request's extensions ([`identity`]).
 #![forbid(unsafe_code)]
+
+pub mod identity;
+pub mod tls;
+
+pub use identity::{ClientCert, RejectedClientCert};
+pub use tls::{serve_tls, TlsAcceptor, TlsConfig, TlsError};
 
 use std::convert::Infallible;
 

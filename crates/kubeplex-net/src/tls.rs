@@ -1,0 +1,168 @@
+//! The TLS listener, kube-apiserver's secure serving in small: a serving certificate and key
+//! from files (`--tls-cert-file`, `--tls-private-key-file`), reloaded when they change; HTTP/2
+//! or HTTP/1.1 by ALPN; client certificates requested and verified against a client-CA bundle
+//! (`--client-ca-file`), the user they name put into every request's extensions.
+
+mod reload;
+mod verify;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+
+use self::reload::Reloader;
+pub use self::verify::Peer;
+use crate::{accept, with_hyper};
+
+/// How often the files are looked at for changes, at most (a stat of each, no read).
+pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a client has to complete the TLS handshake: a client that connects and says
+/// nothing must not hold a task forever.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS listener's configuration (kube-apiserver's flags of the same names).
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// `--tls-cert-file`: the serving certificate chain, PEM, leaf first.
+    pub cert_file: PathBuf,
+    /// `--tls-private-key-file`: its key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// `--client-ca-file`: the CAs client certificates are verified against, PEM, one or
+    /// more. Without it no client certificate is asked for.
+    pub client_ca_file: Option<PathBuf>,
+    /// The files are checked for changes at most this often.
+    pub reload_interval: Duration,
+    /// A handshake not done within this ends its connection.
+    pub handshake_timeout: Duration,
+}
+
+impl TlsConfig {
+    /// A certificate and key, no client certificates, the default intervals.
+    pub fn new(cert_file: impl Into<PathBuf>, key_file: impl Into<PathBuf>) -> Self {
+        Self {
+            cert_file: cert_file.into(),
+            key_file: key_file.into(),
+            client_ca_file: None,
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        }
+    }
+
+    /// Asks clients for certificates issued by the CAs of `client_ca_file`.
+    pub fn with_client_ca(mut self, client_ca_file: impl Into<PathBuf>) -> Self {
+        self.client_ca_file = Some(client_ca_file.into());
+        self
+    }
+}
+
+/// Why the TLS files cannot be used; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: invalid PEM: {source}", path.display())]
+    Pem { path: PathBuf, source: std::io::Error },
+    #[error("{}: no PEM certificate", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("{}: no PEM private key", path.display())]
+    NoKey { path: PathBuf },
+    #[error("{}: bad client CA certificate: {source}", path.display())]
+    ClientCa { path: PathBuf, source: rustls::Error },
+    #[error("{}: client CA bundle unusable: {source}", path.display())]
+    Verifier { path: PathBuf, source: rustls::server::VerifierBuilderError },
+    #[error("certificate {} and key {}: {source}", cert.display(), key.display())]
+    KeyPair { cert: PathBuf, key: PathBuf, source: rustls::Error },
+    #[error("tls protocol versions: {0}")]
+    Provider(#[source] rustls::Error),
+}
+
+/// Why one connection's handshake failed (that connection ends; the listener goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("tls handshake not done after {0:?}")]
+    Timeout(Duration),
+    #[error("tls handshake: {0}")]
+    Tls(#[source] std::io::Error),
+}
+
+/// Accepts TLS connections with the current certificate files. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct TlsAcceptor {
+    reloader: Arc<Reloader>,
+    handshake_timeout: Duration,
+}
+
+/// One accepted TLS connection and its client's certificate.
+pub struct TlsConn<IO> {
+    pub stream: tokio_rustls::server::TlsStream<IO>,
+    /// Call [`Peer::annotate`] on each request's extensions.
+    pub peer: Peer,
+}
+
+impl TlsAcceptor {
+    /// Loads the files. A missing, unreadable or invalid file, or a key that is not the
+    /// certificate's, is an error naming it: kubeplex does not start without its certificate.
+    pub fn new(config: TlsConfig) -> Result<Self, TlsError> {
+        let handshake_timeout = config.handshake_timeout;
+        Ok(Self { reloader: Arc::new(Reloader::new(config)?), handshake_timeout })
+    }
+
+    /// Runs the server side of the handshake, bounded by the handshake timeout.
+    pub async fn accept<IO>(&self, io: IO) -> Result<TlsConn<IO>, HandshakeError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let loaded = self.reloader.current();
+        let acceptor = tokio_rustls::TlsAcceptor::from(loaded.server.clone());
+        let stream = tokio::time::timeout(self.handshake_timeout, acceptor.accept(io))
+            .await
+            .map_err(|_| HandshakeError::Timeout(self.handshake_timeout))?
+            .map_err(HandshakeError::Tls)?;
+        let peer = Peer::new(self.reloader.clone(), stream.get_ref().1.peer_certificates());
+        Ok(TlsConn { stream, peer })
+    }
+}
+
+/// Like [`crate::serve`], over TLS: every connection a task owned by this one (aborting it
+/// ends them all), its handshake bounded in time, then HTTP/2 or HTTP/1.1 (upgrades allowed).
+/// Each request carries the client certificate's outcome in its extensions
+/// ([`crate::ClientCert`] or [`crate::RejectedClientCert`], see [`Peer::annotate`]).
+pub async fn serve_tls<H, F, B>(listener: TcpListener, tls: TlsAcceptor, handler: H)
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    accept(listener, move |stream| {
+        let (tls, handler) = (tls.clone(), handler.clone());
+        async move {
+            let remote = stream.peer_addr().ok();
+            let TlsConn { stream, peer } = match tls.accept(stream).await {
+                Ok(conn) => conn,
+                Err(error) => {
+                    // Scanners, health checks, clients that distrust our certificate: routine,
+                    // as the apiserver logs them (at V(5)).
+                    tracing::debug!(?remote, %error, "tls handshake failed");
+                    return;
+                }
+            };
+            with_hyper(stream, move |mut req: Request<Incoming>| {
+                peer.annotate(req.extensions_mut());
+                handler(req)
+            })
+            .await
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests;
