@@ -12,6 +12,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Identities: by default every request is allowed whatever its credentials (the sidecar
+//! model: kubeplex's own identity is privileged). A test of identities sets a policy —
+//! `SimBuilder::new().auth(auth::Auth::new().service_account_token("t", "ns", "sa").grant(..))`
+//! or [`Sim::set_auth`] — and the sim then authenticates, impersonates and authorizes like
+//! kube-apiserver 1.36 (Node and RBAC authorizers) and serves TokenReview and
+//! SubjectAccessReview; see [`auth`].
+//!
 //! Where the sim simplifies kube-apiserver (no admission, no managedFields bookkeeping,
 //! immediate deletion without graceful periods or finalizers) is said in the module that
 //! does it; everything a reading client can observe aims to be byte-identical.

@@ -114,18 +114,19 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
         None => None,
         Some(a) => {
             let uri = req.uri().path_and_query().map_or(path.clone(), |p| p.as_str().to_string());
-            match auth::http::identify(a, req.headers(), &uri, state.as_ref()) {
+            match auth::request::identify(a, req.headers(), &uri, state.as_ref()) {
                 Ok(u) => Some(u),
-                Err(refusal) => return refusal,
+                Err(refusal) => return *refusal,
             }
         }
     };
     let parsed = parse_path(&path);
     if let (Some(a), Some(u)) = (&policy, &user) {
         if !matches!(parsed, ApiPath::Resource(_)) {
-            let attrs = auth::http::non_resource_attributes(u.clone(), req.method(), &path);
-            if let Err(refusal) = auth::http::authorize(a, &attrs, req.headers(), state.as_ref()) {
-                return refusal;
+            let attrs = auth::request::non_resource_attributes(u.clone(), req.method(), &path);
+            if let Err(refusal) = auth::request::authorize(a, &attrs, req.headers(), state.as_ref())
+            {
+                return *refusal;
             }
         }
     }
@@ -194,8 +195,10 @@ async fn resource_request(
     // between authentication and authorization; the sim's throttle fault is checked after.)
     if let Some((policy, user)) = &identity {
         let attrs =
-            auth::http::resource_attributes(user.clone(), req.method(), &rp, req.uri().query());
-        if let Err(refusal) = auth::http::authorize(policy, &attrs, req.headers(), state.as_ref()) {
+            auth::request::resource_attributes(user.clone(), req.method(), &rp, req.uri().query());
+        if let Err(refusal) =
+            auth::request::authorize(policy, &attrs, req.headers(), state.as_ref())
+        {
             let labels = RequestLabels {
                 verb: request_verb(req.method(), &rp, req.uri().query()),
                 group: rp.group.clone(),
@@ -205,7 +208,7 @@ async fn resource_request(
                 scope: scope_of(&rp),
             };
             state.metrics.observe(&labels, refusal.status().as_u16());
-            return refusal;
+            return *refusal;
         }
     }
     if let Some(review) = review_kind(&rp) {

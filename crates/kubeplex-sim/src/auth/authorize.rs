@@ -173,7 +173,7 @@ pub(crate) fn rule_allows(attrs: &Attributes, rule: &Rule) -> bool {
                 || (!attrs.subresource.is_empty() && *r == format!("*/{}", attrs.subresource))
         });
         let name = rule.resource_names.is_empty()
-            || (!attrs.name.is_empty() && rule.resource_names.iter().any(|n| *n == attrs.name));
+            || (!attrs.name.is_empty() && rule.resource_names.contains(&attrs.name));
         group && resource && name
     } else {
         rule.non_resource_urls.iter().any(|u| {
@@ -338,7 +338,7 @@ fn authorize_referenced(node: &str, attrs: &Attributes, objects: &dyn Objects) -
         .pods(&attrs.namespace)
         .iter()
         .filter(|p| pod_node(p) == node)
-        .any(|p| references(p, secret).iter().any(|n| *n == attrs.name));
+        .any(|p| references(p, secret).contains(&attrs.name));
     if related {
         Verdict::Allow(String::new())
     } else {

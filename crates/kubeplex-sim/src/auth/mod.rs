@@ -10,19 +10,19 @@
 //! with the same decisions (`reviews`).
 //!
 //! The pieces, in the apiserver's filter order:
-//! - authentication (`http::authenticate`): `Authorization: Bearer T` is looked up in the
+//! - authentication (`request::authenticate`): `Authorization: Bearer T` is looked up in the
 //!   policy's tokens (an unknown token is 401, fixture `err-unauthorized`); no credentials is
 //!   `system:anonymous` in `system:unauthenticated`; every authenticated user gets
 //!   `system:authenticated` (the apiserver's `AuthenticatedGroupAdder`);
-//! - impersonation (`http::impersonate`): `Impersonate-User`/`-Group`/`-Uid`/`-Extra-KEY`,
+//! - impersonation (`request::impersonate`): `Impersonate-User`/`-Group`/`-Uid`/`-Extra-KEY`,
 //!   each checked for the `impersonate` verb (the `WithImpersonation` filter);
 //! - authorization ([`Auth::authorize`]): the privileged-group authorizer (`system:masters`),
 //!   the Node authorizer with `AuthorizeNodeWithSelectors` (GA since 1.34), then RBAC, joined
 //!   like the apiserver's union authorizer. A refusal is the apiserver's 403 `Status`
-//!   (`http::forbidden`, fixtures `err-forbidden-*`, `err-anonymous`).
+//!   (`request::forbidden`, fixtures `err-forbidden-*`, `err-anonymous`).
 
 mod authorize;
-pub(crate) mod http;
+pub(crate) mod request;
 pub(crate) mod reviews;
 
 use std::collections::{BTreeMap, HashMap};

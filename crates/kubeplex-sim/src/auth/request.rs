@@ -11,8 +11,9 @@ use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::FieldSelector;
 use crate::wire::status::{Details, Status};
 
-/// What the apiserver's filters answer instead of the handler.
-pub(crate) type Refusal = Response<Body>;
+/// What the apiserver's filters answer instead of the handler (boxed: the refusal is the rare
+/// path).
+pub(crate) type Refusal = Box<Response<Body>>;
 
 /// The `Unauthorized` Status (`apierrors.NewUnauthorized("Unauthorized")`).
 pub(crate) fn unauthorized_status() -> Status {
@@ -23,20 +24,18 @@ pub(crate) fn unauthorized_status() -> Status {
 /// `err-unauthorized`); without one the request is `system:anonymous` (fixture
 /// `err-anonymous`), or 401 when anonymous authentication is off.
 pub(crate) fn authenticate(auth: &Auth, headers: &HeaderMap) -> Result<UserInfo, Refusal> {
-    let refuse = || respond::unauthorized(&unauthorized_status(), error_is_protobuf(headers));
-    match headers.get(http::header::AUTHORIZATION) {
-        Some(value) => {
-            // `bearertoken.AuthenticateRequest`: "Bearer TOKEN" (scheme case-insensitive);
-            // any other scheme, or an empty token, is no credential at all.
-            let Ok(text) = value.to_str() else { return Err(refuse()) };
-            let mut parts = text.trim().splitn(3, ' ');
-            let scheme = parts.next().unwrap_or("");
-            let token = parts.next().unwrap_or("");
-            if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() {
-                return auth.authenticate_token(token).ok_or_else(refuse);
-            }
+    let refuse =
+        || Box::new(respond::unauthorized(&unauthorized_status(), error_is_protobuf(headers)));
+    if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+        // `bearertoken.AuthenticateRequest`: "Bearer TOKEN" (scheme case-insensitive); any
+        // other scheme, or an empty token, is no credential at all.
+        let Ok(text) = value.to_str() else { return Err(refuse()) };
+        let mut parts = text.trim().splitn(3, ' ');
+        let scheme = parts.next().unwrap_or("");
+        let token = parts.next().unwrap_or("");
+        if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() {
+            return auth.authenticate_token(token).ok_or_else(refuse);
         }
-        None => {}
     }
     if auth.anonymous {
         Ok(UserInfo::anonymous())
@@ -179,7 +178,7 @@ pub(crate) fn impersonate(
             quote(request_uri),
             list.join(" ")
         );
-        return Err(respond::internal_text(&sanitize(&message)));
+        return Err(Box::new(respond::internal_text(&sanitize(&message))));
     }
 
     let groups_specified = !groups.is_empty();
@@ -234,10 +233,10 @@ pub(crate) fn impersonate(
         }
         let decision = auth.authorize(&attrs, objects);
         if !decision.allowed {
-            return Err(respond::forbidden(
+            return Err(Box::new(respond::forbidden(
                 &forbidden(&attrs, &decision.reason),
                 error_is_protobuf(headers),
-            ));
+            )));
         }
     }
     // The impersonated user is in system:authenticated (or system:unauthenticated when it is
@@ -420,6 +419,9 @@ pub(crate) fn authorize(
     if decision.allowed {
         Ok(())
     } else {
-        Err(respond::forbidden(&forbidden(attrs, &decision.reason), error_is_protobuf(headers)))
+        Err(Box::new(respond::forbidden(
+            &forbidden(attrs, &decision.reason),
+            error_is_protobuf(headers),
+        )))
     }
 }
