@@ -43,7 +43,12 @@ fn policy() -> Auth {
         .token(NODE, UserInfo::node(NODE_NAME))
         .token(NOBODY, UserInfo::new("nobody"))
         .token(ADMIN, UserInfo::new("admin").with_uid("admin-uid").with_group(MASTERS))
-        .service_account_token(KUBEPLEX, "kube-system", "kubeplex")
+        .proxy_service_account(
+            KUBEPLEX,
+            "kube-system",
+            "kubeplex",
+            vec![Rule::read(&[""], &["pods", "nodes", "services"])],
+        )
         .service_account_token(LIMITED, "kube-system", "limited")
         .role("fx2", "reader", vec![Rule::read(&[""], &["configmaps"])])
         .role_binding(
@@ -51,23 +56,6 @@ fn policy() -> Auth {
             "reader",
             RoleRef::Role("reader".into()),
             vec![Subject::service_account("fx2", "reader")],
-        )
-        .cluster_role_binding(
-            "kubeplex-reviews",
-            "system:auth-delegator",
-            vec![Subject::service_account("kube-system", "kubeplex")],
-        )
-        .grant(
-            Subject::service_account("kube-system", "kubeplex"),
-            None,
-            vec![
-                Rule::new(&["impersonate"], &[""], &["users", "groups", "serviceaccounts"]),
-                Rule::new(
-                    &["impersonate"],
-                    &["authentication.k8s.io"],
-                    &["uids", "userextras/scopes"],
-                ),
-            ],
         )
         .grant(
             Subject::service_account("kube-system", "limited"),
@@ -744,4 +732,19 @@ async fn a_kubeconfig_carries_the_token() {
     let cfg: Value = serde_json::from_str(&sim.kubeconfig_with_token(READER)).expect("json");
     assert_eq!(cfg["users"][0]["user"], json!({"token": READER}));
     assert_eq!(cfg["clusters"][0]["cluster"]["server"], json!(sim.url()));
+}
+
+#[tokio::test]
+async fn the_proxy_identity_reads_its_caches_and_nothing_else() {
+    let sim = auth_sim().await;
+    let r =
+        call(&sim, Method::GET, "/api/v1/pods?resourceVersion=0", Some(KUBEPLEX), &[], None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["items"].as_array().map(Vec::len), Some(2));
+    let r = call(&sim, Method::GET, "/api/v1/configmaps", Some(KUBEPLEX), &[], None).await;
+    assert_eq!(r.status, 403);
+    let r = call(&sim, Method::DELETE, "/api/v1/namespaces/fx2/pods/p1", Some(KUBEPLEX), &[], None)
+        .await;
+    assert_eq!(r.status, 403);
+    assert!(sim.get("", "pods", "fx2", "p1").is_some(), "a refused delete deletes nothing");
 }

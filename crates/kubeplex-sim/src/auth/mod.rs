@@ -396,6 +396,40 @@ impl Auth {
         }
     }
 
+    /// kubeplex's own identity in the node-local mode, as its deployment grants it: the
+    /// ServiceAccount `namespace/name` authenticated by `token`, allowed `reads` cluster-wide
+    /// (its caches' list+watch; a ClusterRole and ClusterRoleBinding named `name`), bound to
+    /// `system:auth-delegator` (TokenReview, SubjectAccessReview) and allowed to impersonate
+    /// what it forwards for certificate-authenticated clients: users, groups and
+    /// serviceaccounts, and every `authentication.k8s.io` resource (uids, userextras/KEY —
+    /// RBAC has no `userextras/*` wildcard, only `*`).
+    pub fn proxy_service_account(
+        self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        reads: Vec<Rule>,
+    ) -> Self {
+        let sa = Subject::service_account(namespace, name);
+        let impersonator = format!("{name}-impersonator");
+        self.service_account_token(token, namespace, name)
+            .cluster_role(name, reads)
+            .cluster_role_binding(name, name, vec![sa.clone()])
+            .cluster_role_binding(
+                &format!("{name}-auth-delegator"),
+                "system:auth-delegator",
+                vec![sa.clone()],
+            )
+            .cluster_role(
+                &impersonator,
+                vec![
+                    Rule::new(&["impersonate"], &[""], &["users", "groups", "serviceaccounts"]),
+                    Rule::new(&["impersonate"], &["authentication.k8s.io"], &["*"]),
+                ],
+            )
+            .cluster_role_binding(&impersonator, &impersonator, vec![sa])
+    }
+
     /// The user a bearer token authenticates as, with `system:authenticated` added, or `None`
     /// for a token the apiserver would answer with 401.
     pub fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
