@@ -12,10 +12,18 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Identities: by default every request is allowed whatever its credentials (the sidecar
+//! model: kubeplex's own identity is privileged). A test of identities sets a policy —
+//! `SimBuilder::new().auth(auth::Auth::new().service_account_token("t", "ns", "sa").grant(..))`
+//! or [`Sim::set_auth`] — and the sim then authenticates, impersonates and authorizes like
+//! kube-apiserver 1.36 (Node and RBAC authorizers) and serves TokenReview and
+//! SubjectAccessReview; see [`auth`].
+//!
 //! Where the sim simplifies kube-apiserver (no admission, no managedFields bookkeeping,
 //! immediate deletion without graceful periods or finalizers) is said in the module that
 //! does it; everything a reading client can observe aims to be byte-identical.
 
+pub mod auth;
 pub mod codec;
 pub mod discovery;
 mod encode;
@@ -63,6 +71,7 @@ pub struct SimBuilder {
     config: SimConfig,
     retention: Retention,
     seed: Vec<Value>,
+    auth: Option<auth::Auth>,
 }
 
 impl Default for SimBuilder {
@@ -72,6 +81,7 @@ impl Default for SimBuilder {
             config: SimConfig::default(),
             retention: Retention::default(),
             seed: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -109,6 +119,13 @@ impl SimBuilder {
         self
     }
 
+    /// Authenticates and authorizes every request with `policy` (see [`auth`]); without one
+    /// the sim lets everything through, as a sidecar's privileged identity would see it.
+    pub fn auth(mut self, policy: auth::Auth) -> Self {
+        self.auth = Some(policy);
+        self
+    }
+
     pub async fn start(self) -> anyhow::Result<Sim> {
         let listener = TcpListener::bind(self.listen).await?;
         let addr = listener.local_addr()?;
@@ -120,6 +137,7 @@ impl SimBuilder {
             faults: Faults::default(),
             addr,
             started: tokio::time::Instant::now(),
+            auth: std::sync::RwLock::new(self.auth.map(Arc::new)),
         });
         let sim =
             Sim { state: state.clone(), server: Mutex::new(None), progress: Mutex::new(None) };
@@ -177,6 +195,26 @@ impl Sim {
     /// A kubeconfig (JSON is valid YAML) pointing at this server.
     pub fn kubeconfig(&self) -> String {
         kubeconfig_for(&self.url(), "kubeplex-sim")
+    }
+
+    /// A kubeconfig pointing at this server that authenticates with bearer `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        kubeconfig_with_user(&self.url(), "kubeplex-sim", json!({"token": token}))
+    }
+
+    /// Replaces the identity policy (`None`: every request allowed again). Requests already
+    /// under way (open watches) keep the decision they started with, as the apiserver's do.
+    pub fn set_auth(&self, policy: Option<auth::Auth>) {
+        *self.state.auth.write().unwrap_or_else(|p| p.into_inner()) = policy.map(Arc::new);
+    }
+
+    /// The decision the sim's policy makes for `attrs` (the same a SubjectAccessReview
+    /// answers), or allowed when no policy is set.
+    pub fn authorize(&self, attrs: &auth::Attributes) -> auth::Decision {
+        match self.state.auth() {
+            Some(policy) => policy.authorize(attrs, self.state.as_ref()),
+            None => auth::Decision { allowed: true, denied: false, reason: String::new() },
+        }
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
@@ -338,11 +376,16 @@ impl Sim {
 
 /// A kubeconfig for a plain-HTTP server (JSON, which kubectl and client libraries read as YAML).
 pub fn kubeconfig_for(url: &str, name: &str) -> String {
+    kubeconfig_with_user(url, name, json!({}))
+}
+
+/// A kubeconfig for a plain-HTTP server with the given `user` entry (e.g. `{"token": T}`).
+pub fn kubeconfig_with_user(url: &str, name: &str, user: Value) -> String {
     let v = json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {}}],
+        "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
     });

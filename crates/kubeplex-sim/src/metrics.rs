@@ -7,6 +7,7 @@ pub struct SimMetrics {
     registry: Registry,
     requests: IntCounterVec,
     longrunning: IntGaugeVec,
+    reviews: IntCounterVec,
 }
 
 /// Labels identifying a request, as `apiserver_request_total` has them.
@@ -53,9 +54,23 @@ impl SimMetrics {
             &["component", "group", "resource", "scope", "subresource", "verb", "version"],
         )
         .expect("static metric definition");
+        // The sim's own: TokenReviews and SubjectAccessReviews it answered, so a test can tell
+        // how many reviews a client's reads cost (the apiserver only has them inside
+        // `apiserver_request_total`, which counts them too).
+        let reviews = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_sim_reviews_total",
+                "TokenReviews and SubjectAccessReviews answered by the fake apiserver, by kind \
+                 (tokenreview, subjectaccessreview) and result (authenticated, unauthenticated, \
+                 allowed, denied).",
+            ),
+            &["kind", "result"],
+        )
+        .expect("static metric definition");
+        registry.register(Box::new(reviews.clone())).expect("unique metric");
         registry.register(Box::new(requests.clone())).expect("unique metric");
         registry.register(Box::new(longrunning.clone())).expect("unique metric");
-        SimMetrics { registry, requests, longrunning }
+        SimMetrics { registry, requests, longrunning, reviews }
     }
 
     pub fn observe(&self, l: &RequestLabels, code: u16) {
@@ -72,6 +87,10 @@ impl SimMetrics {
                 &l.version,
             ])
             .inc();
+    }
+
+    pub fn review(&self, kind: &str, result: &str) {
+        self.reviews.with_label_values(&[kind, result]).inc();
     }
 
     /// Marks a long-running request (a watch) open until the guard is dropped.

@@ -28,12 +28,20 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 fn base(status: u16, content_type: &str) -> http::response::Builder {
+    with_flow_schema(base_unclassified(status, content_type))
+}
+
+/// The headers every response has, before priority-and-fairness has classified the request.
+fn base_unclassified(status: u16, content_type: &str) -> http::response::Builder {
     Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header("Audit-Id", uuid::Uuid::new_v4().to_string())
         .header(header::CACHE_CONTROL, "no-cache, private")
         .header(header::CONTENT_TYPE, content_type)
-        .header("X-Kubernetes-Pf-Flowschema-Uid", FLOWSCHEMA_UID)
+}
+
+fn with_flow_schema(b: http::response::Builder) -> http::response::Builder {
+    b.header("X-Kubernetes-Pf-Flowschema-Uid", FLOWSCHEMA_UID)
         .header("X-Kubernetes-Pf-Prioritylevel-Uid", PRIORITY_LEVEL_UID)
 }
 
@@ -61,15 +69,49 @@ pub fn body(
     builder.body(full(bytes)).unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
-/// A Status error, in protobuf for clients that negotiate it, else JSON.
-pub fn error(status: &Status, protobuf: bool) -> Response<Body> {
-    let (content_type, bytes) = if protobuf {
+fn status_bytes(status: &Status, protobuf: bool) -> (&'static str, Vec<u8>) {
+    if protobuf {
         (PROTOBUF, super::encode::protobuf::status(status))
     } else {
         let mut b = status.to_json();
         b.push(b'\n');
         (JSON, b)
-    };
+    }
+}
+
+/// 401 as the authentication filter writes it (fixture `err-unauthorized`): the request is
+/// refused before priority-and-fairness classifies it, so without its headers.
+pub fn unauthorized(status: &Status, protobuf: bool) -> Response<Body> {
+    let (content_type, bytes) = status_bytes(status, protobuf);
+    base_unclassified(status.code, content_type)
+        .body(full(bytes))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// 403 as `responsewriters.Forbidden` writes it (fixtures `err-forbidden-*`): after
+/// priority-and-fairness, and with `X-Content-Type-Options: nosniff`.
+pub fn forbidden(status: &Status, protobuf: bool) -> Response<Body> {
+    let (content_type, bytes) = status_bytes(status, protobuf);
+    with_flow_schema(
+        base_unclassified(status.code, content_type).header("X-Content-Type-Options", "nosniff"),
+    )
+    .body(full(bytes))
+    .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// `responsewriters.InternalError`: Go's `http.Error`, plain text.
+pub fn internal_text(message: &str) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::INTERNAL_SERVER_ERROR)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .body(full(format!("{message}\n")))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
+/// A Status error, in protobuf for clients that negotiate it, else JSON.
+pub fn error(status: &Status, protobuf: bool) -> Response<Body> {
+    let (content_type, bytes) = status_bytes(status, protobuf);
     let mut builder = base(status.code, content_type);
     if let Some(secs) = status.retry_after() {
         builder = builder.header(header::RETRY_AFTER, secs.to_string());

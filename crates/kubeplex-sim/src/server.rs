@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::auth::{self, Auth, Objects, UserInfo};
 use super::kinds::{Kind, Registry};
 use super::metrics::{RequestLabels, SimMetrics};
 use super::repr::{error_is_protobuf, negotiate, Repr};
@@ -70,6 +72,28 @@ pub struct SimState {
     /// The origin of the cacher's 1 s bookmark ticker: bookmarks due at some instant go out at
     /// the first tick after it (`timeBucketWatchers` buckets watchers by the second).
     pub started: tokio::time::Instant,
+    /// The identity policy; `None` lets every request through (see `auth`).
+    pub auth: std::sync::RwLock<Option<Arc<Auth>>>,
+}
+
+impl SimState {
+    pub fn auth(&self) -> Option<Arc<Auth>> {
+        self.auth.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The Node authorizer's graph reads the store's pods.
+impl Objects for SimState {
+    fn pods(&self, namespace: &str) -> Vec<serde_json::Value> {
+        let Some(kind) = self.registry.get("", "pods") else { return Vec::new() };
+        let Ok((_, items)) = self.store.snapshot(kind, None) else { return Vec::new() };
+        let prefix = format!("{namespace}/");
+        items
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, o)| o.value.clone())
+            .collect()
+    }
 }
 
 /// Serves connections from `listener` until the returned task is aborted; aborting it drops
@@ -83,8 +107,31 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     // Wait out a stall fault; a dropped sender means no stall.
     let _ = stalled.wait_for(|s| !*s).await;
     let path = req.uri().path().to_string();
-    match parse_path(&path) {
-        ApiPath::Resource(rp) => resource_request(state, rp, req).await,
+    // With a policy, every request is authenticated (and impersonation applied) first, as
+    // the apiserver's filter chain does before routing.
+    let policy = state.auth();
+    let user = match &policy {
+        None => None,
+        Some(a) => {
+            let uri = req.uri().path_and_query().map_or(path.clone(), |p| p.as_str().to_string());
+            match auth::request::identify(a, req.headers(), &uri, state.as_ref()) {
+                Ok(u) => Some(u),
+                Err(refusal) => return *refusal,
+            }
+        }
+    };
+    let parsed = parse_path(&path);
+    if let (Some(a), Some(u)) = (&policy, &user) {
+        if !matches!(parsed, ApiPath::Resource(_)) {
+            let attrs = auth::request::non_resource_attributes(u.clone(), req.method(), &path);
+            if let Err(refusal) = auth::request::authorize(a, &attrs, req.headers(), state.as_ref())
+            {
+                return *refusal;
+            }
+        }
+    }
+    match parsed {
+        ApiPath::Resource(rp) => resource_request(state, rp, req, policy.zip(user)).await,
         ApiPath::Other => other(&state, &path, &req),
         p => super::discovery::serve::respond(&state, &p, req.headers()),
     }
@@ -141,7 +188,32 @@ async fn resource_request(
     state: Arc<SimState>,
     rp: ResourcePath,
     req: Request<Incoming>,
+    identity: Option<(Arc<Auth>, UserInfo)>,
 ) -> Response<Body> {
+    // Authorization runs before the handler, so a refused request for a resource the server
+    // does not serve is a 403 too, not a 404. (The apiserver's priority-and-fairness runs
+    // between authentication and authorization; the sim's throttle fault is checked after.)
+    if let Some((policy, user)) = &identity {
+        let attrs =
+            auth::request::resource_attributes(user.clone(), req.method(), &rp, req.uri().query());
+        if let Err(refusal) =
+            auth::request::authorize(policy, &attrs, req.headers(), state.as_ref())
+        {
+            let labels = RequestLabels {
+                verb: request_verb(req.method(), &rp, req.uri().query()),
+                group: rp.group.clone(),
+                version: rp.version.clone(),
+                resource: rp.resource.clone(),
+                subresource: rp.subresource.clone().unwrap_or_default(),
+                scope: scope_of(&rp),
+            };
+            state.metrics.observe(&labels, refusal.status().as_u16());
+            return *refusal;
+        }
+    }
+    if let Some(review) = review_kind(&rp) {
+        return review_request(&state, &rp, review, req, identity.map(|(p, _)| p)).await;
+    }
     let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
         return respond::error(&Status::path_not_found(), false);
     };
@@ -207,6 +279,114 @@ async fn resource_request(
     };
     let result = dispatch(&state, &target, &opts, repr, verb, &labels, req).await;
     let resp = result.unwrap_or_else(|s| respond::error(&s, protobuf_errors));
+    state.metrics.observe(&labels, resp.status().as_u16());
+    resp
+}
+
+/// `apiserver_request_total`'s verb of a request refused before it was routed.
+fn request_verb(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static str {
+    let watch = ListOptions::parse(query).is_ok_and(|o| o.watch);
+    match (method.clone(), &rp.name, watch) {
+        (Method::GET, _, true) => "WATCH",
+        (Method::GET, None, false) => "LIST",
+        (Method::GET, Some(_), false) => "GET",
+        (Method::POST, _, _) => "POST",
+        (Method::PUT, _, _) => "PUT",
+        (Method::PATCH, _, _) => "PATCH",
+        (Method::DELETE, None, _) => "DELETECOLLECTION",
+        (Method::DELETE, Some(_), _) => "DELETE",
+        _ => "UNKNOWN",
+    }
+}
+
+fn scope_of(rp: &ResourcePath) -> &'static str {
+    match (&rp.name, &rp.namespace) {
+        (Some(_), _) => "resource",
+        (None, Some(_)) => "namespace",
+        (None, None) => "cluster",
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Review {
+    Token,
+    SubjectAccess,
+}
+
+/// The review APIs the sim serves (cluster-scoped collections, create only).
+fn review_kind(rp: &ResourcePath) -> Option<Review> {
+    if rp.version != "v1" || rp.namespace.is_some() || rp.name.is_some() {
+        return None;
+    }
+    match (rp.group.as_str(), rp.resource.as_str()) {
+        ("authentication.k8s.io", "tokenreviews") => Some(Review::Token),
+        ("authorization.k8s.io", "subjectaccessreviews") => Some(Review::SubjectAccess),
+        _ => None,
+    }
+}
+
+/// `POST` of a TokenReview or SubjectAccessReview: 201 with the review's status (see
+/// `auth::reviews`); other methods are 405, as for any create-only resource.
+async fn review_request(
+    state: &Arc<SimState>,
+    rp: &ResourcePath,
+    review: Review,
+    req: Request<Incoming>,
+    policy: Option<Arc<Auth>>,
+) -> Response<Body> {
+    let labels = RequestLabels {
+        verb: request_verb(req.method(), rp, req.uri().query()),
+        group: rp.group.clone(),
+        version: rp.version.clone(),
+        resource: rp.resource.clone(),
+        subresource: String::new(),
+        scope: "cluster",
+    };
+    let protobuf_errors = error_is_protobuf(req.headers());
+    let result = async {
+        if req.method() != Method::POST {
+            return Err(Status::method_not_supported(
+                &rp.group,
+                &rp.resource,
+                &req.method().as_str().to_ascii_lowercase(),
+            ));
+        }
+        let ct = respond::request_content_type(req.headers());
+        if !matches!(ct.as_str(), "" | "application/json") {
+            return Err(Status::unsupported_media_type(&ct));
+        }
+        let manager = auth::reviews::manager_of(
+            req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
+        );
+        let body = http_body_util::Limited::new(req.into_body(), 3 * 1024 * 1024)
+            .collect()
+            .await
+            .map_err(|_| {
+                Status::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    "Request entity too large: limit is 3145728",
+                )
+            })?
+            .to_bytes();
+        match review {
+            Review::Token => auth::reviews::token_review(policy.as_deref(), &body, &manager),
+            Review::SubjectAccess => auth::reviews::subject_access_review(
+                policy.as_deref(),
+                &body,
+                &manager,
+                state.as_ref(),
+            ),
+        }
+    }
+    .await;
+    let resp = match result {
+        Ok(outcome) => {
+            state.metrics.review(outcome.kind, outcome.result);
+            respond::body(201, JSON, outcome.body, &http::HeaderMap::new())
+        }
+        Err(s) => respond::error(&s, protobuf_errors),
+    };
     state.metrics.observe(&labels, resp.status().as_u16());
     resp
 }

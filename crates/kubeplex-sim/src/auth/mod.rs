@@ -1,0 +1,471 @@
+//! Identities and authorization, modelled on kube-apiserver 1.36 with `--authorization-mode=
+//! Node,RBAC` and anonymous authentication on (its defaults under kubeadm).
+//!
+//! **No policy, no checks.** A sim started without [`Auth`] lets every request through and
+//! ignores credentials and `Impersonate-*` headers: that is the sidecar model, where kubeplex
+//! talks to the apiserver with its own (privileged) identity and every existing test keeps its
+//! behaviour. A test about identities configures a policy ([`crate::SimBuilder::auth`] or
+//! [`crate::Sim::set_auth`]); from then on the sim authenticates, impersonates and authorizes
+//! every request as the real apiserver does, and serves TokenReview and SubjectAccessReview
+//! with the same decisions (`reviews`).
+//!
+//! The pieces, in the apiserver's filter order:
+//! - authentication (`request::authenticate`): `Authorization: Bearer T` is looked up in the
+//!   policy's tokens (an unknown token is 401, fixture `err-unauthorized`); no credentials is
+//!   `system:anonymous` in `system:unauthenticated`; every authenticated user gets
+//!   `system:authenticated` (the apiserver's `AuthenticatedGroupAdder`);
+//! - impersonation (`request::impersonate`): `Impersonate-User`/`-Group`/`-Uid`/`-Extra-KEY`,
+//!   each checked for the `impersonate` verb (the `WithImpersonation` filter);
+//! - authorization ([`Auth::authorize`]): the privileged-group authorizer (`system:masters`),
+//!   the Node authorizer with `AuthorizeNodeWithSelectors` (GA since 1.34), then RBAC, joined
+//!   like the apiserver's union authorizer. A refusal is the apiserver's 403 `Status`
+//!   (`request::forbidden`, fixtures `err-forbidden-*`, `err-anonymous`).
+
+mod authorize;
+pub(crate) mod request;
+pub(crate) mod reviews;
+
+use std::collections::{BTreeMap, HashMap};
+
+pub use authorize::{Attributes, Decision, NoObjects, Objects};
+
+/// `system:authenticated`: every authenticated user is in it.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// `system:unauthenticated`: the group of `system:anonymous`.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The user of a request without credentials.
+pub const ANONYMOUS: &str = "system:anonymous";
+/// The privileged group: the apiserver allows it everything before asking any authorizer.
+pub const MASTERS: &str = "system:masters";
+/// The group of kubelets' identities (the Node authorizer's `NodeIdentity`).
+pub const NODES: &str = "system:nodes";
+/// The audience of tokens the apiserver accepts when a TokenReview names none
+/// (`--api-audiences`, by default the service account issuer; fixture `tokenreview-valid`).
+pub const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc";
+
+/// Who a request is (`user.Info`; TokenReview's `status.user`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserInfo {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    /// Keys are lower case, as the apiserver's authenticators and impersonation produce them.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    pub fn new(username: impl Into<String>) -> Self {
+        UserInfo { username: username.into(), ..Default::default() }
+    }
+
+    /// A ServiceAccount's identity as its token authenticates (`serviceaccount.UserInfo`):
+    /// `system:serviceaccount:NS:NAME` in `system:serviceaccounts` and
+    /// `system:serviceaccounts:NS` (`system:authenticated` is added on authentication).
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        UserInfo {
+            username: format!("system:serviceaccount:{namespace}:{name}"),
+            uid: String::new(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+            ],
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// A kubelet's identity (its client certificate: CN `system:node:NAME`, O `system:nodes`).
+    pub fn node(name: &str) -> Self {
+        UserInfo {
+            username: format!("system:node:{name}"),
+            groups: vec![NODES.into()],
+            ..Default::default()
+        }
+    }
+
+    /// The identity of a request without credentials.
+    pub fn anonymous() -> Self {
+        UserInfo {
+            username: ANONYMOUS.into(),
+            groups: vec![UNAUTHENTICATED.into()],
+            ..Default::default()
+        }
+    }
+
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = uid.into();
+        self
+    }
+
+    pub fn with_group(mut self, group: impl Into<String>) -> Self {
+        self.groups.push(group.into());
+        self
+    }
+
+    pub fn with_extra(mut self, key: &str, values: &[&str]) -> Self {
+        self.extra.insert(key.to_ascii_lowercase(), values.iter().map(|v| v.to_string()).collect());
+        self
+    }
+
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+}
+
+/// One RBAC `PolicyRule`. Empty lists match nothing, except `resource_names` (empty = any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    /// `pods`, `pods/log`, `*`, `*/status`.
+    pub resources: Vec<String>,
+    pub resource_names: Vec<String>,
+    /// `/healthz`, `/apis/*`, `*` (a trailing `*` is a prefix match).
+    pub non_resource_urls: Vec<String>,
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+impl Rule {
+    /// `verbs` on `resources` of `api_groups` (`""` is the core group).
+    pub fn new(verbs: &[&str], api_groups: &[&str], resources: &[&str]) -> Rule {
+        Rule {
+            verbs: strings(verbs),
+            api_groups: strings(api_groups),
+            resources: strings(resources),
+            ..Default::default()
+        }
+    }
+
+    /// get, list and watch (RBAC's "read" verbs) on `resources` of `api_groups`.
+    pub fn read(api_groups: &[&str], resources: &[&str]) -> Rule {
+        Rule::new(&["get", "list", "watch"], api_groups, resources)
+    }
+
+    /// Only the named objects (`resourceNames`).
+    pub fn names(mut self, names: &[&str]) -> Rule {
+        self.resource_names = strings(names);
+        self
+    }
+
+    /// `verbs` on non-resource URLs (ClusterRoles only).
+    pub fn non_resource(verbs: &[&str], urls: &[&str]) -> Rule {
+        Rule { verbs: strings(verbs), non_resource_urls: strings(urls), ..Default::default() }
+    }
+}
+
+/// An RBAC binding subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    User(String),
+    Group(String),
+    ServiceAccount { namespace: String, name: String },
+}
+
+impl Subject {
+    pub fn user(name: &str) -> Subject {
+        Subject::User(name.into())
+    }
+
+    pub fn group(name: &str) -> Subject {
+        Subject::Group(name.into())
+    }
+
+    pub fn service_account(namespace: &str, name: &str) -> Subject {
+        Subject::ServiceAccount { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+/// What a binding grants: a Role of the binding's namespace or a ClusterRole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleRef {
+    Role(String),
+    ClusterRole(String),
+}
+
+/// A RoleBinding (`namespace: Some`) or ClusterRoleBinding (`namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub namespace: Option<String>,
+    pub name: String,
+    pub role: RoleRef,
+    pub subjects: Vec<Subject>,
+}
+
+/// A bearer token the sim's authenticator knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub user: UserInfo,
+    /// The token's audiences (a ServiceAccount token's `aud`); by default the apiserver's.
+    pub audiences: Vec<String>,
+}
+
+/// The sim's identity and authorization policy: tokens, roles and bindings, with the
+/// apiserver's bootstrap ClusterRoles and ClusterRoleBindings built in ([`Auth::new`]).
+#[derive(Debug, Clone)]
+pub struct Auth {
+    pub(crate) tokens: HashMap<String, Token>,
+    pub(crate) cluster_roles: BTreeMap<String, Vec<Rule>>,
+    pub(crate) roles: BTreeMap<(String, String), Vec<Rule>>,
+    /// In the order they were added; ClusterRoleBindings are visited before RoleBindings, each
+    /// kind in this order (RBAC's `VisitRulesFor`), which decides the `reason` an allow names.
+    pub(crate) bindings: Vec<Binding>,
+    /// `--anonymous-auth` (on by default).
+    pub(crate) anonymous: bool,
+    /// `--api-audiences`.
+    pub(crate) audiences: Vec<String>,
+    grants: usize,
+}
+
+impl Default for Auth {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Auth {
+    /// A policy with only the apiserver's bootstrap RBAC (`plugin/pkg/auth/authorizer/rbac/
+    /// bootstrappolicy`), reduced to what the sim serves:
+    /// - `system:discovery` (get `/api`, `/api/*`, `/apis`, `/apis/*`, `/openapi`,
+    ///   `/openapi/*`, `/version`, health) bound to `system:authenticated` only — since 1.14
+    ///   anonymous users cannot read discovery;
+    /// - `system:public-info-viewer` (get `/version`, `/healthz`, `/livez`, `/readyz`) bound to
+    ///   `system:authenticated` and `system:unauthenticated`;
+    /// - `system:basic-user` (create self-reviews) bound to `system:authenticated`;
+    /// - `system:monitoring` (get `/metrics`, health) bound to group `system:monitoring`;
+    /// - `cluster-admin` (everything) bound to `system:masters` (who are also allowed before any
+    ///   authorizer runs);
+    /// - `system:auth-delegator` (create tokenreviews and subjectaccessreviews), bound to
+    ///   nobody: bind it to whoever should call the review APIs, as kubeplex's deployment does.
+    pub fn new() -> Auth {
+        let health = ["/healthz", "/livez", "/readyz"];
+        let mut discovery = vec![
+            "/api",
+            "/api/*",
+            "/apis",
+            "/apis/*",
+            "/openapi",
+            "/openapi/*",
+            "/version",
+            "/version/",
+        ];
+        discovery.extend(health);
+        let mut public = vec!["/version", "/version/"];
+        public.extend(health);
+        let mut monitoring = vec!["/metrics", "/metrics/slis"];
+        monitoring.extend(health);
+        monitoring.extend(["/livez/*", "/readyz/*", "/healthz/*"]);
+        let auth = Auth {
+            tokens: HashMap::new(),
+            cluster_roles: BTreeMap::new(),
+            roles: BTreeMap::new(),
+            bindings: Vec::new(),
+            anonymous: true,
+            audiences: vec![DEFAULT_AUDIENCE.into()],
+            grants: 0,
+        };
+        auth.cluster_role("system:discovery", vec![Rule::non_resource(&["get"], &discovery)])
+            .cluster_role("system:public-info-viewer", vec![Rule::non_resource(&["get"], &public)])
+            .cluster_role(
+                "system:basic-user",
+                vec![
+                    Rule::new(
+                        &["create"],
+                        &["authorization.k8s.io"],
+                        &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    ),
+                    Rule::new(&["create"], &["authentication.k8s.io"], &["selfsubjectreviews"]),
+                ],
+            )
+            .cluster_role("system:monitoring", vec![Rule::non_resource(&["get"], &monitoring)])
+            .cluster_role(
+                "cluster-admin",
+                vec![Rule::new(&["*"], &["*"], &["*"]), Rule::non_resource(&["*"], &["*"])],
+            )
+            .cluster_role(
+                "system:auth-delegator",
+                vec![
+                    Rule::new(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                    Rule::new(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+                ],
+            )
+            .cluster_role_binding("cluster-admin", "cluster-admin", vec![Subject::group(MASTERS)])
+            .cluster_role_binding(
+                "system:basic-user",
+                "system:basic-user",
+                vec![Subject::group(AUTHENTICATED)],
+            )
+            .cluster_role_binding(
+                "system:discovery",
+                "system:discovery",
+                vec![Subject::group(AUTHENTICATED)],
+            )
+            .cluster_role_binding(
+                "system:monitoring",
+                "system:monitoring",
+                vec![Subject::group("system:monitoring")],
+            )
+            .cluster_role_binding(
+                "system:public-info-viewer",
+                "system:public-info-viewer",
+                vec![Subject::group(AUTHENTICATED), Subject::group(UNAUTHENTICATED)],
+            )
+    }
+
+    /// A bearer token that authenticates as `user` (with the apiserver's audiences).
+    pub fn token(mut self, token: &str, user: UserInfo) -> Self {
+        let audiences = self.audiences.clone();
+        self.tokens.insert(token.to_string(), Token { user, audiences });
+        self
+    }
+
+    /// A bearer token with its own audiences (a projected token for another audience).
+    pub fn token_with_audiences(mut self, token: &str, user: UserInfo, audiences: &[&str]) -> Self {
+        self.tokens.insert(token.to_string(), Token { user, audiences: strings(audiences) });
+        self
+    }
+
+    /// A ServiceAccount token: `token` authenticates as `system:serviceaccount:NS:NAME`.
+    pub fn service_account_token(self, token: &str, namespace: &str, name: &str) -> Self {
+        self.token(token, UserInfo::service_account(namespace, name))
+    }
+
+    /// `--anonymous-auth`: off makes requests without credentials 401.
+    pub fn anonymous(mut self, enabled: bool) -> Self {
+        self.anonymous = enabled;
+        self
+    }
+
+    pub fn cluster_role(mut self, name: &str, rules: Vec<Rule>) -> Self {
+        self.cluster_roles.insert(name.to_string(), rules);
+        self
+    }
+
+    pub fn role(mut self, namespace: &str, name: &str, rules: Vec<Rule>) -> Self {
+        self.roles.insert((namespace.to_string(), name.to_string()), rules);
+        self
+    }
+
+    pub fn cluster_role_binding(
+        mut self,
+        name: &str,
+        cluster_role: &str,
+        subjects: Vec<Subject>,
+    ) -> Self {
+        self.bindings.push(Binding {
+            namespace: None,
+            name: name.to_string(),
+            role: RoleRef::ClusterRole(cluster_role.to_string()),
+            subjects,
+        });
+        self
+    }
+
+    pub fn role_binding(
+        mut self,
+        namespace: &str,
+        name: &str,
+        role: RoleRef,
+        subjects: Vec<Subject>,
+    ) -> Self {
+        self.bindings.push(Binding {
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+            role,
+            subjects,
+        });
+        self
+    }
+
+    /// Shorthand: `rules` for `subject` in `namespace` (a Role and RoleBinding) or cluster-wide
+    /// (`None`: a ClusterRole and ClusterRoleBinding), both named `grant-N`.
+    pub fn grant(mut self, subject: Subject, namespace: Option<&str>, rules: Vec<Rule>) -> Self {
+        self.grants += 1;
+        let name = format!("grant-{}", self.grants);
+        match namespace {
+            Some(ns) => self.role(ns, &name, rules).role_binding(
+                ns,
+                &name,
+                RoleRef::Role(name.clone()),
+                vec![subject],
+            ),
+            None => {
+                self.cluster_role(&name, rules).cluster_role_binding(&name, &name, vec![subject])
+            }
+        }
+    }
+
+    /// kubeplex's own identity in the node-local mode, as its deployment grants it: the
+    /// ServiceAccount `namespace/name` authenticated by `token`, allowed `reads` cluster-wide
+    /// (its caches' list+watch; a ClusterRole and ClusterRoleBinding named `name`), bound to
+    /// `system:auth-delegator` (TokenReview, SubjectAccessReview) and allowed to impersonate
+    /// what it forwards for certificate-authenticated clients: users, groups and
+    /// serviceaccounts, and every `authentication.k8s.io` resource (uids, userextras/KEY —
+    /// RBAC has no `userextras/*` wildcard, only `*`).
+    pub fn proxy_service_account(
+        self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        reads: Vec<Rule>,
+    ) -> Self {
+        let sa = Subject::service_account(namespace, name);
+        let impersonator = format!("{name}-impersonator");
+        self.service_account_token(token, namespace, name)
+            .cluster_role(name, reads)
+            .cluster_role_binding(name, name, vec![sa.clone()])
+            .cluster_role_binding(
+                &format!("{name}-auth-delegator"),
+                "system:auth-delegator",
+                vec![sa.clone()],
+            )
+            .cluster_role(
+                &impersonator,
+                vec![
+                    Rule::new(&["impersonate"], &[""], &["users", "groups", "serviceaccounts"]),
+                    Rule::new(&["impersonate"], &["authentication.k8s.io"], &["*"]),
+                ],
+            )
+            .cluster_role_binding(&impersonator, &impersonator, vec![sa])
+    }
+
+    /// The user a bearer token authenticates as, with `system:authenticated` added, or `None`
+    /// for a token the apiserver would answer with 401.
+    pub fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
+        self.tokens.get(token).map(|t| with_authenticated(t.user.clone()))
+    }
+}
+
+/// The `AuthenticatedGroupAdder`: every authenticated user is in `system:authenticated` unless
+/// it names it (or `system:unauthenticated`) already.
+pub(crate) fn with_authenticated(mut user: UserInfo) -> UserInfo {
+    if !user.in_group(AUTHENTICATED) && !user.in_group(UNAUTHENTICATED) {
+        user.groups.push(AUTHENTICATED.into());
+    }
+    user
+}
+
+/// Go's `%q` (`strconv.Quote`), as the apiserver's messages quote names.
+pub(crate) fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests;
