@@ -26,6 +26,21 @@ pub struct Details {
     pub retry_after_seconds: Option<u32>,
 }
 
+/// A request an authorizer refused, as a 403 names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refused<'a> {
+    pub user: &'a str,
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The path of a request that is not a resource's (discovery, `/version`); `None` for a
+    /// resource request.
+    pub path: Option<&'a str>,
+}
+
 /// A failure `Status` (`status: "Failure"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -207,6 +222,66 @@ impl Status {
                 }],
                 ..Details::default()
             })
+    }
+
+    /// 401 for credentials that do not authenticate (fixture `err-unauthorized`).
+    pub fn unauthorized() -> Self {
+        Status::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 as the apiserver's authorization filter writes it (`responsewriters.Forbidden`):
+    /// `apierrors.NewForbidden` around `forbiddenMessage`, with the authorizers' reason after a
+    /// colon when there is one, HTML-escaped — `configmaps is forbidden: User "U" cannot list
+    /// resource "configmaps" in API group "" in the namespace "NS"` (fixture
+    /// `err-forbidden-list`), `... at the cluster scope` (`err-forbidden-watch`),
+    /// `pods "x" is forbidden: ...` for a named object (`err-forbidden-get-protobuf`), and
+    /// `forbidden: User "U" cannot get path "/p"` for a request that is not a resource's.
+    pub fn forbidden_request(refused: &Refused<'_>, reason: &str) -> Self {
+        use crate::gojson::quote;
+        let user = quote(refused.user);
+        let message = match refused.path {
+            Some(path) => format!("User {user} cannot {} path {}", refused.verb, quote(path)),
+            None => {
+                let resource = if refused.subresource.is_empty() {
+                    refused.resource.to_string()
+                } else {
+                    format!("{}/{}", refused.resource, refused.subresource)
+                };
+                let scope = if refused.namespace.is_empty() {
+                    "at the cluster scope".to_string()
+                } else {
+                    format!("in the namespace {}", quote(refused.namespace))
+                };
+                format!(
+                    "User {user} cannot {} resource {} in API group {} {scope}",
+                    refused.verb,
+                    quote(&resource),
+                    quote(refused.group)
+                )
+            }
+        };
+        // The response writer's sanitizer.
+        let message = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let err = if reason.is_empty() { message } else { format!("{message}: {reason}") };
+        let qualified = match (refused.path, refused.group.is_empty()) {
+            (Some(_), _) => String::new(),
+            (None, true) => refused.resource.to_string(),
+            (None, false) => format!("{}.{}", refused.resource, refused.group),
+        };
+        let full = if qualified.is_empty() {
+            format!("forbidden: {err}")
+        } else if refused.name.is_empty() {
+            format!("{qualified} is forbidden: {err}")
+        } else {
+            format!("{qualified} {} is forbidden: {err}", quote(refused.name))
+        };
+        let resource_request = refused.path.is_none();
+        Status::new(403, "Forbidden", full).with_details(Details {
+            name: refused.name.to_string(),
+            group: if resource_request { refused.group.to_string() } else { String::new() },
+            kind: if resource_request { refused.resource.to_string() } else { String::new() },
+            ..Details::default()
+        })
     }
 
     /// 503 while the server is not ready or is shutting down.

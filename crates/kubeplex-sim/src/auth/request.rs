@@ -9,7 +9,7 @@ use crate::repr::error_is_protobuf;
 use crate::respond::{self, Body};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::FieldSelector;
-use crate::wire::status::{Details, Status};
+use crate::wire::status::Status;
 
 /// What the apiserver's filters answer instead of the handler (boxed: the refusal is the rare
 /// path).
@@ -17,7 +17,7 @@ pub(crate) type Refusal = Box<Response<Body>>;
 
 /// The `Unauthorized` Status (`apierrors.NewUnauthorized("Unauthorized")`).
 pub(crate) fn unauthorized_status() -> Status {
-    Status::new(401, "Unauthorized", "Unauthorized")
+    Status::unauthorized()
 }
 
 /// The authentication filter: a bearer token must be known (else 401, fixture
@@ -363,49 +363,17 @@ fn sanitize(s: &str) -> String {
 /// (`err-forbidden-get-protobuf`), `forbidden: User "U" cannot get path "/p"` for a
 /// non-resource request.
 pub(crate) fn forbidden(attrs: &Attributes, reason: &str) -> Status {
-    let user = quote(&attrs.user.username);
-    let message = if !attrs.resource_request {
-        format!("User {user} cannot {} path {}", attrs.verb, quote(&attrs.path))
-    } else {
-        let resource = if attrs.subresource.is_empty() {
-            attrs.resource.clone()
-        } else {
-            format!("{}/{}", attrs.resource, attrs.subresource)
-        };
-        let scope = if attrs.namespace.is_empty() {
-            "at the cluster scope".to_string()
-        } else {
-            format!("in the namespace {}", quote(&attrs.namespace))
-        };
-        format!(
-            "User {user} cannot {} resource {} in API group {} {scope}",
-            attrs.verb,
-            quote(&resource),
-            quote(&attrs.group)
-        )
+    let refused = crate::wire::status::Refused {
+        user: &attrs.user.username,
+        verb: &attrs.verb,
+        group: &attrs.group,
+        resource: &attrs.resource,
+        subresource: &attrs.subresource,
+        namespace: &attrs.namespace,
+        name: &attrs.name,
+        path: (!attrs.resource_request).then_some(attrs.path.as_str()),
     };
-    let message = sanitize(&message);
-    let err = if reason.is_empty() { message } else { format!("{message}: {reason}") };
-    let qualified = match (attrs.resource_request, attrs.group.is_empty()) {
-        (false, _) => String::new(),
-        (true, true) => attrs.resource.clone(),
-        (true, false) => format!("{}.{}", attrs.resource, attrs.group),
-    };
-    let full = if qualified.is_empty() {
-        format!("forbidden: {err}")
-    } else if attrs.name.is_empty() {
-        format!("{qualified} is forbidden: {err}")
-    } else {
-        format!("{qualified} {} is forbidden: {err}", quote(&attrs.name))
-    };
-    let mut s = Status::new(403, "Forbidden", full);
-    s.details = Some(Box::new(Details {
-        name: attrs.name.clone(),
-        group: if attrs.resource_request { attrs.group.clone() } else { String::new() },
-        kind: if attrs.resource_request { attrs.resource.clone() } else { String::new() },
-        ..Details::default()
-    }));
-    s
+    Status::forbidden_request(&refused, reason)
 }
 
 /// Authorizes `attrs`; a refusal is the apiserver's 403.

@@ -66,3 +66,57 @@ fn several_field_errors_are_bracketed() {
          \"Foo\": supported values: \"Exact\", \"NotOlderThan\", \"\"]"
     );
 }
+
+#[test]
+fn forbidden_requests_read_like_the_apiservers_403s() {
+    let list = Status::forbidden_request(
+        &Refused {
+            user: "system:serviceaccount:fx2:reader",
+            verb: "list",
+            resource: "configmaps",
+            namespace: "fx2-other",
+            ..Refused::default()
+        },
+        "",
+    );
+    assert_eq!(list.to_json(), fixture("err-forbidden-list"));
+
+    let watch = Status::forbidden_request(
+        &Refused { user: "u", verb: "watch", resource: "pods", ..Refused::default() },
+        "",
+    );
+    assert_eq!(
+        watch.message,
+        r#"pods is forbidden: User "u" cannot watch resource "pods" in API group "" at the cluster scope"#
+    );
+    let named = Status::forbidden_request(
+        &Refused {
+            user: "u",
+            verb: "get",
+            group: "apps",
+            resource: "deployments",
+            subresource: "scale",
+            namespace: "a",
+            name: "web",
+            ..Refused::default()
+        },
+        "node 'x' cannot <get> it",
+    );
+    assert_eq!(
+        named.message,
+        r#"deployments.apps "web" is forbidden: User "u" cannot get resource "deployments/scale" in API group "apps" in the namespace "a": node 'x' cannot <get> it"#
+    );
+    let path = Status::forbidden_request(
+        &Refused {
+            user: "system:anonymous",
+            verb: "get",
+            path: Some("/apis"),
+            ..Refused::default()
+        },
+        "",
+    );
+    assert_eq!(path.message, r#"forbidden: User "system:anonymous" cannot get path "/apis""#);
+    // NewForbidden's details are set even when empty: `"details":{}`, as the apiserver writes.
+    assert_eq!(path.to_value()["details"], serde_json::json!({}));
+    assert_eq!(Status::unauthorized().to_json(), fixture("err-unauthorized"));
+}
