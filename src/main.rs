@@ -7,8 +7,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
-use kubeplex::serve::{Http1Server, Proxy};
+use kubeplex::serve::{Http1Server, Mode, NodeConfig, Proxy};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::upstream::review::ReviewConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 /// `kubeplex sim` and `kubeplex demo`: the fake apiserver (built with the default `sim` feature;
@@ -30,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the proxy in front of an apiserver (kubeconfig, in-cluster, $KUBECONFIG, ~/.kube/config).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the built-in fake kube-apiserver (for tests and trying clients).
     #[cfg(feature = "sim")]
     Sim(demo::SimArgs),
@@ -59,8 +60,69 @@ struct ServeArgs {
     /// no buffers held while a watch idles, the rest with hyper; `hyper` uses hyper for all.
     #[arg(long, env = "KUBEPLEX_HTTP1_SERVER", default_value = "lean", value_parser = parse_http1_server)]
     http1_server: Http1Server,
+    /// `sidecar`: a loopback listener whose clients share kubeplex's identity (plain HTTP).
+    /// `node`: the node-local mode — TLS, clients authenticated (client certificate, bearer
+    /// token by TokenReview, else anonymous) and every read from the cache authorized for them
+    /// by a SubjectAccessReview.
+    #[arg(long, env = "KUBEPLEX_MODE", default_value = "sidecar", value_parser = ["sidecar", "node"])]
+    mode: String,
+    /// Serving certificate (PEM chain) of the node mode's TLS listener; reloaded when it changes.
+    #[arg(long, env = "KUBEPLEX_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "KUBEPLEX_TLS_PRIVATE_KEY_FILE")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Client CA bundle: client certificates it signed authenticate as user = CN, groups = O
+    /// (the apiserver's --client-ca-file).
+    #[arg(long, env = "KUBEPLEX_CLIENT_CA_FILE")]
+    client_ca_file: Option<PathBuf>,
+    /// Node mode: requests without credentials are system:anonymous (true, as the apiserver's
+    /// --anonymous-auth) or refused with 401 (false).
+    #[arg(long, env = "KUBEPLEX_ANONYMOUS_AUTH", default_value_t = true, action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// Sidecar mode: allow a listener other processes can reach (not loopback), whose clients
+    /// would all read the cache with kubeplex's identity. Refused unless set.
+    #[arg(long, env = "KUBEPLEX_ALLOW_SHARED_IDENTITY_LISTENER")]
+    allow_shared_identity_listener: bool,
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+impl ServeArgs {
+    /// The listener's mode, or the one line that says why these options cannot run.
+    fn mode(&self) -> anyhow::Result<Mode> {
+        match self.mode.as_str() {
+            "node" => {
+                let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_private_key_file)
+                else {
+                    anyhow::bail!("--mode node needs --tls-cert-file and --tls-private-key-file (clients send credentials only over TLS)");
+                };
+                let mut tls = kubeplex_net::TlsConfig::new(cert.clone(), key.clone());
+                if let Some(ca) = &self.client_ca_file {
+                    tls = tls.with_client_ca(ca.clone());
+                }
+                Ok(Mode::Node(NodeConfig {
+                    tls,
+                    anonymous: self.anonymous_auth,
+                    reviews: ReviewConfig::default(),
+                }))
+            }
+            _ => {
+                if self.tls_cert_file.is_some() || self.client_ca_file.is_some() {
+                    anyhow::bail!("--tls-cert-file and --client-ca-file are for --mode node");
+                }
+                // A listener other processes can reach would serve the cache to anyone with
+                // kubeplex's identity.
+                if !self.listen.ip().is_loopback() && !self.allow_shared_identity_listener {
+                    anyhow::bail!(
+                        "--listen {} is not a loopback address: in the sidecar mode every client reads the cache with kubeplex's identity; use --mode node (TLS, authenticated clients) or set --allow-shared-identity-listener",
+                        self.listen
+                    );
+                }
+                Ok(Mode::Sidecar(self.http1_server))
+            }
+        }
+    }
 }
 
 fn parse_http1_server(s: &str) -> Result<Http1Server, String> {
@@ -192,7 +254,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Serve(a) => run_serve(a).await,
+            Command::Serve(a) => run_serve(*a).await,
             #[cfg(feature = "sim")]
             Command::Sim(a) => demo::run_sim(a).await,
             #[cfg(feature = "sim")]
@@ -202,18 +264,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let mode = a.mode()?;
     let cfg = UpstreamConfig::resolve(a.kubeconfig.as_deref(), a.context.as_deref())
         .context("finding the upstream apiserver")?;
     let upstream = Upstream::new(cfg).context("building the upstream client")?;
     let base = upstream.base_url().to_string();
-    let proxy = Proxy::start_with(
-        upstream,
-        a.listen,
-        Some(a.admin_listen),
-        a.cache.config(),
-        a.http1_server,
-    )
-    .await?;
+    let proxy =
+        Proxy::start_mode(upstream, a.listen, Some(a.admin_listen), a.cache.config(), mode).await?;
     tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
     tokio::signal::ctrl_c().await?;
     Ok(())

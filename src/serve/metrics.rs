@@ -6,12 +6,16 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, R
 use crate::cache::metrics::CacheMetrics;
 use crate::net::h1::LeanCounters;
 use crate::upstream::metrics::UpstreamMetrics;
+use crate::upstream::review::ReviewMetrics;
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Cache,
     Upstream,
+    /// Refused by kubeplex itself (node mode: 401 for credentials that do not authenticate,
+    /// 403 for a read the client may not do).
+    Denied,
 }
 
 impl Source {
@@ -19,6 +23,7 @@ impl Source {
         match self {
             Source::Cache => "cache",
             Source::Upstream => "upstream",
+            Source::Denied => "denied",
         }
     }
 }
@@ -32,6 +37,8 @@ pub struct Metrics {
     pub cache: CacheMetrics,
     /// The upstream side's series (defined in `upstream::metrics`, registered here).
     pub upstream: UpstreamMetrics,
+    /// Authentication and authorization of clients (node mode).
+    pub reviews: ReviewMetrics,
     pub page_cache: IntCounterVec,
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
@@ -148,6 +155,7 @@ impl Metrics {
         registry.register(Box::new(latency.clone()))?;
         let cache = CacheMetrics::new(&registry)?;
         let upstream = UpstreamMetrics::new(&registry)?;
+        let reviews = ReviewMetrics::new(&registry)?;
         let freshness = FreshnessMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
@@ -172,6 +180,7 @@ impl Metrics {
             freshness,
             cache,
             upstream,
+            reviews,
             registry,
             requests,
             latency,

@@ -15,6 +15,7 @@
 pub mod body;
 mod cached;
 mod fresh;
+pub mod identity;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
@@ -35,10 +36,12 @@ use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 use self::body::Body;
+use self::identity::{Identity, NodeAuth};
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
 use self::stack::{Class, Classified};
 use crate::upstream::caches::{Caches, CachesConfig};
+use crate::upstream::review::{ReviewConfig, Reviews};
 use crate::upstream::Upstream;
 use crate::wire::request::ApiPath;
 
@@ -52,6 +55,8 @@ pub struct ProxyState {
     pub metrics: Metrics,
     /// Compressed large list bodies (see [`cached::PageCache`]).
     pub pages: cached::PageCache,
+    /// The node-local mode's authentication and authorization; `None` in the sidecar mode.
+    pub node: Option<Arc<NodeAuth>>,
 }
 
 /// Bytes of compressed list pages kept for reuse.
@@ -73,6 +78,28 @@ impl Drop for Proxy {
         self.tasks.abort_all();
         self.state.caches.stop_all();
     }
+}
+
+/// Who the clients are.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// A loopback listener in one pod: every client shares kubeplex's identity (clients with
+    /// credentials of their own are passed through with them), plain HTTP.
+    Sidecar(Http1Server),
+    /// Many agents on a node, each with its own identity: TLS, authentication, and every read
+    /// from the cache authorized for the client (`serve::identity`).
+    Node(NodeConfig),
+}
+
+/// The node-local mode's listener and identity checks.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Serving certificate and key, and the client CA (`--client-ca-file`).
+    pub tls: kubeplex_net::TlsConfig,
+    /// Requests without credentials are `system:anonymous` (else 401), as with the
+    /// apiserver's `--anonymous-auth`.
+    pub anonymous: bool,
+    pub reviews: ReviewConfig,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -104,10 +131,33 @@ impl Proxy {
         caches: CachesConfig,
         http1: Http1Server,
     ) -> anyhow::Result<Proxy> {
+        Proxy::start_mode(upstream, listen, admin_listen, caches, Mode::Sidecar(http1)).await
+    }
+
+    /// Binds the listeners and starts serving in `mode`.
+    pub async fn start_mode(
+        upstream: Upstream,
+        listen: SocketAddr,
+        admin_listen: Option<SocketAddr>,
+        caches: CachesConfig,
+        mode: Mode,
+    ) -> anyhow::Result<Proxy> {
         let preload = caches.preload.clone();
         let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
         let upstream = Arc::new(upstream);
         let metrics = Metrics::new(prometheus::Registry::new())?;
+        // Node mode: the TLS listener's files are read before anything binds, so a missing
+        // certificate is one clear error at start.
+        let (node, tls) = match &mode {
+            Mode::Sidecar(_) => (None, None),
+            Mode::Node(config) => {
+                let tls = kubeplex_net::TlsAcceptor::new(config.tls.clone())
+                    .map_err(|e| anyhow::anyhow!("TLS listener: {e}"))?;
+                let reviews =
+                    Reviews::new(upstream.clone(), config.reviews, metrics.reviews.clone());
+                (Some(Arc::new(NodeAuth { reviews, anonymous: config.anonymous })), Some(tls))
+            }
+        };
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
             upstream: upstream.clone(),
@@ -115,6 +165,7 @@ impl Proxy {
             caches: Caches::new(upstream, metrics.cache.clone(), metrics.upstream.clone(), caches),
             metrics,
             pages: cached::page_cache(PAGE_CACHE_BYTES),
+            node,
         });
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -127,12 +178,19 @@ impl Proxy {
                 Err(never) => match never {},
             })
         };
-        match http1 {
-            Http1Server::Lean => {
+        match (mode, tls) {
+            (Mode::Node(_), Some(tls)) => {
+                // TLS by hyper (HTTP/2 or HTTP/1.1 by ALPN); each request carries the client
+                // certificate's identity in its extensions.
+                tasks.spawn(kubeplex_net::serve_tls(listener, tls, move |req| {
+                    handle(crate::net::h1::boxed(req))
+                }));
+            }
+            (Mode::Sidecar(Http1Server::Lean), _) => {
                 let counters = state.metrics.lean.clone();
                 tasks.spawn(crate::net::serve_lean(listener, handle, counters));
             }
-            Http1Server::Hyper => {
+            _ => {
                 tasks.spawn(crate::net::serve(listener, move |req| {
                     handle(crate::net::h1::boxed(req))
                 }));
@@ -166,18 +224,49 @@ impl Proxy {
 
 /// The cache when it can answer, the upstream otherwise; and which one answered.
 async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Source) {
-    if let Some(resp) = from_cache(state, &req).await {
-        return (resp, Source::Cache);
+    if let Some(answer) = from_cache(state, &req).await {
+        return answer;
     }
-    (passthrough::forward(&state.upstream, req.req).await, Source::Upstream)
+    let Classified { req, identity, .. } = req;
+    let how = match identity {
+        // The sidecar mode: kubeplex's identity, or the client's own credentials if it has
+        // some (`passthrough::forward` decides).
+        Identity::Shared => {
+            return (passthrough::forward(&state.upstream, req).await, Source::Upstream)
+        }
+        // Its own token (and impersonation headers) go as they are; anonymous goes without
+        // credentials, so the upstream sees system:anonymous too.
+        Identity::Token(_) | Identity::Unreviewed | Identity::Anonymous => passthrough::As::Client,
+        // Only kubeplex can prove a client certificate's identity to the upstream: by
+        // impersonating it, or whom it asks to impersonate once it may.
+        Identity::Certificate(user) => {
+            let Some(node) = &state.node else { return (identity::unauthorized(), Source::Denied) };
+            match node.impersonation(&user, req.headers()).await {
+                Ok(target) => passthrough::As::Impersonating(target.unwrap_or(user)),
+                Err(refusal) => return (*refusal, Source::Denied),
+            }
+        }
+    };
+    (passthrough::forward_as(&state.upstream, req, how).await, Source::Upstream)
 }
 
-async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<Response<Body>> {
-    let Classified { req, class } = classified;
-    // A client with credentials of its own is authorized by the apiserver, request by request;
-    // the cache (filled with kubeplex's identity) must not answer for it.
-    if class.credentials {
-        return None;
+async fn from_cache(
+    state: &Arc<ProxyState>,
+    classified: &Classified,
+) -> Option<(Response<Body>, Source)> {
+    let Classified { req, class, identity } = classified;
+    match identity {
+        // A client with credentials of its own is authorized by the apiserver, request by
+        // request; the cache (filled with kubeplex's identity) must not answer for it.
+        Identity::Shared if class.credentials => return None,
+        Identity::Unreviewed => return None,
+        // Reads as someone else are the upstream's to authorize.
+        Identity::Certificate(_) | Identity::Token(_) | Identity::Anonymous
+            if passthrough::impersonates(req.headers()) =>
+        {
+            return None
+        }
+        _ => {}
     }
     let ApiPath::Resource(rp) = &class.path else { return None };
     if rp.subresource.is_some() {
@@ -191,10 +280,21 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
     {
         return None;
     }
-    if opts.watch {
-        return watch::try_watch(state, &info, rp, opts, req.headers(), req.uri().query()).await;
+    // Node mode: nothing from the cache reaches a client the upstream would refuse. Asked
+    // before the cache is (a 403 comes before a 404, as in the apiserver).
+    if let (Some(node), Some(user)) = (&state.node, identity.user()) {
+        match node.authorize_read(&user, class, rp, req.headers()).await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(refusal) => return Some((*refusal, Source::Denied)),
+        }
     }
-    cached::try_answer(state, &info, rp, opts, req.headers(), req.uri().query()).await
+    let answer = if opts.watch {
+        watch::try_watch(state, &info, rp, opts, req.headers(), req.uri().query()).await
+    } else {
+        cached::try_answer(state, &info, rp, opts, req.headers(), req.uri().query()).await
+    };
+    answer.map(|resp| (resp, Source::Cache))
 }
 
 /// Starts a cache named in the configuration: `resource` (core/v1), or

@@ -3,10 +3,11 @@
 //! writes, watches and long-running requests behave exactly as against the apiserver.
 //! Upgrades (exec, attach, port-forward) are tunnelled once the upstream answers 101.
 //!
-//! Identity: a client that presents its own credentials is sent upstream as itself
-//! ([`Upstream::send_as_is`]), so the apiserver's authentication and RBAC apply to it; a
-//! client without credentials (a sidecar's app, like `kubectl proxy`'s clients) is sent with
-//! kubeplex's own.
+//! Identity ([`As`]): a client that presents its own credentials is sent upstream as itself
+//! ([`Upstream::send_as_is`]), so the apiserver's authentication and RBAC apply to it; in the
+//! sidecar mode a client without credentials (a sidecar's app, like `kubectl proxy`'s clients)
+//! is sent with kubeplex's own; in the node mode an anonymous client is sent without any, and a
+//! client authenticated by its certificate with kubeplex's credentials impersonating it.
 
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Request, Response, StatusCode};
@@ -14,6 +15,8 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
 use super::body::{self, Body};
+use super::identity::impersonation_headers;
+use crate::upstream::review::UserInfo;
 use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::status::Status;
 
@@ -67,15 +70,66 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// Forwards `req` to the upstream and streams the answer back. A failure to reach the upstream
-/// becomes the Status an unreachable apiserver behind a proxy gives: 503.
-pub async fn forward(upstream: &Upstream, mut req: Request<UpstreamBody>) -> Response<Body> {
+/// Whose identity a passed-through request carries upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum As {
+    /// kubeplex's own credentials.
+    Kubeplex,
+    /// The client's request as it is: its own token and impersonation headers, or none
+    /// (anonymous).
+    Client,
+    /// kubeplex's credentials, impersonating this user (a client certificate's identity).
+    Impersonating(UserInfo),
+}
+
+/// Whether a request asks to act as someone else.
+pub fn impersonates(headers: &HeaderMap) -> bool {
+    headers.keys().any(|k| k.as_str().starts_with("impersonate-"))
+}
+
+/// Forwards `req` to the upstream and streams the answer back: the sidecar mode's rule, with
+/// the client's own credentials when it has some, kubeplex's otherwise.
+pub async fn forward(upstream: &Upstream, req: Request<UpstreamBody>) -> Response<Body> {
+    let how = if has_credentials(req.headers()) { As::Client } else { As::Kubeplex };
+    forward_as(upstream, req, how).await
+}
+
+/// Forwards `req` to the upstream as `how` says and streams the answer back. A failure to reach
+/// the upstream becomes the Status an unreachable apiserver behind a proxy gives: 503.
+pub async fn forward_as(
+    upstream: &Upstream,
+    mut req: Request<UpstreamBody>,
+    how: As,
+) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     // Taken before the request is consumed; resolves once our 101 has been written.
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    let as_client = has_credentials(req.headers());
     let (mut parts, incoming) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers, upgrade);
+    let as_client = match how {
+        As::Client => true,
+        As::Kubeplex => false,
+        As::Impersonating(user) => {
+            // Only kubeplex's credentials and the identity it vouches for go upstream: the
+            // client's own headers of that kind are replaced, never added to.
+            parts.headers.remove(header::AUTHORIZATION);
+            let theirs: Vec<_> = parts
+                .headers
+                .keys()
+                .filter(|k| k.as_str().starts_with("impersonate-"))
+                .cloned()
+                .collect();
+            for k in theirs {
+                parts.headers.remove(k);
+            }
+            for (name, value) in impersonation_headers(&user) {
+                if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
+                    parts.headers.append(name, value);
+                }
+            }
+            false
+        }
+    };
     // The upstream client decides the protocol (HTTP/2 where offered, HTTP/1.1 for upgrades).
     parts.version = http::Version::HTTP_11;
     let origin_form = parts.uri.path_and_query().map_or("/", |pq| pq.as_str()).to_string();

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::future::{BoxFuture, Either, FutureExt};
 use http::{Method, Request, Response};
 use tower::{Layer, Service, ServiceBuilder};
 use tracing::instrument::Instrumented;
 use tracing::Instrument;
 
 use super::body::{self, Body};
+use super::identity::{Identity, SharedNodeAuth};
 use super::metrics::Source;
 use super::ProxyState;
 use crate::net::h1::ReqBody;
@@ -51,9 +52,14 @@ pub fn client(
         //    typed `Class` every layer below takes (routing, the cache, metrics labels).
         .layer(ClassifyLayer)
         // 4. Time and count every request by resource, verb, code and source. Below the
-        //    classification, whose verb and resource it labels by.
+        //    classification, whose verb and resource it labels by; above authentication, so
+        //    that its 401s are counted too.
         .layer(MetricsLayer { state: state.clone() })
-        // 5. The cache when it can answer exactly, the upstream otherwise.
+        // 5. Who the client is (node mode: certificate, token review, or anonymous; 401 when
+        //    none holds). In the sidecar mode every client shares kubeplex's identity.
+        .layer(AuthenticateLayer { node: state.node.clone() })
+        // 6. The cache when it can answer exactly (and, in node mode, the client may read it),
+        //    the upstream otherwise.
         .service(Route { state })
 }
 
@@ -145,6 +151,8 @@ fn watch_flag(query: Option<&str>) -> bool {
 pub struct Classified {
     pub req: Request<ReqBody>,
     pub class: Class,
+    /// Set by the authentication layer; `Shared` until then (and in the sidecar mode).
+    pub identity: Identity,
 }
 
 // ---- 1. span ----
@@ -281,7 +289,7 @@ impl<S: Service<Classified>> Service<Request<ReqBody>> for Classify<S> {
 
     fn call(&mut self, req: Request<ReqBody>) -> S::Future {
         let class = Class::of(&req);
-        self.inner.call(Classified { req, class })
+        self.inner.call(Classified { req, class, identity: Identity::Shared })
     }
 }
 
@@ -340,7 +348,61 @@ where
     }
 }
 
-// ---- 5. routing ----
+// ---- 5. authentication ----
+
+#[derive(Clone)]
+struct AuthenticateLayer {
+    node: Option<SharedNodeAuth>,
+}
+
+impl<S> Layer<S> for AuthenticateLayer {
+    type Service = Authenticate<S>;
+    fn layer(&self, inner: S) -> Authenticate<S> {
+        Authenticate { inner, node: self.node.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct Authenticate<S> {
+    inner: S,
+    node: Option<SharedNodeAuth>,
+}
+
+impl<S> Service<Classified> for Authenticate<S>
+where
+    S: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    /// The sidecar mode adds nothing to the request's future.
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response<Body>, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Classified) -> Self::Future {
+        let Some(node) = self.node.clone() else { return Either::Left(self.inner.call(req)) };
+        // The ready service is taken for this request; a clone waits for the next one.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Either::Right(Box::pin(async move {
+            match node.authenticate(req.req.extensions(), req.req.headers()).await {
+                Ok(identity) => {
+                    req.identity = identity;
+                    inner.call(req).await
+                }
+                Err(mut refusal) => {
+                    refusal.extensions_mut().insert(Source::Denied);
+                    Ok(*refusal)
+                }
+            }
+        }))
+    }
+}
+
+// ---- 6. routing ----
 
 #[derive(Clone)]
 struct Route {
