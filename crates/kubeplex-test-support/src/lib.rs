@@ -8,7 +8,9 @@
 #![forbid(unsafe_code)]
 
 pub mod kubectl;
+pub mod node;
 pub mod stack;
+pub mod tls;
 pub mod watchers;
 
 use std::time::Duration;

@@ -1,0 +1,155 @@
+//! The node-local mode's test cluster: the fake apiserver with RBAC, the Node authorizer,
+//! TokenReview and SubjectAccessReview, and kubeplex in front of it with `--mode node` (TLS, a
+//! cluster CA that signs its serving certificate and the clients' certificates).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubeplex::cache::fanout::WatchConfig;
+use kubeplex::cache::StoreLimits;
+use kubeplex::serve::{Mode, NodeConfig, Proxy};
+use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
+use kubeplex::sim::seed::{self, ClusterShape};
+use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::upstream::review::ReviewConfig;
+use kubeplex::upstream::{Upstream, UpstreamConfig};
+
+use crate::tls::Pki;
+
+pub const KUBEPLEX_TOKEN: &str = "kubeplex-sa-token";
+pub const READER_TOKEN: &str = "reader-sa-token";
+pub const NOBODY_TOKEN: &str = "nobody-token";
+pub const ADMIN_TOKEN: &str = "admin-token";
+pub const VIEWER_TOKEN: &str = "viewer-token";
+
+/// The cluster's identities: kubeplex's ServiceAccount, a namespace-scoped reader, a
+/// cluster-wide viewer, a token with no rights, an admin (`system:masters`).
+pub fn policy() -> Auth {
+    Auth::new()
+        .proxy_service_account(
+            KUBEPLEX_TOKEN,
+            "kube-system",
+            "kubeplex",
+            vec![Rule::read(&[""], &["pods", "configmaps", "nodes", "namespaces"])],
+        )
+        // A namespace-scoped reader: configmaps and pods of team-0 only.
+        .service_account_token(READER_TOKEN, "team-0", "reader")
+        .grant(
+            Subject::service_account("team-0", "reader"),
+            Some("team-0"),
+            vec![Rule::read(&[""], &["configmaps", "pods"])],
+        )
+        // A cluster-wide reader of pods and configmaps (a ClusterRole).
+        .token(VIEWER_TOKEN, UserInfo::new("viewer"))
+        .grant(Subject::user("viewer"), None, vec![Rule::read(&[""], &["configmaps", "pods"])])
+        // Authenticated, with no rights at all.
+        .token(NOBODY_TOKEN, UserInfo::new("nobody"))
+        .token(ADMIN_TOKEN, UserInfo::new("admin").with_group("system:masters"))
+}
+
+/// The fake apiserver (with [`policy`]) and kubeplex in node mode in front of it.
+pub struct Node {
+    pub sim: Sim,
+    pub proxy: Proxy,
+    /// The cluster CA: it signs kubeplex's serving certificate and client certificates.
+    pub pki: Pki,
+    /// Where the test's files are (certificates, kubeconfigs).
+    pub dir: PathBuf,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Node {
+    pub async fn start() -> Node {
+        let shape = ClusterShape { nodes: 3, namespaces: 3, pods: 30, configmaps: 12, services: 0 };
+        let sim =
+            SimBuilder::new().seed(seed::cluster(shape)).auth(policy()).start().await.unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "kubeplex-node-{}-{}",
+            std::process::id(),
+            sim.addr().port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("upstream.kubeconfig");
+        std::fs::write(&kubeconfig, sim.kubeconfig_with_token(KUBEPLEX_TOKEN)).unwrap();
+        let upstream =
+            Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap()).unwrap();
+        let pki = Pki::new("test-cluster-ca");
+        let (cert, key) = pki.server().write(&dir, "serving");
+        let ca = dir.join("client-ca.crt");
+        std::fs::write(&ca, &pki.ca_pem).unwrap();
+        let caches = CachesConfig {
+            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
+            idle_timeout: Duration::from_secs(600),
+            preload: vec!["pods".into(), "configmaps".into()],
+            watch: WatchConfig::default(),
+            freshness: FreshnessConfig::default(),
+        };
+        let mode = Mode::Node(NodeConfig {
+            tls: kubeplex_net::TlsConfig::new(cert, key).with_client_ca(ca),
+            anonymous: true,
+            reviews: ReviewConfig::default(),
+        });
+        let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let proxy = Proxy::start_mode(upstream, local, Some(local), caches, mode).await.unwrap();
+        let node = Node { sim, proxy, pki, dir: dir.clone(), _dir: tempdir::Dir(dir) };
+        node.wait_ready().await;
+        node
+    }
+
+    async fn wait_ready(&self) {
+        let admin = self.proxy.admin_addr.unwrap().to_string();
+        for _ in 0..200 {
+            if crate::get(&admin, "/readyz").await.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("kubeplex never became ready");
+    }
+
+    pub fn addr(&self) -> String {
+        self.proxy.addr.to_string()
+    }
+
+    fn metrics(&self) -> String {
+        self.proxy.state.metrics.render().into_iter().map(char::from).collect()
+    }
+
+    /// Requests counted by kubeplex with `source`, and with `source` and a code other than 200.
+    pub fn served(&self, source: &str) -> (u64, u64) {
+        let (mut all, mut not_ok) = (0, 0);
+        for line in self.metrics().lines().filter(|l| l.starts_with("kubeplex_requests_total{")) {
+            if !line.contains(&format!("source=\"{source}\"")) {
+                continue;
+            }
+            let n: u64 =
+                line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+            all += n;
+            if !line.contains("code=\"200\"") {
+                not_ok += n;
+            }
+        }
+        (all, not_ok)
+    }
+
+    /// The reviews the fake apiserver answered, of `kind` (`tokenreview`, `subjectaccessreview`).
+    pub fn sim_reviews(&self, kind: &str) -> u64 {
+        self.sim
+            .metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("kubeplex_sim_reviews_total{") && l.contains(kind))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+}

@@ -1,0 +1,197 @@
+//! TLS for the node mode's tests: a throwaway PKI (a CA that signs kubeplex's serving
+//! certificate and the clients' certificates, as a cluster CA does) and an HTTPS client that
+//! presents a client certificate or a bearer token, over HTTP/1.1 or HTTP/2 by ALPN.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+use crate::Resp;
+
+/// A CA and what it signs, as PEM.
+pub struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+    pub ca_pem: String,
+}
+
+/// A certificate and its key, PEM.
+#[derive(Clone)]
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Pki {
+    pub fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca =
+            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("ca");
+        let ca_pem = ca.pem();
+        Pki { ca, ca_pem }
+    }
+
+    /// A serving certificate for the loopback addresses.
+    pub fn server(&self) -> Issued {
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).expect("params");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &self.ca).expect("server cert");
+        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+    }
+
+    /// A client certificate: user = `cn`, groups = `orgs` (the apiserver's x509 mapping).
+    pub fn client(&self, cn: &str, orgs: &[&str]) -> Issued {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        // rcgen keeps one value per attribute type; further O's go in as the same OID.
+        for (i, org) in orgs.iter().enumerate() {
+            let ty = if i == 0 {
+                DnType::OrganizationName
+            } else {
+                DnType::CustomDnType(vec![2, 5, 4, 10])
+            };
+            params.distinguished_name.push(ty, *org);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.ca).expect("client cert");
+        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+    }
+}
+
+impl Issued {
+    /// Writes `NAME.crt` and `NAME.key` into `dir`; their paths.
+    pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+        std::fs::write(&cert, &self.cert_pem).expect("write cert");
+        std::fs::write(&key, &self.key_pem).expect("write key");
+        (cert, key)
+    }
+}
+
+/// How a client proves who it is.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    pub cert: Option<Issued>,
+    pub token: Option<String>,
+}
+
+impl Credentials {
+    pub fn none() -> Self {
+        Credentials::default()
+    }
+    pub fn cert(cert: Issued) -> Self {
+        Credentials { cert: Some(cert), token: None }
+    }
+    pub fn token(token: &str) -> Self {
+        Credentials { cert: None, token: Some(token.to_string()) }
+    }
+}
+
+/// An HTTPS client trusting `ca_pem`, with `credentials`.
+#[derive(Clone)]
+pub struct TlsClient {
+    config: Arc<rustls::ClientConfig>,
+    token: Option<String>,
+}
+
+impl TlsClient {
+    pub fn new(ca_pem: &str, credentials: &Credentials, http2: bool) -> TlsClient {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+            roots.add(cert.expect("ca pem")).expect("ca");
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots);
+        let mut config = match &credentials.cert {
+            Some(c) => {
+                let chain = rustls_pemfile::certs(&mut c.cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("cert pem");
+                let key = rustls_pemfile::private_key(&mut c.key_pem.as_bytes())
+                    .expect("key pem")
+                    .expect("a key");
+                builder.with_client_auth_cert(chain, key).expect("client auth")
+            }
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols =
+            if http2 { vec![b"h2".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+        TlsClient { config: Arc::new(config), token: credentials.token.clone() }
+    }
+
+    /// One request on a new connection; the whole answer.
+    pub async fn request(
+        &self,
+        addr: &str,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let step = Duration::from_secs(10);
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let tls = tokio::time::timeout(
+            step,
+            tokio_rustls::TlsConnector::from(self.config.clone()).connect(name, tcp),
+        )
+        .await
+        .expect("handshake timed out")
+        .expect("handshake");
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let mut req = Request::builder().method(method).uri(format!("https://{addr}{path}"));
+        if !h2 {
+            req = req.header("Host", addr);
+        }
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::new())).expect("request");
+        let io = TokioIo::new(tls);
+        let resp = if h2 {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .expect("h2 handshake");
+            tokio::spawn(conn);
+            tokio::time::timeout(step, sender.send_request(req)).await.expect("timed out")
+        } else {
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(io).await.expect("h1 handshake");
+            tokio::spawn(conn);
+            tokio::time::timeout(step, sender.send_request(req)).await.expect("timed out")
+        }
+        .expect("response");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(step, resp.into_body().collect())
+            .await
+            .expect("body timed out")
+            .expect("body")
+            .to_bytes();
+        Resp { status, headers, body }
+    }
+
+    pub async fn get(&self, addr: &str, path: &str) -> Resp {
+        self.request(addr, Method::GET, path, &[("Accept", "application/json")]).await
+    }
+}

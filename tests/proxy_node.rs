@@ -1,0 +1,182 @@
+//! The node-local mode against the fake apiserver with RBAC, the Node authorizer, TokenReview
+//! and SubjectAccessReview (`kubeplex_sim::auth`): for several identities — a ServiceAccount
+//! token, a node's client certificate, a token with no rights, anonymous, a bad token, a
+//! certificate of another CA — every read through kubeplex gets the status the apiserver gives
+//! that identity directly, what is allowed is served from the cache, and nothing is ever
+//! served from the cache for a request the upstream would refuse.
+
+use kubeplex_test_support as support;
+use support::node::{Node, ADMIN_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
+use support::tls::{Credentials, Pki, TlsClient};
+
+/// How a test identity reaches kubeplex, and how the same identity reaches the apiserver
+/// directly (a certificate identity by an admin impersonating it, as the apiserver would see
+/// the certificate's user and groups).
+struct Who {
+    name: &'static str,
+    through: Credentials,
+    direct: Vec<(&'static str, String)>,
+}
+
+fn identities(pki: &Pki, other: &Pki) -> Vec<Who> {
+    let bearer = |t: &str| vec![("Authorization", format!("Bearer {t}"))];
+    vec![
+        Who {
+            name: "reader",
+            through: Credentials::token(READER_TOKEN),
+            direct: bearer(READER_TOKEN),
+        },
+        Who {
+            name: "viewer",
+            through: Credentials::token(VIEWER_TOKEN),
+            direct: bearer(VIEWER_TOKEN),
+        },
+        Who {
+            name: "node-0",
+            through: Credentials::cert(pki.client("system:node:node-0", &["system:nodes"])),
+            direct: vec![
+                ("Authorization", format!("Bearer {ADMIN_TOKEN}")),
+                ("Impersonate-User", "system:node:node-0".into()),
+                ("Impersonate-Group", "system:nodes".into()),
+            ],
+        },
+        Who {
+            name: "nobody",
+            through: Credentials::token(NOBODY_TOKEN),
+            direct: bearer(NOBODY_TOKEN),
+        },
+        Who { name: "anonymous", through: Credentials::none(), direct: vec![] },
+        Who { name: "bad-token", through: Credentials::token("forged"), direct: bearer("forged") },
+    ]
+    .into_iter()
+    .chain(std::iter::once(Who {
+        // A certificate the cluster CA did not sign: 401 from kubeplex; the apiserver would
+        // refuse it the same way, which a plain-HTTP fake cannot show, so its direct twin is a
+        // token the apiserver does not know.
+        name: "foreign-cert",
+        through: Credentials::cert(other.client("system:node:node-0", &["system:nodes"])),
+        direct: bearer("forged"),
+    }))
+    .collect()
+}
+
+/// Every kind of read: own namespace, another, cluster-wide, by name, node-narrowed, watches.
+fn reads() -> Vec<&'static str> {
+    vec![
+        "/api/v1/namespaces/team-0/configmaps?resourceVersion=0",
+        "/api/v1/namespaces/team-1/configmaps?resourceVersion=0",
+        "/api/v1/configmaps?resourceVersion=0",
+        "/api/v1/namespaces/team-0/configmaps/config-0?resourceVersion=0",
+        "/api/v1/namespaces/team-1/configmaps/config-1?resourceVersion=0",
+        "/api/v1/namespaces/team-0/pods?resourceVersion=0",
+        "/api/v1/pods?resourceVersion=0",
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-0",
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-1",
+        "/api/v1/namespaces/team-0/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1",
+        "/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=1",
+        "/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=1&fieldSelector=spec.nodeName%3Dnode-0",
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_identity_gets_the_apiservers_answer_and_only_allowed_reads_come_from_the_cache() {
+    let node = Node::start().await;
+    let other = Pki::new("not-the-cluster-ca");
+    let upstream = node.sim.addr().to_string();
+    let mut allowed = 0;
+    let mut refused = 0;
+    let mut table = Vec::new();
+    for who in identities(&node.pki, &other) {
+        let client = TlsClient::new(&node.pki.ca_pem, &who.through, false);
+        for path in reads() {
+            let headers: Vec<(&str, &str)> = std::iter::once(("Accept", "application/json"))
+                .chain(who.direct.iter().map(|(k, v)| (*k, v.as_str())))
+                .collect();
+            let direct = support::request(&upstream, http::Method::GET, path, &headers, None).await;
+            let through = client.get(&node.addr(), path).await;
+            table.push(format!("{:12} {} {} {}", who.name, direct.status, through.status, path));
+            assert_eq!(through.status, direct.status, "{}: {path}", who.name);
+            if direct.status == 200 {
+                allowed += 1;
+                if !path.contains("watch=1") {
+                    assert_eq!(
+                        through.body, direct.body,
+                        "{}: {path}: the apiserver's bytes",
+                        who.name
+                    );
+                }
+            } else {
+                refused += 1;
+                // The refusal is the apiserver's Status, byte for byte.
+                assert_eq!(through.body, direct.body, "{}: {path}", who.name);
+            }
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    // Each identity is allowed something and refused something, or the matrix proves little.
+    assert!(allowed >= 18 && refused >= 60, "allowed {allowed}, refused {refused}");
+    let (from_cache, cache_not_ok) = node.served("cache");
+    let (denied, _) = node.served("denied");
+    assert_eq!(cache_not_ok, 0, "nothing refused came from the cache");
+    assert_eq!(from_cache, allowed, "every allowed read was served from the cache");
+    assert_eq!(denied, refused, "every refusal was kubeplex's own, without a request upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_is_reviewed_once_for_many_reads() {
+    let node = Node::start().await;
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::token(READER_TOKEN), true);
+    let path = "/api/v1/namespaces/team-0/configmaps?resourceVersion=0";
+    let first = client.get(&node.addr(), path).await;
+    assert_eq!(first.status, 200);
+    let (tokens, accesses) =
+        (node.sim_reviews("tokenreview"), node.sim_reviews("subjectaccessreview"));
+    assert_eq!((tokens, accesses), (1, 1));
+    for _ in 0..20 {
+        let again = client.get(&node.addr(), path).await;
+        assert_eq!(again.status, 200);
+        assert_eq!(again.body, first.body);
+    }
+    assert_eq!(node.sim_reviews("tokenreview"), tokens, "the token's identity is cached");
+    assert_eq!(node.sim_reviews("subjectaccessreview"), accesses, "the decision is cached");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_keeps_the_clients_identity() {
+    let node = Node::start().await;
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let as_node = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), true);
+    let as_reader = TlsClient::new(&node.pki.ca_pem, &Credentials::token(READER_TOKEN), true);
+    let anonymous = TlsClient::new(&node.pki.ca_pem, &Credentials::none(), true);
+    let addr = node.addr();
+    // Not cacheable (a consistent read of a quiet resource passes through, and the node's own
+    // Node object), so these reach the upstream with the client's identity.
+    let own = as_node.get(&addr, "/api/v1/nodes/node-0").await;
+    assert_eq!(own.status, 200, "the node reads its own Node, impersonated");
+    let other = as_node.get(&addr, "/api/v1/nodes/node-1").await;
+    assert_eq!(other.status, 403);
+    assert!(other.json()["message"].as_str().unwrap().contains(r#"User "system:node:node-0""#));
+    let mine = as_reader.get(&addr, "/api/v1/namespaces/team-0/services").await;
+    assert_eq!(mine.status, 403, "the reader's token went upstream as is: {}", mine.json());
+    assert!(mine.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains(r#"User "system:serviceaccount:team-0:reader""#));
+    let anon = anonymous.get(&addr, "/api/v1/namespaces/team-0/services").await;
+    assert_eq!(anon.status, 403);
+    assert!(anon.json()["message"].as_str().unwrap().contains(r#"User "system:anonymous""#));
+    // A certificate user's own impersonation is reviewed for it, not for kubeplex.
+    let impersonating = as_node
+        .request(
+            &addr,
+            http::Method::GET,
+            "/api/v1/namespaces/team-0/configmaps",
+            &[("Accept", "application/json"), ("Impersonate-User", "admin")],
+        )
+        .await;
+    assert_eq!(impersonating.status, 403);
+    assert_eq!(
+        impersonating.json()["message"],
+        r#"users "admin" is forbidden: User "system:node:node-0" cannot impersonate resource "users" in API group "" at the cluster scope"#
+    );
+}
