@@ -36,6 +36,8 @@ pub struct Metrics {
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
     pub freshness: FreshnessMetrics,
+    /// Discovery's entries, their staleness and fetches (see `serve::resources`).
+    pub discovery: crate::serve::resources::DiscoveryMetrics,
     pub lean: LeanCounters,
     /// Requests whose handler panicked (answered 500; see `serve::stack`).
     pub panics: IntCounter,
@@ -149,6 +151,7 @@ impl Metrics {
         let cache = CacheMetrics::new(&registry)?;
         let upstream = UpstreamMetrics::new(&registry)?;
         let freshness = FreshnessMetrics::new(&registry)?;
+        let discovery = crate::serve::resources::DiscoveryMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
                 "kubeplex_lean_http1_requests_total",
@@ -170,6 +173,7 @@ impl Metrics {
             panics,
             lean,
             freshness,
+            discovery,
             cache,
             upstream,
             registry,
