@@ -28,6 +28,18 @@ const OUTAGE: Duration = Duration::from_secs(5);
 const SYNC_WAIT: Duration = Duration::from_secs(1);
 
 const JSON: &str = "application/json";
+const UPDATED: &str = "kubeplex_cache_updated_timestamp_seconds";
+
+/// When the pods cache last heard from the upstream (Unix seconds), as its metric says.
+async fn heard(stack: &Stack) -> u64 {
+    let at = stack.metric_sum(UPDATED, &["resource=\"pods/v1\"", "encoding=\"json\""]).await;
+    assert!(at > 0, "no {UPDATED} for pods");
+    at
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
 
 fn shape() -> ClusterShape {
     ClusterShape { nodes: 2, namespaces: 2, pods: 12, configmaps: 4, services: 2 }
@@ -123,6 +135,9 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
     assert_eq!(stack.served_verb_from("LIST", "cache").await - cached_lists, 4 * rounds);
     assert_eq!(stack.served_verb_from("GET", "cache").await - cached_gets, rounds);
     assert_eq!(stack.served_from("upstream").await, from_upstream);
+    // The metrics say how stale: the pods cache last heard from the upstream before the outage.
+    let behind = now_secs() - heard(&stack).await;
+    assert!(behind + 1 >= OUTAGE.as_secs(), "pods cache last heard {behind} s ago");
     // Discovery says it is stale, and why.
     assert!(stack.metric("kubeplex_discovery_stale_entries").await >= 1);
     assert!(stack.metric_sum("kubeplex_discovery_fetches_total", &["result=\"error\""]).await >= 1);
@@ -191,6 +206,8 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
     })
     .await;
     assert!(caught_up, "lists from the cache converge to the apiserver's state");
+    let behind = now_secs() - heard(&stack).await;
+    assert!(behind <= 2, "pods cache heard from the upstream again ({behind} s ago)");
     // Discovery answers again: nothing stale.
     let fresh = eventually(Duration::from_secs(20), || async {
         let _ = get(&addr, "/api/v1/pods?resourceVersion=0").await;
