@@ -224,6 +224,7 @@ impl CacheArgs {
                 consistent_wait: self.consistent_read_wait,
                 probe_min_list_bytes: self.consistent_list_probe_min_bytes,
             },
+            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         }
     }
 }

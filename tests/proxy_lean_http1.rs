@@ -32,6 +32,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         preload: vec!["configmaps".into(), "pods".into()],
         watch: Default::default(),
         freshness: Default::default(),
+        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
     };
     let hyper = Proxy::start_with(
         upstream,

@@ -85,6 +85,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         preload: Vec::new(),
         watch: Default::default(),
         freshness: Default::default(),
+        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
     };
     let proxy =
         Proxy::start(up, "127.0.0.1:0".parse().expect("addr"), None, caches).await.expect("proxy");

@@ -43,6 +43,8 @@ pub struct Metrics {
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
     pub freshness: FreshnessMetrics,
+    /// Discovery's entries, their staleness and fetches (see `serve::resources`).
+    pub discovery: crate::serve::resources::DiscoveryMetrics,
     pub lean: LeanCounters,
     /// Requests whose handler panicked (answered 500; see `serve::stack`).
     pub panics: IntCounter,
@@ -157,6 +159,7 @@ impl Metrics {
         let upstream = UpstreamMetrics::new(&registry)?;
         let reviews = ReviewMetrics::new(&registry)?;
         let freshness = FreshnessMetrics::new(&registry)?;
+        let discovery = crate::serve::resources::DiscoveryMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
                 "kubeplex_lean_http1_requests_total",
@@ -178,6 +181,7 @@ impl Metrics {
             panics,
             lean,
             freshness,
+            discovery,
             cache,
             upstream,
             reviews,

@@ -161,7 +161,11 @@ impl Proxy {
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
             upstream: upstream.clone(),
-            resources: Resources::new(upstream.clone()),
+            resources: Resources::new(
+                upstream.clone(),
+                caches.discovery_ttl,
+                metrics.discovery.clone(),
+            ),
             caches: Caches::new(upstream, metrics.cache.clone(), metrics.upstream.clone(), caches),
             metrics,
             pages: cached::page_cache(PAGE_CACHE_BYTES),

@@ -1,6 +1,21 @@
 //! What the upstream serves, learned from its discovery documents: resource ↔ kind,
-//! group/version, scope, verbs. Fetched per group-version on first use and refreshed after a
-//! while, so resources added to the cluster (CRDs) are found without a restart.
+//! group/version, scope, verbs. Fetched per group-version on first use and refreshed once its
+//! TTL has passed, so resources added to the cluster (CRDs) are found without a restart.
+//!
+//! Outages (issue 13): the cache can only answer for a resource discovery knows, so discovery
+//! must outlive the upstream. An entry past its TTL is **stale-while-error**: it keeps being
+//! used while its refresh fails (the upstream unreachable, a 5xx, a 429 — anything but an
+//! answer), for as long as the outage lasts, and is replaced as soon as the upstream answers
+//! again. A 404 is an answer: the group-version is gone (a CRD deleted), and so are its
+//! resources. A stale entry is refreshed in the background, one refresh per group-version at a
+//! time; its readers never wait for it. A group-version seen for the first time is fetched
+//! while its first reader waits, and readers arriving meanwhile share that one fetch.
+//!
+//! Bounded: at most [`MAX_GROUP_VERSIONS`] group-versions are remembered. Paths can name any
+//! group-version (`/apis/x1/v1/foo`, `/apis/x2/v1/foo`, …) and each unknown one is remembered
+//! as empty (one discovery call per TTL, not one per request), so when the map is full the
+//! least recently used entry that serves nothing is dropped first: a flood of made-up
+//! group-versions cannot push out what the cache serves from during an outage.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,34 +23,138 @@ use std::time::{Duration, Instant};
 
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
 use crate::upstream::{Upstream, UpstreamBody};
 
-/// How long a group-version's discovery document is trusted before it is fetched again.
-const DISCOVERY_TTL: Duration = Duration::from_secs(300);
+/// How long a group-version's discovery document is trusted before it is fetched again (the
+/// default of [`Resources::new`]'s `ttl`).
+pub const DISCOVERY_TTL: Duration = Duration::from_secs(300);
+/// Group-versions remembered at most (a cluster serves a few dozen; CRD-heavy ones hundreds).
+pub const MAX_GROUP_VERSIONS: usize = 1024;
 /// Discovery documents are small; refuse anything absurd.
 const MAX_DISCOVERY_BYTES: usize = 16 * 1024 * 1024;
+/// One discovery fetch may take this long (the upstream client has no overall timeout:
+/// watches are long); a hung upstream then counts as failing and the stale entry is kept.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// A failed refresh of a stale entry is retried no sooner than this (or the TTL, if shorter):
+/// during an outage, readers of a stale entry must not each make a connection attempt.
+const RETRY_FAILED: Duration = Duration::from_secs(5);
 
 pub use crate::wire::resource::ResourceInfo;
 
-struct Entry {
-    fetched: Instant,
-    resources: HashMap<String, Arc<ResourceInfo>>,
+/// A group-version's resources, by name.
+type Found = Arc<HashMap<String, Arc<ResourceInfo>>>;
+type GroupVersion = (String, String);
+
+/// What one discovery fetch came to.
+enum Fetched {
+    /// The upstream's answer: the group-version's resources (none when it answered 404).
+    Answer(Found),
+    /// No answer (transport error, timeout, 5xx, 429, a refusal, an unreadable body).
+    Failed(String),
+}
+
+/// One group-version.
+struct Slot {
+    /// The upstream's last answer, and when it came; `None` until it first answered.
+    answer: Option<(Instant, Found)>,
+    /// When the last fetch failed, if it did (a stale answer is being served meanwhile).
+    failed: Option<Instant>,
+    /// Held while this group-version is fetched: one fetch at a time.
+    flight: Arc<tokio::sync::Mutex<()>>,
+    /// Fetches finished: a reader that waited for another's fetch takes its result.
+    attempts: u64,
+    /// Last read, for eviction.
+    used: Instant,
+}
+
+impl Slot {
+    fn new(now: Instant) -> Slot {
+        Slot {
+            answer: None,
+            failed: None,
+            flight: Arc::new(tokio::sync::Mutex::new(())),
+            attempts: 0,
+            used: now,
+        }
+    }
+
+    /// Serves no resource: never answered, or answered with none.
+    fn serves_nothing(&self) -> bool {
+        self.answer.as_ref().is_none_or(|(_, found)| found.is_empty())
+    }
+
+    /// Whether the entry is served although its TTL passed, because refreshing it failed.
+    fn stale(&self) -> bool {
+        self.answer.is_some() && self.failed.is_some()
+    }
+}
+
+/// Discovery's metrics: how many group-versions are remembered, how many are served stale
+/// because the upstream cannot be reached, and how fetches went.
+#[derive(Clone)]
+pub struct DiscoveryMetrics {
+    /// Fetches of a discovery document by result: `ok`, `gone` (404), `error` (no answer).
+    pub fetches: IntCounterVec,
+    /// Group-versions answered from their last discovery document because refreshing it
+    /// failed: non-zero means the upstream is unreachable and reads come from the last state.
+    pub stale: IntGauge,
+    /// Group-versions remembered (at most [`MAX_GROUP_VERSIONS`]).
+    pub entries: IntGauge,
+}
+
+impl DiscoveryMetrics {
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = DiscoveryMetrics {
+            fetches: IntCounterVec::new(
+                Opts::new(
+                    "kubeplex_discovery_fetches_total",
+                    "Fetches of a group-version's discovery document from the upstream, by result: ok, gone (404: the group-version is not served), error (no answer: unreachable, timeout, 5xx, 429; the last answer stays in use).",
+                ),
+                &["result"],
+            )?,
+            stale: IntGauge::new(
+                "kubeplex_discovery_stale_entries",
+                "Group-versions whose discovery document is past its TTL and could not be refreshed, so the last one the upstream gave is still used (the upstream is unreachable; cached reads go on from the last state).",
+            )?,
+            entries: IntGauge::new(
+                "kubeplex_discovery_entries",
+                "Group-versions whose discovery the proxy remembers (bounded).",
+            )?,
+        };
+        registry.register(Box::new(m.fetches.clone()))?;
+        registry.register(Box::new(m.stale.clone()))?;
+        registry.register(Box::new(m.entries.clone()))?;
+        Ok(m)
+    }
 }
 
 /// Discovery cache over the upstream.
 pub struct Resources {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     upstream: Arc<Upstream>,
-    by_gv: Mutex<HashMap<(String, String), Entry>>,
+    /// How long an answer is used before it is refreshed.
+    ttl: Duration,
+    metrics: DiscoveryMetrics,
+    by_gv: Mutex<HashMap<GroupVersion, Slot>>,
 }
 
 impl Resources {
-    pub fn new(upstream: Arc<Upstream>) -> Self {
-        Resources { upstream, by_gv: Mutex::new(HashMap::new()) }
+    /// Discovery of `upstream`, each answer refreshed after `ttl` ([`DISCOVERY_TTL`] by
+    /// default).
+    pub fn new(upstream: Arc<Upstream>, ttl: Duration, metrics: DiscoveryMetrics) -> Self {
+        let by_gv = Mutex::new(HashMap::new());
+        Resources { inner: Arc::new(Inner { upstream, ttl, metrics, by_gv }) }
     }
 
-    /// The resource, if the upstream serves it (a failed discovery fetch counts as "unknown":
-    /// the request is then passed through, which is always safe).
+    /// The resource, if the upstream serves it — or, while the upstream cannot be reached,
+    /// served it when it last answered. `None` for a resource it does not serve, and when its
+    /// group-version was never answered (the request is then passed through, which is always
+    /// safe).
     pub async fn lookup(
         &self,
         group: &str,
@@ -43,69 +162,201 @@ impl Resources {
         resource: &str,
     ) -> Option<Arc<ResourceInfo>> {
         let key = (group.to_string(), version.to_string());
+        let found = self.inner.clone().resources(key).await?;
+        found.get(resource).cloned()
+    }
+
+    /// The resource if its discovery document is already known, fresh or not (never fetches:
+    /// for labelling metrics, where a request's path must not cause upstream calls).
+    pub fn known(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = map.get(&(group.to_string(), version.to_string()))?;
+        slot.answer.as_ref()?.1.get(resource).cloned()
+    }
+
+    /// Group-versions served from a stale answer because refreshing it failed.
+    pub fn stale_entries(&self) -> usize {
+        let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().filter(|s| s.stale()).count()
+    }
+}
+
+impl Inner {
+    /// The group-version's resources: its answer while fresh; a stale one while a background
+    /// refresh runs (or failed recently); otherwise fetched now, one fetch at a time.
+    async fn resources(self: Arc<Self>, key: GroupVersion) -> Option<Found> {
+        let now = Instant::now();
+        let (flight, seen) = {
+            let mut map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = self.slot(&mut map, &key, now);
+            slot.used = now;
+            if let Some((fetched, found)) = &slot.answer {
+                let found = found.clone();
+                if now.duration_since(*fetched) >= self.ttl && self.may_retry(slot, now) {
+                    // Stale: refreshed in the background unless a fetch is under way; its
+                    // readers are answered from the last answer meanwhile.
+                    if let Ok(turn) = slot.flight.clone().try_lock_owned() {
+                        let this = self.clone();
+                        tokio::spawn(async move {
+                            let fetched = this.fetch(&key).await;
+                            this.record(&key, fetched);
+                            drop(turn);
+                        });
+                    }
+                }
+                return Some(found);
+            }
+            (slot.flight.clone(), slot.attempts)
+        };
+        // Never answered: this reader waits for a fetch — its own, or one under way.
+        let _turn = flight.lock_owned().await;
         {
             let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(e) = map.get(&key).filter(|e| e.fetched.elapsed() < DISCOVERY_TTL) {
-                return e.resources.get(resource).cloned();
+            if let Some(slot) = map.get(&key).filter(|s| s.attempts != seen) {
+                return slot.answer.as_ref().map(|(_, found)| found.clone());
             }
         }
-        // A group-version the upstream does not serve is remembered as empty, so unknown paths
-        // cost one discovery call per TTL, not one per request; transport errors are not.
-        let resources = self.fetch(group, version).await?;
-        let found = resources.get(resource).cloned();
-        self.by_gv
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Entry { fetched: Instant::now(), resources });
-        found
+        let fetched = self.fetch(&key).await;
+        self.record(&key, fetched)
     }
 
-    /// The resource if its discovery document is already known (never fetches: for labelling
-    /// metrics, where a request's path must not cause upstream calls).
-    pub fn known(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&(group.to_string(), version.to_string()))?.resources.get(resource).cloned()
+    /// Whether a stale entry's refresh may be tried now: not within [`RETRY_FAILED`] (or the
+    /// TTL, if shorter) of a failed one.
+    fn may_retry(&self, slot: &Slot, now: Instant) -> bool {
+        slot.failed.is_none_or(|at| now.duration_since(at) >= RETRY_FAILED.min(self.ttl))
     }
 
-    async fn fetch(
+    /// The key's slot, created if need be — after dropping another when the map is full.
+    fn slot<'m>(
         &self,
-        group: &str,
-        version: &str,
-    ) -> Option<HashMap<String, Arc<ResourceInfo>>> {
+        map: &'m mut HashMap<GroupVersion, Slot>,
+        key: &GroupVersion,
+        now: Instant,
+    ) -> &'m mut Slot {
+        if !map.contains_key(key) {
+            if map.len() >= MAX_GROUP_VERSIONS {
+                evict(map);
+            }
+            map.insert(key.clone(), Slot::new(now));
+            self.metrics.entries.set(map.len() as i64);
+        }
+        map.entry(key.clone()).or_insert_with(|| Slot::new(now))
+    }
+
+    /// Applies a fetch's result; the group-version's resources as now known.
+    fn record(&self, key: &GroupVersion, fetched: Fetched) -> Option<Found> {
+        let now = Instant::now();
+        let mut map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = self.slot(&mut map, key, now);
+        slot.attempts += 1;
+        match fetched {
+            Fetched::Answer(found) => {
+                let result = if found.is_empty() { "gone" } else { "ok" };
+                self.metrics.fetches.with_label_values(&[result]).inc();
+                if slot.failed.take().is_some() && slot.answer.is_some() {
+                    tracing::info!(group = %key.0, version = %key.1, "discovery answers again; stale entry replaced");
+                }
+                slot.answer = Some((now, found));
+            }
+            Fetched::Failed(error) => {
+                self.metrics.fetches.with_label_values(&["error"]).inc();
+                let first = slot.failed.is_none();
+                slot.failed = Some(now);
+                match &slot.answer {
+                    Some((fetched, _)) if first => tracing::warn!(
+                        group = %key.0, version = %key.1, %error,
+                        answered_secs_ago = now.duration_since(*fetched).as_secs(),
+                        "discovery refresh failed; serving its last answer until the upstream answers"
+                    ),
+                    Some(_) => {
+                        tracing::debug!(group = %key.0, version = %key.1, %error, "discovery refresh failed again")
+                    }
+                    None => {
+                        tracing::debug!(group = %key.0, version = %key.1, %error, "discovery fetch failed")
+                    }
+                }
+            }
+        }
+        let answer = slot.answer.as_ref().map(|(_, found)| found.clone());
+        self.metrics.stale.set(map.values().filter(|s| s.stale()).count() as i64);
+        answer
+    }
+
+    async fn fetch(&self, key: &GroupVersion) -> Fetched {
+        match tokio::time::timeout(FETCH_TIMEOUT, self.fetch_once(key)).await {
+            Ok(fetched) => fetched,
+            Err(_) => Fetched::Failed(format!("no answer within {FETCH_TIMEOUT:?}")),
+        }
+    }
+
+    async fn fetch_once(&self, (group, version): &GroupVersion) -> Fetched {
         let path = if group.is_empty() {
             format!("/api/{version}")
         } else {
             format!("/apis/{group}/{version}")
         };
         let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
-        let req = Request::builder()
+        let req = match Request::builder()
             .method(Method::GET)
             .uri(&path)
             .header(header::ACCEPT, "application/json")
             .body(body)
-            .ok()?;
-        let resp = self.upstream.send(req).await.ok()?;
+        {
+            Ok(req) => req,
+            // A group or version that makes no URI: nothing the upstream could serve.
+            Err(_) => return Fetched::Answer(Found::default()),
+        };
+        let resp = match self.upstream.send(req).await {
+            Ok(resp) => resp,
+            Err(e) => return Fetched::Failed(e.to_string()),
+        };
+        // 404: the group-version is not served (never was, or its CRD was deleted).
         if resp.status() == StatusCode::NOT_FOUND {
-            return Some(HashMap::new());
+            return Fetched::Answer(Found::default());
         }
+        // Anything else but 200 (5xx, 429, a 401/403 while credentials rotate) is no answer:
+        // what was known stays in use.
         if resp.status() != StatusCode::OK {
-            return None;
+            return Fetched::Failed(format!("upstream answered {}", resp.status()));
         }
-        let bytes = http_body_util::Limited::new(resp.into_body(), MAX_DISCOVERY_BYTES)
+        let bytes = match http_body_util::Limited::new(resp.into_body(), MAX_DISCOVERY_BYTES)
             .collect()
             .await
-            .ok()?
-            .to_bytes();
-        Some(parse_resource_list(group, version, &bytes))
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) => return Fetched::Failed(format!("reading the discovery document: {e}")),
+        };
+        match parse_resource_list(group, version, &bytes) {
+            Some(found) => Fetched::Answer(Arc::new(found)),
+            None => Fetched::Failed("malformed discovery document".to_string()),
+        }
+    }
+}
+
+/// Drops one entry of a full map: the least recently used of those that serve nothing (unknown
+/// group-versions, made-up paths), else the least recently used of all. An entry whose fetch
+/// is under way is passed over when possible (its result would recreate it at once).
+fn evict(map: &mut HashMap<GroupVersion, Slot>) {
+    let idle = |s: &Slot| Arc::strong_count(&s.flight) == 1;
+    let victim = map
+        .iter()
+        .filter(|(_, s)| s.serves_nothing() && idle(s))
+        .min_by_key(|(_, s)| s.used)
+        .or_else(|| map.iter().filter(|(_, s)| idle(s)).min_by_key(|(_, s)| s.used))
+        .or_else(|| map.iter().min_by_key(|(_, s)| s.used))
+        .map(|(k, _)| k.clone());
+    if let Some(k) = victim {
+        map.remove(&k);
     }
 }
 
 /// Parses an `APIResourceList`; subresources (`pods/status`) are not resources of their own.
+/// `None` when the body is not one.
 pub fn parse_resource_list(
     group: &str,
     version: &str,
     body: &[u8],
-) -> HashMap<String, Arc<ResourceInfo>> {
+) -> Option<HashMap<String, Arc<ResourceInfo>>> {
     #[derive(serde::Deserialize)]
     struct List {
         #[serde(default)]
@@ -121,8 +372,9 @@ pub fn parse_resource_list(
         #[serde(default)]
         verbs: Vec<String>,
     }
-    let Ok(list) = serde_json::from_slice::<List>(body) else { return HashMap::new() };
-    list.resources
+    let list = serde_json::from_slice::<List>(body).ok()?;
+    let found = list
+        .resources
         .into_iter()
         .filter(|r| !r.name.contains('/'))
         .map(|r| {
@@ -136,7 +388,8 @@ pub fn parse_resource_list(
             };
             (r.name, Arc::new(info))
         })
-        .collect()
+        .collect();
+    Some(found)
 }
 
 #[cfg(test)]

@@ -33,6 +33,10 @@ pub struct CachesConfig {
     pub watch: WatchConfig,
     /// How reads wait for a cold cache and prove a warm one fresh.
     pub freshness: FreshnessConfig,
+    /// How long a group-version's discovery answer is used before it is refreshed (it stays
+    /// in use while the refresh fails: `serve::resources`). Default
+    /// `serve::resources::DISCOVERY_TTL`.
+    pub discovery_ttl: Duration,
 }
 
 /// How long reads wait for the cache rather than passing through.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::serve::resources::DISCOVERY_TTL;
 use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
@@ -63,6 +64,20 @@ impl Stack {
         watch: WatchConfig,
         freshness: FreshnessConfig,
     ) -> Stack {
+        Self::build_discovery(builder, shape, preload, idle, watch, freshness, DISCOVERY_TTL).await
+    }
+
+    /// [`Stack::build_full`] with discovery answers refreshed after `discovery_ttl` (and kept
+    /// while refreshing them fails): outage tests use a short one.
+    pub async fn build_discovery(
+        builder: SimBuilder,
+        shape: ClusterShape,
+        preload: &[&str],
+        idle: Duration,
+        watch: WatchConfig,
+        freshness: FreshnessConfig,
+        discovery_ttl: Duration,
+    ) -> Stack {
         let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-proxy-{}-{}",
@@ -80,6 +95,7 @@ impl Stack {
             preload: preload.iter().map(|s| s.to_string()).collect(),
             watch,
             freshness,
+            discovery_ttl,
         };
         let proxy = Proxy::start(
             upstream,
