@@ -109,6 +109,7 @@ pub async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
     let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
     let defaults = CacheArgs {
+        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         cache_idle_timeout: parse_duration("15m").map_err(anyhow::Error::msg)?,
         snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
         snapshot_max: 10_000,

@@ -135,6 +135,11 @@ fn parse_http1_server(s: &str) -> Result<Http1Server, String> {
 
 #[derive(Args, Clone)]
 struct CacheArgs {
+    /// How long the upstream's discovery answers are used before they are refreshed; while
+    /// the upstream cannot be reached, the last answers are kept (reads go on being served
+    /// from the caches through an outage of any length).
+    #[arg(long, env = "KUBEPLEX_DISCOVERY_TTL", default_value = "5m", value_parser = parse_duration)]
+    discovery_ttl: std::time::Duration,
     /// Stop a resource's cache (and its upstream watch) after this long without readers.
     #[arg(long, env = "KUBEPLEX_CACHE_IDLE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
     cache_idle_timeout: std::time::Duration,
@@ -224,7 +229,7 @@ impl CacheArgs {
                 consistent_wait: self.consistent_read_wait,
                 probe_min_list_bytes: self.consistent_list_probe_min_bytes,
             },
-            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+            discovery_ttl: self.discovery_ttl,
         }
     }
 }

@@ -94,6 +94,7 @@ impl Node {
             preload: vec!["pods".into(), "configmaps".into()],
             watch: WatchConfig::default(),
             freshness: FreshnessConfig::default(),
+            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         };
         let mode = Mode::Node(NodeConfig {
             tls: kubeplex_net::TlsConfig::new(cert, key).with_client_ca(ca),
