@@ -84,6 +84,11 @@ struct ServeArgs {
     /// would all read the cache with kubeplex's identity. Refused unless set.
     #[arg(long, env = "KUBEPLEX_ALLOW_SHARED_IDENTITY_LISTENER")]
     allow_shared_identity_listener: bool,
+    /// On SIGTERM or SIGINT: readiness fails, the listener stops accepting, open watches end
+    /// (clients resume elsewhere or after the restart), requests under way get this long to
+    /// finish; then kubeplex exits 0. Keep it below the pod's terminationGracePeriodSeconds.
+    #[arg(long, env = "KUBEPLEX_SHUTDOWN_GRACE_PERIOD", default_value = "25s", value_parser = parse_duration)]
+    shutdown_grace_period: std::time::Duration,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -269,6 +274,23 @@ fn main() -> anyhow::Result<()> {
     })
 }
 
+/// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT (Ctrl-C); its name.
+async fn terminated() -> anyhow::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT").map_err(Into::into),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await?;
+        Ok("SIGINT")
+    }
+}
+
 async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let mode = a.mode()?;
     let cfg = UpstreamConfig::resolve(a.kubeconfig.as_deref(), a.context.as_deref())
@@ -278,6 +300,8 @@ async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let proxy =
         Proxy::start_mode(upstream, a.listen, Some(a.admin_listen), a.cache.config(), mode).await?;
     tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
-    tokio::signal::ctrl_c().await?;
+    let signal = terminated().await?;
+    tracing::info!(signal, "stopping");
+    proxy.shutdown(a.shutdown_grace_period).await;
     Ok(())
 }

@@ -126,6 +126,7 @@ pub async fn connection<H, F, G, GF>(
     handler: H,
     hyper_conn: G,
     counters: &LeanCounters,
+    drain: &kubeplex_net::Drain,
 ) where
     H: Fn(Request<ReqBody>) -> F,
     F: Future<Output = Response<Body>>,
@@ -135,7 +136,17 @@ pub async fn connection<H, F, G, GF>(
     // Bytes read and not yet consumed: empty (and unallocated) while the client is quiet.
     let mut pending = Vec::new();
     loop {
-        match read_head(&stream, &mut pending).await {
+        // Draining (graceful shutdown): a connection between requests closes; one with a
+        // request under way finishes it first.
+        let idle = pending.is_empty();
+        if idle && drain.is_draining() {
+            return;
+        }
+        let head = tokio::select! {
+            head = read_head(&stream, &mut pending) => head,
+            () = drain.signaled(), if idle => return,
+        };
+        match head {
             Ok(Some(Parsed::Lean { req, len, close })) => {
                 counters.requests.inc();
                 pending.drain(..len);

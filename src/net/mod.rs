@@ -13,7 +13,7 @@ use self::rewind::Rewind;
 use kubeplex_net::Body;
 
 pub use kubeplex_net::serve;
-use kubeplex_net::{accept, with_hyper};
+use kubeplex_net::{accept_until, with_hyper_until, Drain};
 
 /// Like [`serve`], with HTTP/1.1 body-less GETs (lists, gets, watches) served by the lean
 /// server of [`h1`], which keeps no buffers while a watch is idle; a connection goes to hyper
@@ -23,20 +23,55 @@ where
     H: Fn(Request<ReqBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    accept(listener, move |stream| {
-        let (handler, counters) = (handler.clone(), counters.clone());
+    serve_lean_until(listener, handler, counters, Drain::never()).await
+}
+
+/// Like [`serve_lean`], until `drain` is signalled (see `kubeplex_net::accept_until`).
+pub async fn serve_lean_until<H, F>(
+    listener: TcpListener,
+    handler: H,
+    counters: LeanCounters,
+    drain: Drain,
+) where
+    H: Fn(Request<ReqBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let conn_drain = drain.clone();
+    accept_until(listener, drain, move |stream| {
+        let (handler, counters, drain) = (handler.clone(), counters.clone(), conn_drain.clone());
         async move {
             let hyper_handler = handler.clone();
+            let hyper_drain = drain.clone();
             h1::connection(
                 stream,
                 handler,
                 move |stream, read| {
-                    with_hyper(Rewind::new(read, stream), move |req| hyper_handler(h1::boxed(req)))
+                    with_hyper_until(
+                        Rewind::new(read, stream),
+                        move |req| hyper_handler(h1::boxed(req)),
+                        hyper_drain,
+                    )
                 },
                 &counters,
+                &drain,
             )
             .await
         }
+    })
+    .await
+}
+
+/// [`serve`], until `drain` is signalled.
+pub async fn serve_until<H, F, B>(listener: TcpListener, handler: H, drain: Drain)
+where
+    H: Fn(Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn_drain = drain.clone();
+    accept_until(listener, drain, move |stream| {
+        with_hyper_until(stream, handler.clone(), conn_drain.clone())
     })
     .await
 }

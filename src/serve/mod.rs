@@ -57,6 +57,8 @@ pub struct ProxyState {
     pub pages: cached::PageCache,
     /// The node-local mode's authentication and authorization; `None` in the sidecar mode.
     pub node: Option<Arc<NodeAuth>>,
+    /// Set when a graceful shutdown begins: readiness fails from then on.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 /// Bytes of compressed list pages kept for reuse.
@@ -65,16 +67,23 @@ const PAGE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 /// How often idle caches are looked for, at most (more often for short idle timeouts).
 const REAP_EVERY: Duration = Duration::from_secs(30);
 
-/// A running proxy. Dropping it stops the listeners, the connections and the caches.
+/// A running proxy. Dropping it stops the listeners, the connections and the caches at once;
+/// [`Proxy::shutdown`] does it gracefully.
 pub struct Proxy {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
     pub state: Arc<ProxyState>,
     tasks: JoinSet<()>,
+    /// The client listener: it returns once drained (see `shutdown`).
+    client: Option<tokio::task::JoinHandle<()>>,
+    drain: kubeplex_net::DrainSignal,
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            client.abort();
+        }
         self.tasks.abort_all();
         self.state.caches.stop_all();
     }
@@ -113,6 +122,32 @@ pub enum Http1Server {
 }
 
 impl Proxy {
+    /// Graceful shutdown (SIGTERM): readiness fails at once; the client listener stops
+    /// accepting; every open watch ends cleanly (its client resumes from its last RV, against
+    /// the next kubeplex); connections finish the requests under way and close; what is still
+    /// open after `grace` is cut. Returns whether everything ended within `grace`.
+    pub async fn shutdown(mut self, grace: Duration) -> bool {
+        self.state.draining.store(true, std::sync::atomic::Ordering::Release);
+        tracing::info!(grace = ?grace, "shutting down: draining connections");
+        self.drain.drain();
+        // Watches are streams without an end of their own: ending them is what lets their
+        // connections drain.
+        self.state.caches.stop_all();
+        let drained = match self.client.take() {
+            Some(client) => {
+                let cut = client.abort_handle();
+                let drained = tokio::time::timeout(grace, client).await.is_ok();
+                cut.abort();
+                drained
+            }
+            None => true,
+        };
+        if !drained {
+            tracing::warn!(grace = ?grace, "connections still open after the grace period; closing them");
+        }
+        drained
+    }
+
     /// Binds the listeners and starts serving.
     pub async fn start(
         upstream: Upstream,
@@ -170,6 +205,7 @@ impl Proxy {
             metrics,
             pages: cached::page_cache(PAGE_CACHE_BYTES),
             node,
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -182,24 +218,28 @@ impl Proxy {
                 Err(never) => match never {},
             })
         };
-        match (mode, tls) {
+        let (drain_signal, drain) = kubeplex_net::Drain::new();
+        let client = match (mode, tls) {
             (Mode::Node(_), Some(tls)) => {
                 // TLS by hyper (HTTP/2 or HTTP/1.1 by ALPN); each request carries the client
                 // certificate's identity in its extensions.
-                tasks.spawn(kubeplex_net::serve_tls(listener, tls, move |req| {
-                    handle(crate::net::h1::boxed(req))
-                }));
+                tokio::spawn(kubeplex_net::serve_tls_until(
+                    listener,
+                    tls,
+                    move |req| handle(crate::net::h1::boxed(req)),
+                    drain,
+                ))
             }
             (Mode::Sidecar(Http1Server::Lean), _) => {
                 let counters = state.metrics.lean.clone();
-                tasks.spawn(crate::net::serve_lean(listener, handle, counters));
+                tokio::spawn(crate::net::serve_lean_until(listener, handle, counters, drain))
             }
-            _ => {
-                tasks.spawn(crate::net::serve(listener, move |req| {
-                    handle(crate::net::h1::boxed(req))
-                }));
-            }
-        }
+            _ => tokio::spawn(crate::net::serve_until(
+                listener,
+                move |req| handle(crate::net::h1::boxed(req)),
+                drain,
+            )),
+        };
         let admin_addr = match admin_listen {
             Some(a) => {
                 let l = TcpListener::bind(a).await?;
@@ -222,7 +262,7 @@ impl Proxy {
                 reaper.reap_idle();
             }
         });
-        Ok(Proxy { addr, admin_addr, state, tasks })
+        Ok(Proxy { addr, admin_addr, state, tasks, client: Some(client), drain: drain_signal })
     }
 }
 
@@ -381,6 +421,9 @@ fn admin(
             "/healthz" | "/livez" => body::respond(200, "text/plain", b"ok".to_vec()),
             // Ready when the upstream answers (passthrough works) and every configured cache
             // has synced (reads it serves are fast from the first request).
+            "/readyz" if state.draining.load(std::sync::atomic::Ordering::Acquire) => {
+                body::respond(503, "text/plain", b"shutting down".to_vec())
+            }
             "/readyz" => {
                 let upstream = state.resources.lookup("", "v1", "namespaces").await.is_some();
                 let pending = state.caches.unsynced_pinned(&state.preload_specs);

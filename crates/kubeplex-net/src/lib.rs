@@ -8,7 +8,7 @@ pub mod identity;
 pub mod tls;
 
 pub use identity::{ClientCert, RejectedClientCert};
-pub use tls::{serve_tls, TlsAcceptor, TlsConfig, TlsError};
+pub use tls::{serve_tls, serve_tls_until, TlsAcceptor, TlsConfig, TlsError};
 
 use std::convert::Infallible;
 
@@ -42,9 +42,60 @@ where
     accept(listener, move |stream| with_hyper(stream, handler.clone())).await
 }
 
+/// The graceful-shutdown signal of a listener: once it is given, the accept loop stops
+/// accepting and every connection finishes the requests it is serving and closes (an idle one
+/// at once). Cloned into each connection.
+#[derive(Clone)]
+pub struct Drain(tokio::sync::watch::Receiver<bool>);
+
+/// Gives the [`Drain`] signal.
+pub struct DrainSignal(tokio::sync::watch::Sender<bool>);
+
+impl Drain {
+    /// A signal and the drain it gives.
+    pub fn new() -> (DrainSignal, Drain) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (DrainSignal(tx), Drain(rx))
+    }
+
+    /// A drain that is never signalled.
+    pub fn never() -> Drain {
+        Drain::new().1
+    }
+
+    pub fn is_draining(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the signal is given; never, if its sender is gone without giving it.
+    pub async fn signaled(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|d| *d).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl DrainSignal {
+    pub fn drain(&self) {
+        self.0.send_replace(true);
+    }
+}
+
 /// Accepts connections until the calling task is aborted, each served by `conn` in a task of
 /// its own.
 pub async fn accept<C, CF>(listener: TcpListener, conn: C)
+where
+    C: Fn(TcpStream) -> CF,
+    CF: Future<Output = ()> + Send + 'static,
+{
+    accept_until(listener, Drain::never(), conn).await
+}
+
+/// Like [`accept`], until `drain` is signalled: then the listener is closed and this returns
+/// once every connection has ended (each sees the same signal and closes when its requests are
+/// done). The caller bounds the wait and aborts what is left.
+pub async fn accept_until<C, CF>(listener: TcpListener, drain: Drain, conn: C)
 where
     C: Fn(TcpStream) -> CF,
     CF: Future<Output = ()> + Send + 'static,
@@ -55,6 +106,7 @@ where
             a = listener.accept() => a,
             // Reap finished connections so the set does not grow without bound.
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            () = drain.signaled() => break,
         };
         let Ok((stream, _)) = accepted else {
             // Out of file descriptors and the like: back off instead of spinning.
@@ -64,6 +116,8 @@ where
         let _ = stream.set_nodelay(true);
         conns.spawn(conn(stream));
     }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
 }
 
 /// Serves one connection with hyper (HTTP/1.1 or HTTP/2, upgrades allowed).
@@ -75,11 +129,31 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    with_hyper_until(io, handler, Drain::never()).await
+}
+
+/// Like [`with_hyper`]; when `drain` is signalled the connection shuts down gracefully: it
+/// finishes the requests under way (HTTP/2: GOAWAY; HTTP/1.1: closes after the response) and
+/// closes.
+pub async fn with_hyper_until<I, H, F, B>(io: I, handler: H, drain: Drain)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let svc = hyper::service::service_fn(move |req| {
         let fut = handler(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
-    let _ = auto::Builder::new(TokioExecutor::new())
-        .serve_connection_with_upgrades(TokioIo::new(io), svc)
-        .await;
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = drain.signaled() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }

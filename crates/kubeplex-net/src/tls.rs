@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 
 use self::reload::Reloader;
 pub use self::verify::Peer;
-use crate::{accept, with_hyper};
+use crate::{accept_until, with_hyper_until};
 
 /// How often the files are looked at for changes, at most (a stat of each, no read).
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
@@ -141,8 +141,24 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    accept(listener, move |stream| {
-        let (tls, handler) = (tls.clone(), handler.clone());
+    serve_tls_until(listener, tls, handler, crate::Drain::never()).await
+}
+
+/// Like [`serve_tls`], until `drain` is signalled (see [`crate::accept_until`]).
+pub async fn serve_tls_until<H, F, B>(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    handler: H,
+    drain: crate::Drain,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn_drain = drain.clone();
+    accept_until(listener, drain, move |stream| {
+        let (tls, handler, drain) = (tls.clone(), handler.clone(), conn_drain.clone());
         async move {
             let remote = stream.peer_addr().ok();
             let TlsConn { stream, peer } = match tls.accept(stream).await {
@@ -154,10 +170,14 @@ where
                     return;
                 }
             };
-            with_hyper(stream, move |mut req: Request<Incoming>| {
-                peer.annotate(req.extensions_mut());
-                handler(req)
-            })
+            with_hyper_until(
+                stream,
+                move |mut req: Request<Incoming>| {
+                    peer.annotate(req.extensions_mut());
+                    handler(req)
+                },
+                drain,
+            )
             .await
         }
     })

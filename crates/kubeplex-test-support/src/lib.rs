@@ -115,16 +115,23 @@ pub struct Watch {
     body: Incoming,
     buf: BytesMut,
     ended: bool,
+    broken: bool,
 }
 
 pub async fn watch(addr: &str, path: &str, accept: &str) -> Watch {
-    let resp = send(addr, Method::GET, path, &[("Accept", accept)], None).await;
+    watch_with(addr, path, &[("Accept", accept)]).await
+}
+
+/// [`watch`] with any request headers.
+pub async fn watch_with(addr: &str, path: &str, headers: &[(&str, &str)]) -> Watch {
+    let resp = send(addr, Method::GET, path, headers, None).await;
     Watch {
         status: resp.status().as_u16(),
         headers: resp.headers().clone(),
         body: resp.into_body(),
         buf: BytesMut::new(),
         ended: false,
+        broken: false,
     }
 }
 
@@ -140,12 +147,19 @@ impl Watch {
                 }
                 true
             }
-            Ok(_) => {
+            Ok(end) => {
                 self.ended = true;
+                self.broken = matches!(end, Some(Err(_)));
                 false
             }
             Err(_) => false,
         }
+    }
+
+    /// Whether the stream ended with an error (a connection cut mid-response) rather than at
+    /// its end (the chunked terminator, or HTTP/2's end of stream).
+    pub fn broken(&self) -> bool {
+        self.broken
     }
 
     /// The next JSON line, raw; `None` at end of stream or after `timeout` without one.

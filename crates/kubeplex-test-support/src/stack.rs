@@ -202,3 +202,16 @@ impl Stack {
         path
     }
 }
+
+/// The caches' settings the tests start kubeplex with: `preload` started at once, the rest
+/// the defaults.
+pub fn default_caches(preload: &[&str]) -> CachesConfig {
+    CachesConfig {
+        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
+        idle_timeout: Duration::from_secs(600),
+        preload: preload.iter().map(|s| s.to_string()).collect(),
+        watch: WatchConfig::default(),
+        freshness: FreshnessConfig::default(),
+        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+    }
+}
