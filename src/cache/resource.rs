@@ -60,6 +60,8 @@ pub struct ResourceCache {
     metrics: Metrics,
     label: String,
     last_used: Mutex<Instant>,
+    /// When the upstream was last heard from (set with every store change and bookmark).
+    heard: Mutex<Instant>,
     /// Named in the configuration: never stopped for idleness.
     pinned: AtomicBool,
     /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
@@ -75,6 +77,27 @@ pub struct ResourceCache {
     watch_config: WatchConfig,
     /// Encodes this resource's watch frames (shared with the fan-out and every watch body).
     encoder: Arc<Encoder>,
+}
+
+/// What `/debug/caches` shows of one cache.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStatus {
+    pub resource: String,
+    pub encoding: &'static str,
+    pub synced: bool,
+    pub complete: bool,
+    pub pinned: bool,
+    pub objects: usize,
+    pub bytes: usize,
+    pub resource_version: u64,
+    /// Since the upstream was last heard from (an event, a bookmark, a load).
+    pub seconds_since_upstream: u64,
+    pub seconds_since_read: u64,
+    pub watchers: usize,
+    pub history_events: usize,
+    pub history_bytes: usize,
+    /// The oldest RV a watch can resume from (the history's start).
+    pub history_from: u64,
 }
 
 /// Where a new watch starts.
@@ -126,6 +149,7 @@ impl ResourceCache {
             metrics,
             label,
             last_used: Mutex::new(Instant::now()),
+            heard: Mutex::new(Instant::now()),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
             gauges,
@@ -254,8 +278,40 @@ impl ResourceCache {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
 
+    /// How long since the upstream was last heard from (an event, a bookmark, a load); since
+    /// the cache started if never.
+    pub fn upstream_silent_for(&self) -> Duration {
+        self.heard.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    /// The cache at a glance, for operators (`/debug/caches`).
+    pub fn status(&self) -> CacheStatus {
+        let (objects, bytes, resource_version) = {
+            let store = self.read();
+            (store.len(), store.bytes(), store.resource_version())
+        };
+        let fan = self.fanout();
+        CacheStatus {
+            resource: self.label.clone(),
+            encoding: self.encoding.as_str(),
+            synced: self.is_synced(),
+            complete: self.is_complete(),
+            pinned: self.is_pinned(),
+            objects,
+            bytes,
+            resource_version,
+            seconds_since_upstream: self.upstream_silent_for().as_secs(),
+            seconds_since_read: self.idle_for().as_secs(),
+            watchers: fan.len(),
+            history_events: fan.history.len(),
+            history_bytes: fan.history.bytes(),
+            history_from: fan.history.start(),
+        }
+    }
+
     /// The store moved: readers waiting for an RV are woken, and the gauges follow.
     fn publish(&self, store: &Store) {
+        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         let rv = store.resource_version();
         self.rv_tx.send_if_modified(|cur| {
             let changed = *cur != rv;

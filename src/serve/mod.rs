@@ -419,6 +419,14 @@ fn admin(
                 state.metrics.render(),
             ),
             "/healthz" | "/livez" => body::respond(200, "text/plain", b"ok".to_vec()),
+            // Per cache: size, RV, how long since the upstream was heard from, watchers, how
+            // far back watches can resume.
+            "/debug/caches" => {
+                let status = serde_json::json!({ "caches": state.caches.status() });
+                let mut bytes = serde_json::to_vec_pretty(&status).unwrap_or_default();
+                bytes.push(b'\n');
+                body::respond(200, body::JSON, bytes)
+            }
             // Ready when the upstream answers (passthrough works) and every configured cache
             // has synced (reads it serves are fast from the first request).
             "/readyz" if state.draining.load(std::sync::atomic::Ordering::Acquire) => {

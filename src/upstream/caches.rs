@@ -78,6 +78,10 @@ impl Default for FreshnessConfig {
 
 type CacheKey = (String, String, String, Encoding);
 
+/// Longer than the upstream stays silent while it is reachable: its watches carry a BOOKMARK at
+/// least every minute (kube-apiserver 1.36), and the reflector re-watches every 5 minutes.
+const UPSTREAM_QUIET: Duration = Duration::from_secs(150);
+
 /// A running cache: its state, the freshness proofs of its reads, and the tasks that feed it
 /// (the reflector) and keep it healthy (the slow-watcher sweeper). Dereferences to the state.
 pub struct Live {
@@ -188,7 +192,13 @@ impl Caches {
     pub fn reap_idle(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, c| {
-            let keep = c.is_pinned() || c.idle_for() < self.config.idle_timeout || c.has_watchers();
+            // A cache that has not heard from the upstream for a while may be all there is
+            // of that resource during an outage: it is kept until the upstream is back.
+            let cut_off = c.upstream_silent_for() > UPSTREAM_QUIET;
+            let keep = c.is_pinned()
+                || c.idle_for() < self.config.idle_timeout
+                || c.has_watchers()
+                || cut_off;
             if !keep {
                 c.stop();
                 tracing::info!(resource = %c.describe(), "idle cache stopped");
@@ -216,6 +226,15 @@ impl Caches {
             pending.push(format!("{} configured cache(s) not started", specs.len() - pinned.len()));
         }
         pending
+    }
+
+    /// Every running cache at a glance, by resource.
+    pub fn status(&self) -> Vec<crate::cache::resource::CacheStatus> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<_> = map.values().map(|c| c.status()).collect();
+        drop(map);
+        all.sort_by(|a, b| (&a.resource, a.encoding).cmp(&(&b.resource, b.encoding)));
+        all
     }
 
     pub fn len(&self) -> usize {
