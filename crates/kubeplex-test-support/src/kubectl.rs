@@ -21,10 +21,16 @@ pub fn command(kubeconfig: &Path, home: &Path, args: &[&str]) -> Command {
 /// Runs `kubectl ARGS` (see [`command`]) to its end; its stdout, failing the test when it fails
 /// or takes longer than [`RUN_LIMIT`].
 pub async fn run(kubeconfig: &Path, home: &Path, args: &[&str]) -> String {
-    let out = tokio::time::timeout(RUN_LIMIT, command(kubeconfig, home, args).output())
-        .await
-        .expect("kubectl timed out")
-        .expect("kubectl runs");
+    let out = output(kubeconfig, home, args).await;
     assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `kubectl ARGS` (see [`command`]) to its end, successful or not (a refusal is an
+/// outcome to check); fails the test only when it takes longer than [`RUN_LIMIT`].
+pub async fn output(kubeconfig: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    tokio::time::timeout(RUN_LIMIT, command(kubeconfig, home, args).output())
+        .await
+        .expect("kubectl timed out")
+        .expect("kubectl runs")
 }

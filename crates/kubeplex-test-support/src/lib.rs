@@ -7,6 +7,7 @@
 //! A crate rather than a `mod support;` in every test: compiled once, not once per test binary.
 #![forbid(unsafe_code)]
 
+pub mod informer_check;
 pub mod kubectl;
 pub mod node;
 pub mod stack;

@@ -16,7 +16,10 @@ use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::review::ReviewConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
-use crate::tls::Pki;
+use base64::Engine;
+use serde_json::{json, Value};
+
+use crate::tls::{Issued, Pki, TlsFront};
 
 pub const KUBEPLEX_TOKEN: &str = "kubeplex-sa-token";
 pub const READER_TOKEN: &str = "reader-sa-token";
@@ -49,12 +52,19 @@ pub fn policy() -> Auth {
         .token(ADMIN_TOKEN, UserInfo::new("admin").with_group("system:masters"))
 }
 
+/// The cluster [`Node::start`] seeds: 3 nodes, namespaces team-0..2, 30 pods, 12 configmaps.
+pub const SHAPE: ClusterShape =
+    ClusterShape { nodes: 3, namespaces: 3, pods: 30, configmaps: 12, services: 0 };
+
 /// The fake apiserver (with [`policy`]) and kubeplex in node mode in front of it.
 pub struct Node {
     pub sim: Sim,
     pub proxy: Proxy,
     /// The cluster CA: it signs kubeplex's serving certificate and client certificates.
     pub pki: Pki,
+    /// The fake apiserver behind TLS with the cluster CA's certificate: where real clients
+    /// read directly, with their token (see [`TlsFront`]).
+    pub direct: TlsFront,
     /// Where the test's files are (certificates, kubeconfigs).
     pub dir: PathBuf,
     _dir: tempdir::Dir,
@@ -71,9 +81,8 @@ mod tempdir {
 
 impl Node {
     pub async fn start() -> Node {
-        let shape = ClusterShape { nodes: 3, namespaces: 3, pods: 30, configmaps: 12, services: 0 };
         let sim =
-            SimBuilder::new().seed(seed::cluster(shape)).auth(policy()).start().await.unwrap();
+            SimBuilder::new().seed(seed::cluster(SHAPE)).auth(policy()).start().await.unwrap();
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-node-{}-{}",
             std::process::id(),
@@ -103,7 +112,8 @@ impl Node {
         });
         let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let proxy = Proxy::start_mode(upstream, local, Some(local), caches, mode).await.unwrap();
-        let node = Node { sim, proxy, pki, dir: dir.clone(), _dir: tempdir::Dir(dir) };
+        let direct = TlsFront::start(&pki, sim.addr()).await;
+        let node = Node { sim, proxy, pki, direct, dir: dir.clone(), _dir: tempdir::Dir(dir) };
         node.wait_ready().await;
         node
     }
@@ -153,4 +163,87 @@ impl Node {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
     }
+
+    /// Sum of kubeplex's `kubeplex_requests_total` series that have every one of `labels`
+    /// (`("resource", "pods")`, `("verb", "LIST")`, `("source", "cache")`, ...).
+    pub fn requests(&self, labels: &[(&str, &str)]) -> u64 {
+        self.metric("kubeplex_requests_total", labels)
+    }
+
+    /// Sum of kubeplex's `name` series that have every one of `labels`.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        sum_series(&self.metrics(), name, labels)
+    }
+
+    /// The fake apiserver's requests for `resource` with `verb` (`LIST`, `WATCH`, `GET`), whatever
+    /// they were answered: which reads reached the upstream.
+    pub fn upstream_requests(&self, resource: &str, verb: &str) -> u64 {
+        sum_series(
+            &self.sim.metrics_text(),
+            "apiserver_request_total",
+            &[("resource", resource), ("verb", verb)],
+        )
+    }
+
+    /// Writes a kubeconfig for kubeplex's TLS listener as an agent on the node has it
+    /// (`server: https://127.0.0.1:PORT`, the cluster CA as `certificate-authority-data`) with
+    /// `user` (a kubeconfig `user` entry); its path.
+    pub fn write_kubeconfig(&self, name: &str, user: Value) -> PathBuf {
+        let path = self.dir.join(format!("{name}.kubeconfig"));
+        write_kubeconfig(&path, name, self.tls_cluster(&self.addr()), user)
+    }
+
+    /// A kubeconfig `cluster` entry for `https://ADDR` trusting the cluster CA.
+    fn tls_cluster(&self, addr: &str) -> Value {
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.pki.ca_pem);
+        json!({"server": format!("https://{addr}"), "certificate-authority-data": ca})
+    }
+
+    /// [`Node::write_kubeconfig`] with a client certificate (`client-certificate-data`,
+    /// `client-key-data`).
+    pub fn cert_kubeconfig(&self, name: &str, cert: &Issued) -> PathBuf {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let user = json!({
+            "client-certificate-data": b64(&cert.cert_pem),
+            "client-key-data": b64(&cert.key_pem),
+        });
+        self.write_kubeconfig(name, user)
+    }
+
+    /// [`Node::write_kubeconfig`] with a bearer token.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        self.write_kubeconfig(name, json!({"token": token}))
+    }
+
+    /// A kubeconfig for the fake apiserver itself (through [`Node::direct`], TLS) with a
+    /// bearer token: the direct read a test compares kubeplex's answers with.
+    pub fn direct_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.join(format!("{name}.direct.kubeconfig"));
+        let cluster = self.tls_cluster(&self.direct.addr.to_string());
+        write_kubeconfig(&path, name, cluster, json!({"token": token}))
+    }
+}
+
+/// Sum of the `name{...}` series of Prometheus text whose labels include all of `labels`.
+fn sum_series(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// A one-context kubeconfig (JSON, which kubectl and client libraries read as YAML).
+fn write_kubeconfig(path: &std::path::Path, name: &str, cluster: Value, user: Value) -> PathBuf {
+    let v = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+    });
+    std::fs::write(path, serde_json::to_string_pretty(&v).expect("json"))
+        .expect("write kubeconfig");
+    path.to_path_buf()
 }

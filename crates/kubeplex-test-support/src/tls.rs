@@ -195,3 +195,62 @@ impl TlsClient {
         self.request(addr, Method::GET, path, &[("Accept", "application/json")]).await
     }
 }
+
+/// A TLS front for a plain-HTTP server (the fake apiserver), serving `pki`'s certificate for
+/// the loopback addresses, HTTP/1.1 by ALPN, the bytes passed on as they are. client-go and
+/// kubectl send a kubeconfig's token or impersonation only to an `https://` server
+/// (clientcmd reads the user's credentials only for a TLS transport), so a direct read "as
+/// the client" by a real client needs one.
+pub struct TlsFront {
+    pub addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TlsFront {
+    pub async fn start(pki: &Pki, backend: std::net::SocketAddr) -> TlsFront {
+        let issued = pki.server();
+        let chain = rustls_pemfile::certs(&mut issued.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("cert pem");
+        let key = rustls_pemfile::private_key(&mut issued.key_pem.as_bytes())
+            .expect("key pem")
+            .expect("a key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("server config");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            // Connections live in the set, so they end with the front.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                conns.spawn(async move {
+                    let Ok(Ok(mut tls)) =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+                    else {
+                        return;
+                    };
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        TlsFront { addr, task }
+    }
+}
