@@ -332,6 +332,14 @@ async fn an_invalid_escape_is_refused_as_go_does_without_the_upstream() {
         tokio::join!(exchange(&upstream, &raw, false), exchange(&proxy, &raw, false));
     assert_eq!((direct.status, through.status), (Some(400), Some(400)));
     assert_eq!(direct.body, through.body);
+    // A named GET is a get whatever its query says (`GetResource` reads only GetOptions):
+    // `watch=1` and a malformed `limit` are ignored, and the object comes back.
+    let raw = get_request(b"/api/v1/namespaces/team-0/configmaps/config-0?watch=1&limit=x", None);
+    let (direct, through) =
+        tokio::join!(exchange(&upstream, &raw, false), exchange(&proxy, &raw, false));
+    assert_eq!((direct.status, through.status), (Some(200), Some(200)));
+    assert!(String::from_utf8_lossy(&through.body).starts_with("{\"kind\":\"ConfigMap\""));
+    assert_eq!(direct.body, through.body);
     assert_up(&stack, "the issue's cases").await;
     assert_eq!(stack.metric("kubeplex_request_panics_total").await, 0);
 }
