@@ -353,6 +353,9 @@ enum Go {
     Closes,
 }
 
+/// (name, bytes, half-close after writing, Go's answer, hyper's when it differs)
+type HeadCase = (&'static str, Vec<u8>, bool, Go, Option<Go>);
+
 /// Malformed request heads over raw TCP: kubeplex's listener (its lean HTTP/1.1 server and
 /// hyper behind it) answers each exactly as the fake apiserver's (hyper) does, and stays up.
 /// Each case names what Go's net/http (kube-apiserver's server) does; where hyper differs the
@@ -380,7 +383,7 @@ async fn malformed_heads_are_answered_or_closed_and_kubeplex_stays_up() {
     let long_target =
         format!("GET /api/v1/namespaces/{} HTTP/1.1\r\nHost: k\r\n\r\n", "n".repeat(70_000));
     // (name, bytes, half-close after writing, Go's answer, hyper's when it differs)
-    let cases: Vec<(&str, Vec<u8>, bool, Go, Option<Go>)> = vec![
+    let cases: Vec<HeadCase> = vec![
         ("garbage", b"\x16\x03\x01\x00\xa5garbage\r\n\r\n".to_vec(), false, Go::Answers(400), None),
         ("request line without a target", b"GET\r\n\r\n".to_vec(), false, Go::Answers(400), None),
         ("HTTP/0.9", b"GET /api\r\n\r\n".to_vec(), false, Go::Answers(400), None),
