@@ -158,8 +158,9 @@ impl ListOptions {
 
     /// The options of a get of one named object, as the apiserver's `GetResource` reads them:
     /// `export` set to anything but `0`/`false` is refused with its 400, then only
-    /// `resourceVersion` (metav1.GetOptions) is decoded; every list and watch parameter —
-    /// `watch=1` included — is ignored (a named GET is a get, whatever its query says).
+    /// `resourceVersion` (metav1.GetOptions) is decoded, with `includeObject` for a Table;
+    /// every list and watch parameter — `watch=1` included — is ignored (a named GET is a
+    /// get, whatever its query says).
     pub fn parse_get(query: Option<&str>) -> Result<ListOptions, Status> {
         let pairs = go_url::parse_query(query.unwrap_or(""));
         if go_url::first(&pairs, "export").is_some_and(parse_bool) {
@@ -171,6 +172,8 @@ impl ListOptions {
             resource_version: go_url::first(&pairs, "resourceVersion")
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
+            // TableOptions are decoded for the response of a get as of a list.
+            include_object: go_url::first(&pairs, "includeObject").map(str::to_owned),
             ..ListOptions::default()
         })
     }
