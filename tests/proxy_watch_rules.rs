@@ -113,7 +113,9 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
         format!("/api/v1/pods?watch=1&resourceVersion={n}&labelSelector=tier%3Da"),
         format!("/api/v1/pods?watch=1&resourceVersion={n}&fieldSelector=spec.nodeName%3Dnode-1"),
         format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={n}&fieldSelector=metadata.name%3Dprobe"),
-        format!("/api/v1/namespaces/team-0/pods/probe?watch=1&resourceVersion={n}"),
+        // (`pods/probe?watch=1`, a named GET, is a get in kube-apiserver: its `GetResource`
+        // route reads only GetOptions. A single object is watched by the field selector above;
+        // tests/hostile_input.rs checks the named GET.)
     ];
     let mut pairs = Vec::new();
     let before_up = upstream_watches(&stack.sim);
@@ -134,9 +136,9 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
     let from_cache = stack.served_verb_from("WATCH", "cache").await - before_cache;
     // Every shape is served from the cache, the protobuf spec.nodeName ones too (the protobuf
     // cache reads the node name from each pod's message).
-    assert_eq!(from_cache, 24, "watches served from the cache");
+    assert_eq!(from_cache, 20, "watches served from the cache");
     let passed = upstream_watches(&stack.sim) - before_up;
-    assert_eq!(passed, 24, "the sim saw the direct watches only");
+    assert_eq!(passed, 20, "the sim saw the direct watches only");
 
     script(&stack.sim);
     let checks = pairs.into_iter().map(|(path, accept, mut ours, mut theirs)| async move {

@@ -25,7 +25,7 @@ use super::identity::{Identity, SharedNodeAuth};
 use super::metrics::Source;
 use super::ProxyState;
 use crate::net::h1::ReqBody;
-use crate::wire::request::{parse_path, ApiPath, ListOptions};
+use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions};
 use crate::wire::status::Status;
 
 /// The client listener's stack, outermost first.
@@ -108,16 +108,25 @@ pub struct Class {
 
 impl Class {
     pub fn of<B>(req: &Request<B>) -> Class {
-        let path = parse_path(req.uri().path());
+        // The apiserver routes on Go's decoded `URL.Path`; a path Go cannot decode never gets
+        // here (`Classify` answers it), and is `Other` if it does.
+        let path =
+            go_url::unescape_path(req.uri().path()).map_or(ApiPath::Other, |p| parse_path(&p));
         let query = req.uri().query();
-        let resource = matches!(path, ApiPath::Resource(_));
-        let verb = match (req.method(), &path) {
-            (_, ApiPath::Resource(rp)) => verb(req.method(), rp.name.is_some(), watch_flag(query)),
-            _ => Verb::Other,
+        let (verb, options) = match (req.method(), &path) {
+            // A named GET is a get whatever its query says (the apiserver's `GetResource`
+            // reads only `GetOptions`).
+            (&Method::GET, ApiPath::Resource(rp)) if rp.name.is_some() => {
+                (Verb::Get, ListOptions::parse_get(query).ok())
+            }
+            (&Method::GET, ApiPath::Resource(_)) => {
+                let options = ListOptions::parse(query).ok();
+                let watch = options.as_ref().map_or_else(|| watch_flag(query), |o| o.watch);
+                (if watch { Verb::Watch } else { Verb::List }, options)
+            }
+            (method, ApiPath::Resource(_)) => (verb(method), None),
+            _ => (Verb::Other, None),
         };
-        let options = (resource && req.method() == Method::GET)
-            .then(|| ListOptions::parse(query).ok())
-            .flatten();
         Class {
             verb,
             path,
@@ -127,24 +136,21 @@ impl Class {
     }
 }
 
-fn verb(method: &Method, named: bool, watch: bool) -> Verb {
-    match (method.clone(), named, watch) {
-        (Method::GET, _, true) => Verb::Watch,
-        (Method::GET, true, _) => Verb::Get,
-        (Method::GET, false, _) => Verb::List,
-        (Method::POST, _, _) => Verb::Post,
-        (Method::PUT, _, _) => Verb::Put,
-        (Method::PATCH, _, _) => Verb::Patch,
-        (Method::DELETE, _, _) => Verb::Delete,
+fn verb(method: &Method) -> Verb {
+    match *method {
+        Method::POST => Verb::Post,
+        Method::PUT => Verb::Put,
+        Method::PATCH => Verb::Patch,
+        Method::DELETE => Verb::Delete,
         _ => Verb::Other,
     }
 }
 
-/// `watch` set to anything but `0`/`false` (the metrics' reading, also for malformed queries).
+/// `watch` set to anything but `0`/`false` in its first value (the apiserver's RequestInfo
+/// reading, which the metrics follow, also for options that do not decode).
 fn watch_flag(query: Option<&str>) -> bool {
-    query.is_some_and(|q| {
-        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && v != "0" && v != "false")
-    })
+    go_url::first(&go_url::parse_query(query.unwrap_or("")), "watch")
+        .is_some_and(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
 }
 
 /// A request and its class, as the layers below the classification take it.
@@ -278,19 +284,38 @@ struct Classify<S> {
     inner: S,
 }
 
-impl<S: Service<Classified>> Service<Request<ReqBody>> for Classify<S> {
-    type Response = S::Response;
+impl<S: Service<Classified, Response = Response<Body>>> Service<Request<ReqBody>> for Classify<S> {
+    type Response = Response<Body>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Either<futures_util::future::Ready<Result<Response<Body>, S::Error>>, S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqBody>) -> S::Future {
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // A request target Go's net/http refuses (a malformed `%` escape in the path) is
+        // answered as net/http answers it, before the apiserver (or kubeplex's metrics,
+        // authentication and routing) sees it; never sent upstream.
+        if go_url::unescape_path(req.uri().path()).is_none() {
+            return Either::Left(futures_util::future::ready(Ok(go_bad_request())));
+        }
         let class = Class::of(&req);
-        self.inner.call(Classified { req, class, identity: Identity::Shared })
+        Either::Right(self.inner.call(Classified { req, class, identity: Identity::Shared }))
     }
+}
+
+/// net/http's answer to a target `url.ParseRequestURI` refuses: `400 Bad Request`, plain
+/// text, `Connection: close` (both HTTP/1.1 servers here close after it). Over HTTP/2 Go
+/// resets the stream instead (PROTOCOL_ERROR); kubeplex answers the same 400 there.
+pub fn go_bad_request() -> Response<Body> {
+    use crate::wire::request::go_url::bad_request as go;
+    Response::builder()
+        .status(go::STATUS)
+        .header(http::header::CONTENT_TYPE, go::CONTENT_TYPE)
+        .header(http::header::CONNECTION, go::CONNECTION)
+        .body(body::full(go::BODY))
+        .unwrap_or_else(|_| Response::new(body::full(bytes::Bytes::new())))
 }
 
 // ---- 4. metrics ----

@@ -109,6 +109,19 @@ pub fn internal_text(message: &str) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
+/// net/http's own answer to a request target `url.ParseRequestURI` refuses (a malformed `%`
+/// escape in the path): written by Go's server before any apiserver code runs, so none of
+/// the apiserver's headers, and the connection is closed after it (`wire::request::go_url`).
+pub fn go_bad_request() -> Response<Body> {
+    use crate::wire::request::go_url::bad_request as go;
+    Response::builder()
+        .status(go::STATUS)
+        .header(header::CONTENT_TYPE, go::CONTENT_TYPE)
+        .header(header::CONNECTION, go::CONNECTION)
+        .body(full(go::BODY))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
 /// A Status error, in protobuf for clients that negotiate it, else JSON.
 pub fn error(status: &Status, protobuf: bool) -> Response<Body> {
     let (content_type, bytes) = status_bytes(status, protobuf);

@@ -17,7 +17,7 @@ use super::repr::{error_is_protobuf, negotiate, Repr};
 use super::respond::{self, Body, JSON};
 use super::store::Store;
 use super::{read, watch as watch_handler, write};
-use crate::wire::request::{parse_path, ApiPath, ListOptions, ResourcePath};
+use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions, ResourcePath};
 use crate::wire::status::Status;
 
 /// Tunables of the fake apiserver's behaviour.
@@ -106,7 +106,11 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     let mut stalled = state.faults.stalled.subscribe();
     // Wait out a stall fault; a dropped sender means no stall.
     let _ = stalled.wait_for(|s| !*s).await;
-    let path = req.uri().path().to_string();
+    // Go's net/http decodes the path (`URL.Path`) before any handler, and refuses a
+    // malformed `%` escape itself; the apiserver routes on the decoded path.
+    let Some(path) = go_url::unescape_path(req.uri().path()) else {
+        return respond::go_bad_request();
+    };
     // With a policy, every request is authenticated (and impersonation applied) first, as
     // the apiserver's filter chain does before routing.
     let policy = state.auth();
@@ -236,7 +240,7 @@ async fn resource_request(
     {
         return respond::error(&Status::path_not_found(), false);
     }
-    let opts = match ListOptions::parse(req.uri().query()) {
+    let opts = match options(req.method(), &rp, req.uri().query()) {
         Ok(o) => o,
         Err(s) => return respond::error(&s, error_is_protobuf(req.headers())),
     };
@@ -247,7 +251,7 @@ async fn resource_request(
         subresource: rp.subresource.clone(),
     };
     let verb: &'static str = match (req.method().clone(), &rp.name, opts.watch) {
-        (Method::GET, _, true) => "WATCH",
+        (Method::GET, None, true) => "WATCH",
         (Method::GET, None, false) => "LIST",
         (Method::GET, Some(_), false) => "GET",
         (Method::POST, _, _) => "POST",
@@ -283,11 +287,25 @@ async fn resource_request(
     resp
 }
 
+/// The query options a resource request's handler decodes: a list, watch or deletecollection
+/// its `ListOptions` (400 for a conversion error, 422 for a validation one); a get of a named
+/// object only `GetOptions` (every list and watch parameter ignored: a named GET with `watch=1`
+/// is a get, as the apiserver's `GetResource` route has it). Creates, updates, patches and
+/// deletes of one object decode options of their own (dryRun, fieldManager, ...) from the
+/// query, none of which the sim reads, so `limit=x` there is ignored as the apiserver does.
+fn options(method: &Method, rp: &ResourcePath, query: Option<&str>) -> Result<ListOptions, Status> {
+    match (method, &rp.name) {
+        (&Method::GET, None) | (&Method::DELETE, None) => ListOptions::parse(query),
+        (&Method::GET, Some(_)) => ListOptions::parse_get(query),
+        _ => Ok(ListOptions::default()),
+    }
+}
+
 /// `apiserver_request_total`'s verb of a request refused before it was routed.
 fn request_verb(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static str {
-    let watch = ListOptions::parse(query).is_ok_and(|o| o.watch);
+    let watch = options(method, rp, query).is_ok_and(|o| o.watch);
     match (method.clone(), &rp.name, watch) {
-        (Method::GET, _, true) => "WATCH",
+        (Method::GET, None, true) => "WATCH",
         (Method::GET, None, false) => "LIST",
         (Method::GET, Some(_), false) => "GET",
         (Method::POST, _, _) => "POST",

@@ -3,6 +3,8 @@
 
 use super::status::{FieldError, Status};
 
+pub mod go_url;
+
 /// A path under `/api/v1` or `/apis/{group}/{version}` that names a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourcePath {
@@ -102,29 +104,42 @@ pub struct ListOptions {
 }
 
 impl ListOptions {
-    /// Parses a raw query string. Unknown parameters are ignored, as the apiserver does.
+    /// Parses a raw query string as the apiserver's list and watch handlers do
+    /// (`ParameterCodec.DecodeParameters` into `metainternalversion.ListOptions`, then
+    /// `ValidateListOptions`). Unknown parameters are ignored. The query is read as Go's
+    /// `URL.Query()` reads it ([`go_url::parse_query`]), and every option takes the *first*
+    /// value of a repeated parameter (`Convert_Slice_string_To_*` read `(*in)[0]`). The
+    /// conversion's errors are 400s, in the order of metav1.ListOptions' fields
+    /// (`timeoutSeconds` before `limit`), then the selectors' syntax (400, the v1 to internal
+    /// conversion), and only then the validation's 422.
     pub fn parse(query: Option<&str>) -> Result<ListOptions, Status> {
-        let mut o = ListOptions::default();
-        let mut rv_match_raw: Option<String> = None;
-        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-            let v = v.into_owned();
-            // The apiserver's query decoding keeps the first value of a repeated parameter.
-            match k.as_ref() {
-                "resourceVersion" if o.resource_version.is_none() => o.resource_version = Some(v),
-                "resourceVersionMatch" if rv_match_raw.is_none() => rv_match_raw = Some(v),
-                "limit" if o.limit.is_none() => o.limit = Some(parse_int(&v)?),
-                "continue" if o.continue_token.is_none() => o.continue_token = Some(v),
-                "labelSelector" if o.label_selector.is_none() => o.label_selector = Some(v),
-                "fieldSelector" if o.field_selector.is_none() => o.field_selector = Some(v),
-                "watch" => o.watch = parse_bool(&v),
-                "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v),
-                "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)),
-                "timeoutSeconds" if o.timeout_seconds.is_none() => {
-                    o.timeout_seconds = Some(parse_int(&v)?)
-                }
-                "includeObject" => o.include_object = Some(v),
-                _ => {}
-            }
+        let pairs = go_url::parse_query(query.unwrap_or(""));
+        let first = |key: &str| go_url::first(&pairs, key);
+        let mut o = ListOptions {
+            label_selector: first("labelSelector").map(str::to_owned),
+            field_selector: first("fieldSelector").map(str::to_owned),
+            watch: first("watch").is_some_and(parse_bool),
+            allow_watch_bookmarks: first("allowWatchBookmarks").is_some_and(parse_bool),
+            resource_version: first("resourceVersion").map(str::to_owned),
+            timeout_seconds: first("timeoutSeconds").map(parse_int).transpose()?,
+            limit: first("limit").map(parse_int).transpose()?,
+            continue_token: first("continue").map(str::to_owned),
+            send_initial_events: first("sendInitialEvents").map(parse_bool),
+            // A TableOptions parameter, read the same way.
+            include_object: first("includeObject").map(str::to_owned),
+            ..ListOptions::default()
+        };
+        let rv_match_raw = first("resourceVersionMatch").map(str::to_owned);
+        // `Convert_v1_ListOptions_To_internalversion_ListOptions` parses the selectors (label,
+        // then field) inside the decoding: their syntax errors are the decoding's 400, ahead
+        // of the validation's 422. (Whether a field is supported is the storage's, later.)
+        if let Some(s) = o.label_selector.as_deref() {
+            crate::selector::LabelSelector::parse(s)
+                .map_err(|e| Status::bad_request(e.to_string()))?;
+        }
+        if let Some(s) = o.field_selector.as_deref() {
+            crate::selector::FieldSelector::parse(s)
+                .map_err(|e| Status::bad_request(e.to_string()))?;
         }
         // Empty strings mean "unset" for these string options, as in Go's zero values.
         o.resource_version = o.resource_version.filter(|s| !s.is_empty());
@@ -139,6 +154,28 @@ impl ListOptions {
             _ => None,
         };
         Ok(o)
+    }
+
+    /// The options of a get of one named object, as the apiserver's `GetResource` reads them:
+    /// `export` set to anything but `0`/`false` is refused with its 400, then only
+    /// `resourceVersion` (metav1.GetOptions) is decoded, with `includeObject` for a Table;
+    /// every list and watch parameter — `watch=1` included — is ignored (a named GET is a
+    /// get, whatever its query says).
+    pub fn parse_get(query: Option<&str>) -> Result<ListOptions, Status> {
+        let pairs = go_url::parse_query(query.unwrap_or(""));
+        if go_url::first(&pairs, "export").is_some_and(parse_bool) {
+            return Err(Status::bad_request(
+                "the export parameter, deprecated since v1.14, is no longer supported",
+            ));
+        }
+        Ok(ListOptions {
+            resource_version: go_url::first(&pairs, "resourceVersion")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            // TableOptions are decoded for the response of a get as of a list.
+            include_object: go_url::first(&pairs, "includeObject").map(str::to_owned),
+            ..ListOptions::default()
+        })
     }
 
     /// apimachinery's `ValidateListOptions` (meta/internalversion/validation), which the
@@ -238,9 +275,17 @@ fn parse_bool(v: &str) -> bool {
     !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
+/// metav1's `Convert_Slice_string_To_int64` / `_To_Pointer_int64`: `strconv.ParseInt(s, 10,
+/// 64)`, whose error the apiserver answers as a 400 with the error's text.
 fn parse_int(v: &str) -> Result<i64, Status> {
-    v.parse::<i64>().map_err(|_| {
-        Status::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+    v.parse::<i64>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        Status::bad_request(format!("strconv.ParseInt: parsing {}: {why}", crate::gojson::quote(v)))
     })
 }
 

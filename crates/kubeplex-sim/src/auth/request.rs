@@ -7,7 +7,7 @@ use super::authorize::{Attributes, Objects};
 use super::{quote, Auth, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use crate::repr::error_is_protobuf;
 use crate::respond::{self, Body};
-use crate::wire::request::{ListOptions, ResourcePath};
+use crate::wire::request::{go_url, ListOptions, ResourcePath};
 use crate::wire::selector::field::FieldSelector;
 use crate::wire::status::Status;
 
@@ -308,9 +308,9 @@ pub(crate) fn resource_attributes(
         // a name.
         let watch = match &opts {
             Ok(o) => o.watch,
-            Err(_) => form_urlencoded::parse(query.unwrap_or("").as_bytes())
-                .find(|(k, _)| k == "watch")
-                .is_some_and(|(_, v)| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0")),
+            // RequestInfo's own reading: `strings.ToLower(values[0])` of Go's `URL.Query()`.
+            Err(_) => go_url::first(&go_url::parse_query(query.unwrap_or("")), "watch")
+                .is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0")),
         };
         a.verb = if watch { "watch" } else { "list" }.into();
         if let Ok(o) = &opts {

@@ -64,3 +64,59 @@ fn options_parse_and_validate() {
     assert_eq!(o.resource_version_match, Some(RvMatch::NotOlderThan));
     assert_eq!(o.send_initial_events, Some(true));
 }
+
+/// metav1's query conversions read the first value of a repeated parameter, for bools as
+/// for strings and ints.
+#[test]
+fn repeated_parameters_take_their_first_value() {
+    let o = ListOptions::parse(Some("watch=x&watch=%00")).unwrap();
+    assert!(o.watch);
+    let o = ListOptions::parse(Some("watch=1&watch=0&limit=5&limit=x")).unwrap();
+    assert!(o.watch);
+    assert_eq!(o.limit, Some(5));
+    let o =
+        ListOptions::parse(Some("watch=false&watch=1&allowWatchBookmarks=0&allowWatchBookmarks=1"))
+            .unwrap();
+    assert!(!o.watch && !o.allow_watch_bookmarks);
+    let o = ListOptions::parse(Some("resourceVersion=&resourceVersion=5")).unwrap();
+    assert_eq!(o.resource_version, None);
+    // A pair with a malformed escape is dropped, not read literally.
+    let o = ListOptions::parse(Some("labelSelector=%zz&labelSelector=app%3Dweb")).unwrap();
+    assert_eq!(o.label_selector.as_deref(), Some("app=web"));
+}
+
+#[test]
+fn malformed_numbers_are_strconv_errors_in_field_order() {
+    let msg = |q: &str| ListOptions::parse(Some(q)).unwrap_err();
+    let e = msg("limit=x");
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (400, "strconv.ParseInt: parsing \"x\": invalid syntax")
+    );
+    let e = msg("limit=99999999999999999999");
+    assert_eq!(e.message, "strconv.ParseInt: parsing \"99999999999999999999\": value out of range");
+    assert_eq!(msg("limit=").message, "strconv.ParseInt: parsing \"\": invalid syntax");
+    assert_eq!(msg("limit=%00").message, "strconv.ParseInt: parsing \"\\x00\": invalid syntax");
+    // timeoutSeconds is converted before limit, whatever the query's order.
+    assert_eq!(
+        msg("limit=a&timeoutSeconds=b").message,
+        "strconv.ParseInt: parsing \"b\": invalid syntax"
+    );
+    // The conversion's 400 (numbers, then selector syntax) comes before the validation's 422.
+    assert_eq!(msg("resourceVersionMatch=Bogus&limit=x").code, 400);
+    assert_eq!(msg("resourceVersionMatch=Bogus&labelSelector=a%20in").code, 400);
+    assert_eq!(msg("resourceVersionMatch=Bogus").code, 422);
+}
+
+#[test]
+fn a_named_get_reads_only_its_resource_version() {
+    let o = ListOptions::parse_get(Some("watch=1&limit=x&resourceVersion=7&resourceVersion=8"))
+        .unwrap();
+    assert_eq!(o, ListOptions { resource_version: Some("7".into()), ..ListOptions::default() });
+    assert!(ListOptions::parse_get(Some("export=0")).is_ok());
+    let e = ListOptions::parse_get(Some("export=")).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (400, "the export parameter, deprecated since v1.14, is no longer supported")
+    );
+}
