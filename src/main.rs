@@ -297,8 +297,11 @@ async fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         .context("finding the upstream apiserver")?;
     let upstream = Upstream::new(cfg).context("building the upstream client")?;
     let base = upstream.base_url().to_string();
+    // The one registry: each layer defines its metrics and registers them into it.
+    let registry = prometheus::Registry::new();
     let proxy =
-        Proxy::start_mode(upstream, a.listen, Some(a.admin_listen), a.cache.config(), mode).await?;
+        Proxy::start_in(registry, upstream, a.listen, Some(a.admin_listen), a.cache.config(), mode)
+            .await?;
     tracing::info!(listen = %proxy.addr, admin = ?proxy.admin_addr, upstream = %base, "kubeplex serving");
     let signal = terminated().await?;
     tracing::info!(signal, "stopping");

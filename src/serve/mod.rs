@@ -177,10 +177,25 @@ impl Proxy {
         caches: CachesConfig,
         mode: Mode,
     ) -> anyhow::Result<Proxy> {
+        let registry = prometheus::Registry::new();
+        Proxy::start_in(registry, upstream, listen, admin_listen, caches, mode).await
+    }
+
+    /// [`Proxy::start_mode`], registering every layer's metrics (the caches', the upstream
+    /// side's, the serving side's) into `registry`, the one the process built; `/metrics`
+    /// exposes all of it.
+    pub async fn start_in(
+        registry: prometheus::Registry,
+        upstream: Upstream,
+        listen: SocketAddr,
+        admin_listen: Option<SocketAddr>,
+        caches: CachesConfig,
+        mode: Mode,
+    ) -> anyhow::Result<Proxy> {
         let preload = caches.preload.clone();
         let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
         let upstream = Arc::new(upstream);
-        let metrics = Metrics::new(prometheus::Registry::new())?;
+        let metrics = Metrics::new(registry)?;
         // Node mode: the TLS listener's files are read before anything binds, so a missing
         // certificate is one clear error at start.
         let (node, tls) = match &mode {
