@@ -24,7 +24,8 @@ use super::body::{self, Body};
 use super::stack::{Class, Verb};
 use crate::upstream::review::{ResourceAttributes, ReviewError, Reviews, TokenIdentity, UserInfo};
 use crate::wire::negotiate::{self, MediaType};
-use crate::wire::request::{ApiPath, ResourcePath};
+use crate::wire::request::go_url::unescape_path;
+use crate::wire::request::ResourcePath;
 use crate::wire::selector::field::FieldSelector;
 use crate::wire::status::{Refused, Status};
 
@@ -241,29 +242,16 @@ fn requested_impersonation(headers: &HeaderMap) -> Option<Option<UserInfo>> {
             "uid" => user.uid = value,
             _ => {
                 if let Some(key) = what.strip_prefix("extra-") {
-                    // Header names carry extra keys percent-encoded (`Impersonate-Extra-%2F`).
+                    // Header names carry extra keys percent-encoded (`Impersonate-Extra-%2F`),
+                    // which the apiserver reads with `url.PathUnescape`.
                     let key: String =
-                        percent_decode(key).unwrap_or_else(|| key.to_string()).to_lowercase();
+                        unescape_path(key).unwrap_or_else(|| key.to_string()).to_lowercase();
                     user.extra.entry(key).or_default().push(value);
                 }
             }
         }
     }
     any.then(|| has_user.then_some(user))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The checks the apiserver's impersonation filter makes for `target`.
@@ -351,14 +339,6 @@ pub fn forbidden(status: &Status, accept: Option<&str>) -> Response<Body> {
     };
     resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     resp
-}
-
-/// Whether a path is a resource's (the cache only ever answers those).
-pub fn resource_path(class: &Class) -> Option<&ResourcePath> {
-    match &class.path {
-        ApiPath::Resource(rp) => Some(rp),
-        _ => None,
-    }
 }
 
 /// Shared so the stack's layers can hold it.
