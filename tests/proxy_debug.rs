@@ -38,7 +38,7 @@ async fn debug_caches_shows_each_cache_and_how_stale_it_is() {
     assert!(cm["bytes"].as_u64().unwrap() > 0);
     assert_eq!(cm["resource_version"], stack.sim.current_rv());
     assert_eq!(cm["watchers"], 1);
-    assert!(cm["seconds_since_upstream"].as_u64().unwrap() <= 1);
+    assert!(cm["seconds_since_upstream"].as_u64().unwrap() <= 5, "{cm}");
 
     // The upstream goes away: the cache keeps its state, and says how long it has been alone.
     stack.sim.stop_serving();

@@ -79,9 +79,25 @@ async fn readiness_fails_at_once_and_requests_under_way_get_the_grace_period() {
     let grace = Duration::from_secs(2);
     let started = Instant::now();
     let shutdown = tokio::spawn(proxy.shutdown(grace));
-    let ready = support::get(&admin, "/readyz").await;
+    // The shutdown runs in its own task: poll (bounded) for what it does first.
+    let mut ready = support::get(&admin, "/readyz").await;
+    for _ in 0..40 {
+        if ready.status == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        ready = support::get(&admin, "/readyz").await;
+    }
     assert_eq!((ready.status, &ready.body[..]), (503, &b"shutting down"[..]));
-    assert!(tokio::net::TcpStream::connect(&addr).await.is_err(), "no new connections");
+    let mut refused = false;
+    for _ in 0..40 {
+        if tokio::net::TcpStream::connect(&addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(refused, "no new connections");
     assert!(cached.ends_within(Duration::from_secs(1)).await && !cached.broken());
     // The passed-through watch goes on until the grace period ends, then is cut.
     assert!(!held.ends_within(Duration::from_millis(500)).await, "still open within the grace");
