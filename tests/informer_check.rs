@@ -11,7 +11,7 @@
 use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,9 +25,6 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-const TOOL_ENV: &str = "KUBEPLEX_INFORMER_CHECK";
-const SKIP_ENV: &str = "KUBEPLEX_SKIP_INFORMER_CHECK";
 
 /// The namespace the informers watch; the churn also writes elsewhere, which they must not see.
 const NS: &str = "team-1";
@@ -46,7 +43,6 @@ const POD_LIFETIME_ROUNDS: usize = 4;
 /// Bounds for a loaded 2-core machine: informer-check's own sync wait, and the whole run.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(40);
 const RUN_TIMEOUT: Duration = Duration::from_secs(85);
-const BUILD_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, Clone, Copy)]
 struct Mode {
@@ -115,61 +111,6 @@ struct InformerReport {
     http_errors: u64,
     response_content_types: BTreeMap<String, u64>,
     matches_compare: Option<bool>,
-}
-
-// ---- locating the tool ----
-
-/// `None` only when skipped explicitly.
-async fn informer_check_tool() -> Option<PathBuf> {
-    if std::env::var_os(SKIP_ENV).is_some_and(|v| v == "1") {
-        eprintln!("{SKIP_ENV}=1: skipping the client-go informer test");
-        return None;
-    }
-    if let Some(p) = std::env::var_os(TOOL_ENV).filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        assert!(p.is_file(), "{TOOL_ENV}={} is not a file", p.display());
-        return Some(p);
-    }
-    // Where build.sh puts it (its WORK default).
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    if let Some(p) = cache.map(|c| c.join("kubeplex-informer-check/bin/informer-check")) {
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    Some(build_tool().await)
-}
-
-async fn build_tool() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/informer-check.sh");
-    eprintln!("informer-check is not built yet; building it with {} (minutes)", script.display());
-    let help = format!(
-        "set {TOOL_ENV} to a built informer-check, or {SKIP_ENV}=1 to skip this test explicitly"
-    );
-    let out = tokio::time::timeout(
-        BUILD_TIMEOUT,
-        Command::new("bash").arg(&script).stdin(Stdio::null()).kill_on_drop(true).output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("building informer-check timed out; {help}"))
-    .unwrap_or_else(|e| panic!("cannot run {}: {e}; {help}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
-    assert!(
-        out.status.success() && path.is_file(),
-        "building informer-check failed ({}); {help}\n{}",
-        out.status,
-        tail(&String::from_utf8_lossy(&out.stderr), 40)
-    );
-    path
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 // ---- running it ----
@@ -500,7 +441,7 @@ fn checked_reports(outcomes: &[Outcome], seeded: usize, churn: &Churn) -> Vec<Re
                 o.status,
                 problems.join("\n  "),
                 o.stdout,
-                tail(&o.stderr, 30)
+                support::informer_check::tail(&o.stderr, 30)
             ));
         }
     }
@@ -514,7 +455,7 @@ fn checked_reports(outcomes: &[Outcome], seeded: usize, churn: &Churn) -> Vec<Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_go_informers_through_kubeplex_under_churn() {
-    let Some(tool) = informer_check_tool().await else { return };
+    let Some(tool) = support::informer_check::tool().await else { return };
     let started = Instant::now();
     let stack = Stack::new(SHAPE, &["pods", "pods:protobuf"]).await;
     let objects = seed::cluster(SHAPE);
@@ -555,7 +496,7 @@ async fn client_go_informers_through_kubeplex_under_churn() {
 /// served from the cache, and each ends with exactly the apiserver's pods of that node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_like_informers_start_cold_and_are_served_from_the_cache() {
-    let Some(tool) = informer_check_tool().await else { return };
+    let Some(tool) = support::informer_check::tool().await else { return };
     let stack = Stack::new(SHAPE, &[]).await;
     let node = "node-1";
     let on_node = seed::cluster(SHAPE)
@@ -598,7 +539,11 @@ async fn kubelet_like_informers_start_cold_and_are_served_from_the_cache() {
     }
     let outcome = finish(run, deadline).await;
     let report: Report = serde_json::from_str(&outcome.stdout).unwrap_or_else(|e| {
-        panic!("no report ({e}); {}\n{}", outcome.status, tail(&outcome.stderr, 30))
+        panic!(
+            "no report ({e}); {}\n{}",
+            outcome.status,
+            support::informer_check::tail(&outcome.stderr, 30)
+        )
     });
     let objects = on_node + created - deleted;
     assert!(report.ok && report.all_match_compare == Some(true), "{}", outcome.stdout);

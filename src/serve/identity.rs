@@ -109,18 +109,8 @@ impl NodeAuth {
         match self.reviews.authorize(user, &attributes).await {
             Ok(d) if d.allowed => Ok(true),
             Ok(d) => {
-                let refused = Refused {
-                    user: &user.username,
-                    verb: &attributes.verb,
-                    group: &attributes.group,
-                    resource: &attributes.resource,
-                    subresource: &attributes.subresource,
-                    namespace: &attributes.namespace,
-                    name: &attributes.name,
-                    path: None,
-                };
                 let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-                Err(Box::new(forbidden(&Status::forbidden_request(&refused, &d.reason), accept)))
+                Err(Box::new(forbidden(&refusal(user, &attributes, &d.reason), accept)))
             }
             Err(ReviewError::Transport(e)) | Err(ReviewError::Decode(e)) => {
                 tracing::warn!(error = %e, "access review failed; passing the read through");
@@ -162,23 +152,25 @@ impl NodeAuth {
                     ))));
                 }
             };
-            let status = Status::forbidden_request(
-                &Refused {
-                    user: &client.username,
-                    verb: "impersonate",
-                    group: &attributes.group,
-                    resource: &attributes.resource,
-                    subresource: &attributes.subresource,
-                    namespace: &attributes.namespace,
-                    name: &attributes.name,
-                    path: None,
-                },
-                &refused,
-            );
-            return Err(Box::new(forbidden(&status, accept)));
+            return Err(Box::new(forbidden(&refusal(client, &attributes, &refused), accept)));
         }
         Ok(Some(target))
     }
+}
+
+/// The apiserver's 403 for `user` refused `attributes`, with the authorizers' reason.
+fn refusal(user: &UserInfo, attributes: &ResourceAttributes, reason: &str) -> Status {
+    let refused = Refused {
+        user: &user.username,
+        verb: &attributes.verb,
+        group: &attributes.group,
+        resource: &attributes.resource,
+        subresource: &attributes.subresource,
+        namespace: &attributes.namespace,
+        name: &attributes.name,
+        path: None,
+    };
+    Status::forbidden_request(&refused, reason)
 }
 
 /// The `Authorization: Bearer` token, as the apiserver's bearer authenticator reads it.

@@ -107,11 +107,19 @@ pub struct Class {
 }
 
 impl Class {
+    /// The class of a request; a path Go cannot decode is `Other`.
     pub fn of<B>(req: &Request<B>) -> Class {
-        // The apiserver routes on Go's decoded `URL.Path`; a path Go cannot decode never gets
-        // here (`Classify` answers it), and is `Other` if it does.
-        let path =
-            go_url::unescape_path(req.uri().path()).map_or(ApiPath::Other, |p| parse_path(&p));
+        Class::decoded(req).unwrap_or_else(|| Class::with_path(req, ApiPath::Other))
+    }
+
+    /// The class of a request whose path Go's net/http decodes (the apiserver routes on the
+    /// decoded `URL.Path`); `None` for one it refuses before any handler runs.
+    pub fn decoded<B>(req: &Request<B>) -> Option<Class> {
+        let path = go_url::unescape_path(req.uri().path())?;
+        Some(Class::with_path(req, parse_path(&path)))
+    }
+
+    fn with_path<B>(req: &Request<B>, path: ApiPath) -> Class {
         let query = req.uri().query();
         let (verb, options) = match (req.method(), &path) {
             // A named GET is a get whatever its query says (the apiserver's `GetResource`
@@ -297,10 +305,9 @@ impl<S: Service<Classified, Response = Response<Body>>> Service<Request<ReqBody>
         // A request target Go's net/http refuses (a malformed `%` escape in the path) is
         // answered as net/http answers it, before the apiserver (or kubeplex's metrics,
         // authentication and routing) sees it; never sent upstream.
-        if go_url::unescape_path(req.uri().path()).is_none() {
+        let Some(class) = Class::decoded(&req) else {
             return Either::Left(futures_util::future::ready(Ok(go_bad_request())));
-        }
-        let class = Class::of(&req);
+        };
         Either::Right(self.inner.call(Classified { req, class, identity: Identity::Shared }))
     }
 }

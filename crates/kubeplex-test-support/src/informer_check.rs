@@ -57,7 +57,13 @@ async fn build() -> PathBuf {
         out.status.success() && path.is_file(),
         "building informer-check failed ({}); {help}\n{}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        tail(&String::from_utf8_lossy(&out.stderr), 40)
     );
     path
+}
+
+/// The last `lines` lines of a tool's output, for failure messages.
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
