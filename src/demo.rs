@@ -9,11 +9,10 @@ use clap::Args;
 use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
-use kubeplex::upstream::caches::FreshnessConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use serde_json::Value;
 
-use super::{parse_duration, CacheArgs, WatchArgs};
+use super::config::{Config, File, Settings};
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -34,15 +33,19 @@ pub struct SimArgs {
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Where kubeplex listens (the kubeconfig points here).
-    #[arg(long, default_value = "127.0.0.1:8001")]
-    listen: SocketAddr,
+    /// kubeplex's settings for the demo (`config/demo.yaml`; its kubeconfig is the demo's own
+    /// fake apiserver). Without it: the defaults, caching pods and configmaps.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where kubeplex listens (the kubeconfig points here); overrides the file's `listen`.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
     /// Where the fake apiserver behind it listens.
     #[arg(long, default_value = "127.0.0.1:6443")]
     upstream_listen: SocketAddr,
-    /// kubeplex's admin endpoints.
-    #[arg(long, default_value = "127.0.0.1:9090")]
-    admin_listen: SocketAddr,
+    /// kubeplex's admin endpoints; overrides the file's `adminListen`.
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
     /// Where to write the demo kubeconfig.
     #[arg(long, default_value = "kubeplex-demo.kubeconfig")]
     write_kubeconfig: PathBuf,
@@ -102,33 +105,50 @@ pub async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
+/// The demo's kubeplex settings, checked before anything starts: the file (`--config`) or the
+/// defaults caching pods and configmaps, with `--listen` and `--admin-listen` over them.
+pub fn config(a: &DemoArgs) -> anyhow::Result<Config> {
+    let file = a.config.as_deref().map(File::read).transpose()?;
+    let mut settings = match &file {
+        Some(f) => f.settings()?,
+        None => {
+            Settings { caches: vec!["pods".into(), "configmaps".into()], ..Settings::defaults() }
+        }
+    };
+    if settings.kubeconfig.is_some() || settings.context.is_some() {
+        anyhow::bail!("kubeconfig, context: the demo's upstream is its own fake apiserver; use `kubeplex serve` for another");
+    }
+    settings.listen = a.listen.unwrap_or(settings.listen);
+    settings.admin_listen = a.admin_listen.unwrap_or(settings.admin_listen);
+    Ok(settings.resolve().map_err(|e| match &file {
+        Some(f) => f.locate(e),
+        None => e,
+    })?)
+}
+
+pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
     let shape = ClusterShape { pods: a.pods, ..ClusterShape::default() };
     let upstream_kubeconfig = a.write_kubeconfig.with_extension("upstream.kubeconfig");
     let sim = start(a.upstream_listen, seed::cluster(shape), Some(&upstream_kubeconfig)).await?;
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
+    let admin_listen = config.settings.admin_listen;
     let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
-    let defaults = CacheArgs {
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
-        cache_idle_timeout: parse_duration("15m").map_err(anyhow::Error::msg)?,
-        snapshot_window: parse_duration("5m").map_err(anyhow::Error::msg)?,
-        snapshot_max: 10_000,
-        preload: vec!["pods".into(), "configmaps".into()],
-        cache_sync_wait: FreshnessConfig::SYNC_WAIT,
-        consistent_read_wait: FreshnessConfig::CONSISTENT_WAIT,
-        consistent_list_probe_min_bytes: FreshnessConfig::PROBE_MIN_LIST_BYTES,
-        watch: WatchArgs::default(),
-    };
-    let proxy =
-        Proxy::start(Upstream::new(cfg)?, a.listen, Some(a.admin_listen), defaults.config())
-            .await?;
+    let proxy = Proxy::start_in(
+        prometheus::Registry::new(),
+        Upstream::new(cfg)?,
+        config.settings.listen,
+        Some(admin_listen),
+        config.caches,
+        config.mode,
+    )
+    .await?;
     std::fs::write(
         &a.write_kubeconfig,
         kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),
     )?;
     let kc = a.write_kubeconfig.display();
     println!("kubeplex demo: kubeplex on http://{} in front of a fake kube-apiserver (http://{}) with {} pods on {} nodes, {} writes/s of churn", proxy.addr, sim.addr(), shape.pods, shape.nodes, a.churn);
-    println!("  admin: http://{}/metrics", a.admin_listen);
+    println!("  admin: http://{admin_listen}/metrics");
     println!();
     println!("Try (through kubeplex):");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500");
@@ -136,7 +156,7 @@ pub async fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         "  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?resourceVersion=0' | head -c 300"
     );
     println!("  kubectl --kubeconfig {kc} get pods -n team-0 -w");
-    println!("  curl -s http://{}/metrics | grep kubeplex_requests_total", a.admin_listen);
+    println!("  curl -s http://{admin_listen}/metrics | grep kubeplex_requests_total");
     println!();
     println!("Ctrl-C to stop.");
     tokio::signal::ctrl_c().await?;

@@ -356,20 +356,67 @@ async fn from_cache(
     answer.map(|resp| (resp, Source::Cache))
 }
 
-/// Starts a cache named in the configuration: `resource` (core/v1), or
-/// `group/version/resource`, optionally followed by `:protobuf` (default JSON). Retries until
-/// the upstream's discovery answers.
+/// A cache named in the configuration: `resource` (core/v1) or `group/version/resource`,
+/// optionally followed by `:protobuf` or `:json` (the default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSpec {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub encoding: crate::cache::resource::Encoding,
+}
+
+impl CacheSpec {
+    /// Reads a spec; the error says what is wrong with it (a misspelled encoding or a path of
+    /// the wrong shape is refused at start-up, not found out while readiness waits forever).
+    pub fn parse(spec: &str) -> Result<CacheSpec, String> {
+        use crate::cache::resource::Encoding;
+        let (path, encoding) = match spec.split_once(':') {
+            Some((p, "protobuf")) => (p, Encoding::Protobuf),
+            Some((p, "json")) => (p, Encoding::Json),
+            Some((_, other)) => {
+                return Err(format!("unknown encoding {other:?} (protobuf or json)"));
+            }
+            None => (spec, Encoding::Json),
+        };
+        let (group, version, resource) = match path.split('/').collect::<Vec<_>>().as_slice() {
+            [r] => ("", "v1", *r),
+            [g, v, r] => (*g, *v, *r),
+            _ => return Err("expected RESOURCE or GROUP/VERSION/RESOURCE".to_string()),
+        };
+        // Resource names are lower-case DNS labels, groups DNS subdomains, versions like
+        // v1beta1: anything else cannot name a resource on any apiserver.
+        let label = |s: &str, dots: bool| {
+            !s.is_empty()
+                && s.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || dots && b == b'.'
+                })
+        };
+        if !label(resource, false) {
+            return Err(format!("{resource:?} is not a resource name (lower case, like pods)"));
+        }
+        if !group.is_empty() && !label(group, true) {
+            return Err(format!("{group:?} is not an API group (like apps)"));
+        }
+        if !label(version, false) || !version.starts_with('v') {
+            return Err(format!("{version:?} is not an API version (like v1)"));
+        }
+        Ok(CacheSpec {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: resource.to_string(),
+            encoding,
+        })
+    }
+}
+
+/// Starts a cache named in the configuration ([`CacheSpec`]). Retries until the upstream's
+/// discovery answers.
 async fn preload_cache(state: &Arc<ProxyState>, spec: &str) {
-    let (path, encoding) = match spec.split_once(':') {
-        Some((p, "protobuf")) => (p, crate::cache::resource::Encoding::Protobuf),
-        Some((p, _)) => (p, crate::cache::resource::Encoding::Json),
-        None => (spec, crate::cache::resource::Encoding::Json),
-    };
-    let (group, version, resource) = match path.split('/').collect::<Vec<_>>().as_slice() {
-        [r] => (String::new(), "v1".to_string(), r.to_string()),
-        [g, v, r] => (g.to_string(), v.to_string(), r.to_string()),
-        _ => {
-            tracing::error!(spec, "cache spec must be RESOURCE or GROUP/VERSION/RESOURCE");
+    let CacheSpec { group, version, resource, encoding } = match CacheSpec::parse(spec) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            tracing::error!(spec, "cache spec: {e}");
             return;
         }
     };
