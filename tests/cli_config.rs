@@ -233,3 +233,21 @@ async fn serve_reads_its_file_under_variables_under_flags_and_exits_0_on_sigterm
     assert!(logged.iter().any(|l| l.contains("SIGTERM")), "{logged:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_cache_the_upstream_does_not_serve_stops_start_up() {
+    let sim = SimBuilder::new().start().await.unwrap();
+    let dir = temp_dir("podz");
+    let kubeconfig = write_kubeconfig(&dir, &sim.addr().to_string());
+    let kc = kubeconfig.to_str().unwrap();
+    let base =
+        ["serve", "--kubeconfig", kc, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+    for (cache, want) in [
+        ("podz", "cache \"podz\": the upstream serves no resource \"podz\" in v1"),
+        ("apps/v2/deployments", "cache \"apps/v2/deployments\": the upstream serves no resource \"deployments\" in apps/v2"),
+    ] {
+        let args: Vec<&str> = base.iter().copied().chain(["--cache", "pods", "--cache", cache]).collect();
+        assert_one_line_failure(&run(&args, &[]).await, want);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

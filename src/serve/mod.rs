@@ -222,6 +222,7 @@ impl Proxy {
             node,
             draining: std::sync::atomic::AtomicBool::new(false),
         });
+        check_preload(&state.resources, &preload).await?;
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
@@ -407,6 +408,42 @@ impl CacheSpec {
             resource: resource.to_string(),
             encoding,
         })
+    }
+}
+
+/// How long start-up asks discovery about the configured caches before it binds anyway (an
+/// upstream that does not answer is an outage, not a configuration error).
+const PRELOAD_CHECK_WAIT: Duration = Duration::from_secs(3);
+
+/// Refuses to start with a configured cache the upstream does not serve (`--cache podz`),
+/// rather than stay unready forever. When discovery cannot be asked (the upstream is down at
+/// start-up), the caches are started as configured and wait for it.
+async fn check_preload(resources: &Resources, specs: &[String]) -> anyhow::Result<()> {
+    let check = async {
+        for spec in specs {
+            let s = CacheSpec::parse(spec).map_err(|e| anyhow::anyhow!("cache {spec:?}: {e}"))?;
+            if resources.serves(&s.group, &s.version, &s.resource).await == Some(false) {
+                let gv = if s.group.is_empty() {
+                    s.version.clone()
+                } else {
+                    format!("{}/{}", s.group, s.version)
+                };
+                anyhow::bail!(
+                    "cache {spec:?}: the upstream serves no resource {:?} in {gv} (`kubectl api-resources` lists what it serves)",
+                    s.resource
+                );
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(PRELOAD_CHECK_WAIT, check).await {
+        Ok(checked) => checked,
+        Err(_) => {
+            tracing::warn!(
+                "discovery did not answer at start-up; configured caches start when it does"
+            );
+            Ok(())
+        }
     }
 }
 

@@ -166,6 +166,15 @@ impl Resources {
         found.get(resource).cloned()
     }
 
+    /// Whether the upstream serves the resource, for checking configured caches at start-up:
+    /// `Some(false)` only when discovery answered and does not list it (a misspelled name, an
+    /// API group-version the cluster lacks); `None` when discovery could not be asked.
+    pub async fn serves(&self, group: &str, version: &str, resource: &str) -> Option<bool> {
+        let key = (group.to_string(), version.to_string());
+        let found = self.inner.clone().resources(key).await?;
+        Some(found.contains_key(resource))
+    }
+
     /// The resource if its discovery document is already known, fresh or not (never fetches:
     /// for labelling metrics, where a request's path must not cause upstream calls).
     pub fn known(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
