@@ -20,6 +20,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, FromArgMatches, ValueEnum};
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::serve::stack::ACCESS_LOG_TARGET;
 use kubeplex::serve::{Http1Server, Mode, NodeConfig};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::review::ReviewConfig;
@@ -259,6 +260,18 @@ pub struct Settings {
     /// (`info,kubeplex::upstream=debug`). RUST_LOG is used when this is not set anywhere.
     #[arg(long, env = "KUBEPLEX_LOG_LEVEL", default_value = "info", help_heading = "Logging")]
     pub log_level: String,
+    /// One log line per request (method, URI, status, source: cache, upstream or denied, user
+    /// in node mode, user agent, seconds to the answer's head), at target kubeplex::access.
+    #[arg(
+        long,
+        env = "KUBEPLEX_ACCESS_LOG",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        help_heading = "Logging"
+    )]
+    pub access_log: bool,
 }
 
 /// `--mode`.
@@ -390,8 +403,8 @@ pub struct Config {
     pub mode: Mode,
     pub caches: CachesConfig,
     pub shutdown_grace_period: std::time::Duration,
-    /// A tracing filter; `None`: RUST_LOG, else `info`.
-    pub log_filter: Option<String>,
+    /// The tracing filter: logLevel (else RUST_LOG, else `info`), and the access log.
+    pub log_filter: String,
     pub log_format: LogFormat,
 }
 
@@ -542,9 +555,15 @@ impl Settings {
             },
             discovery_ttl: s.discovery_ttl.0,
         };
-        let log_filter = (s.log_level != Settings::defaults().log_level
+        // logLevel when it is set (or RUST_LOG is not); the access log's target on or off
+        // whatever the level says.
+        let level = (s.log_level != Settings::defaults().log_level
             || std::env::var_os("RUST_LOG").is_none())
-        .then(|| s.log_level.clone());
+        .then(|| s.log_level.clone())
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "info".to_string());
+        let access = if s.access_log { "info" } else { "off" };
+        let log_filter = format!("{level},{ACCESS_LOG_TARGET}={access}");
         Ok(Config {
             mode,
             caches,

@@ -132,8 +132,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
 /// Logs to stderr, as text or JSON lines; the level from the settings, else RUST_LOG, else info.
 fn init_logging(config: Option<&config::Config>) {
     let filter = config
-        .and_then(|c| c.log_filter.as_deref())
-        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .and_then(|c| tracing_subscriber::EnvFilter::try_new(&c.log_filter).ok())
         .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);

@@ -165,6 +165,7 @@ async fn serve_reads_its_file_under_variables_under_flags_and_exits_0_on_sigterm
         .args(["serve", "--config", file.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .env("KUBEPLEX_LISTEN", "127.0.0.3:0")
         .env("KUBEPLEX_ADMIN_LISTEN", "127.0.0.5:0")
+        .env("KUBEPLEX_ACCESS_LOG", "true")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
@@ -231,6 +232,22 @@ async fn serve_reads_its_file_under_variables_under_flags_and_exits_0_on_sigterm
         logged.push(line);
     }
     assert!(logged.iter().any(|l| l.contains("SIGTERM")), "{logged:?}");
+    // The access log: one line per request, the cached list among them.
+    let access: Vec<serde_json::Value> = logged
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "kubeplex::access")
+        .collect();
+    let list = access
+        .iter()
+        .find(|v| v["uri"] == "/api/v1/namespaces/team-0/configmaps?resourceVersion=0")
+        .unwrap_or_else(|| panic!("no access line for the list: {access:?}"));
+    assert_eq!(
+        (&list["method"], &list["verb"], &list["status"], &list["source"], &list["resource"]),
+        (&"GET".into(), &"LIST".into(), &200.into(), &"cache".into(), &"configmaps".into()),
+        "{list}"
+    );
+    assert!(list["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{list}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -172,6 +172,9 @@ fn resolved_settings_reach_each_part() {
     assert_eq!(c.caches.watch.history_bytes, 2 << 20);
     assert_eq!(c.caches.freshness.sync_wait, std::time::Duration::ZERO);
     assert_eq!(c.shutdown_grace_period, std::time::Duration::from_secs(60));
+    assert!(c.log_filter.ends_with(",kubeplex::access=off"), "{}", c.log_filter);
+    let c = Settings::from_yaml("accessLog: true\nlogLevel: warn\n").unwrap().resolve().unwrap();
+    assert_eq!(c.log_filter, "warn,kubeplex::access=info");
 }
 
 #[test]

@@ -62,6 +62,17 @@ impl Identity {
             Identity::Shared | Identity::Unreviewed => None,
         }
     }
+
+    /// The user's name for the access log: empty for the shared identity, `?` for a token
+    /// that could not be reviewed.
+    pub fn user_name(&self) -> String {
+        match self {
+            Identity::Certificate(u) | Identity::Token(u) => u.username.clone(),
+            Identity::Anonymous => UserInfo::anonymous().username,
+            Identity::Shared => String::new(),
+            Identity::Unreviewed => "?".to_string(),
+        }
+    }
 }
 
 impl NodeAuth {
