@@ -170,3 +170,16 @@ async fn over_the_inflight_limit_reads_get_429_but_watches_and_cached_reads_do_n
     assert_eq!(sum(&m, inflight, &["request_kind=\"readOnly\""]), 0, "{m}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The fake apiserver sheds load as the real one does: `tooManyRequests`, plain text.
+#[tokio::test]
+async fn the_sims_throttle_answers_as_the_apiservers_too_many_requests() {
+    let sim = SimBuilder::new().start().await.expect("sim");
+    sim.throttle(1, 2);
+    let r = get(&sim.addr().to_string(), "/api/v1/configmaps").await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), "2");
+    assert_eq!(r.header("content-type"), "text/plain; charset=utf-8");
+    assert_eq!(&r.body[..], b"Too many requests, please try again later.\n");
+    assert_eq!(get(&sim.addr().to_string(), "/api/v1/configmaps").await.status, 200);
+}
