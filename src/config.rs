@@ -253,6 +253,36 @@ pub struct Settings {
     )]
     pub min_request_timeout: Duration,
 
+    // --- guardrails ---
+    /// Passthrough reads (GET) in flight at once; more get 429 as from the apiserver's
+    /// --max-requests-inflight. Watches and exec/attach/log/port-forward/proxy are exempt,
+    /// cached reads are not counted; 0: no limit.
+    #[arg(
+        long,
+        env = "KUBEPLEX_MAX_REQUESTS_INFLIGHT",
+        default_value_t = 400,
+        help_heading = "Guardrails"
+    )]
+    pub max_requests_inflight: usize,
+    /// Passthrough writes in flight at once (the apiserver's
+    /// --max-mutating-requests-inflight); 0: no limit.
+    #[arg(
+        long,
+        env = "KUBEPLEX_MAX_MUTATING_REQUESTS_INFLIGHT",
+        default_value_t = 200,
+        help_heading = "Guardrails"
+    )]
+    pub max_mutating_requests_inflight: usize,
+    /// Request bodies longer than this get the apiserver's 413 and are not forwarded (its
+    /// MaxRequestBodyBytes, 3 MiB); 0: no limit.
+    #[arg(
+        long,
+        env = "KUBEPLEX_MAX_REQUEST_BODY_BYTES",
+        default_value_t = 3_145_728,
+        help_heading = "Guardrails"
+    )]
+    pub max_request_body_bytes: u64,
+
     /// Log lines as `text` (for people) or `json` (one object per line, for collectors).
     #[arg(long, env = "KUBEPLEX_LOG_FORMAT", default_value = "text", help_heading = "Logging")]
     pub log_format: LogFormat,
@@ -402,6 +432,8 @@ pub struct Config {
     pub settings: Settings,
     pub mode: Mode,
     pub caches: CachesConfig,
+    /// Passthrough in-flight and body limits.
+    pub guardrails: kubeplex::serve::guardrails::Guardrails,
     pub shutdown_grace_period: std::time::Duration,
     /// The tracing filter: logLevel (else RUST_LOG, else `info`), and the access log.
     pub log_filter: String,
@@ -564,9 +596,15 @@ impl Settings {
         .unwrap_or_else(|| "info".to_string());
         let access = if s.access_log { "info" } else { "off" };
         let log_filter = format!("{level},{ACCESS_LOG_TARGET}={access}");
+        let guardrails = kubeplex::serve::guardrails::Guardrails {
+            max_requests_inflight: s.max_requests_inflight,
+            max_mutating_requests_inflight: s.max_mutating_requests_inflight,
+            max_request_body_bytes: s.max_request_body_bytes,
+        };
         Ok(Config {
             mode,
             caches,
+            guardrails,
             shutdown_grace_period: s.shutdown_grace_period.0,
             log_filter,
             log_format: s.log_format,

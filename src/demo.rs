@@ -133,13 +133,14 @@ pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
     let admin_listen = config.settings.admin_listen;
     let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
-    let proxy = Proxy::start_in(
+    let proxy = Proxy::start_guarded(
         prometheus::Registry::new(),
         Upstream::new(cfg)?,
         config.settings.listen,
         Some(admin_listen),
         config.caches,
         config.mode,
+        config.guardrails,
     )
     .await?;
     std::fs::write(

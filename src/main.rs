@@ -170,13 +170,14 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
     let base = upstream.base_url().to_string();
     // The one registry: each layer defines its metrics and registers them into it.
     let registry = prometheus::Registry::new();
-    let proxy = Proxy::start_in(
+    let proxy = Proxy::start_guarded(
         registry,
         upstream,
         s.listen,
         Some(s.admin_listen),
         config.caches,
         config.mode,
+        config.guardrails,
     )
     .await?;
     let admin = proxy.admin_addr.map(|a| a.to_string()).unwrap_or_default();

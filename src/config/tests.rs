@@ -200,3 +200,17 @@ fn a_misspelled_key_is_matched_to_the_nearest() {
     assert_eq!(closest_key("clientCAFile").as_deref(), Some("clientCaFile"));
     assert_eq!(closest_key("somethingElseEntirely"), None);
 }
+
+#[test]
+fn guardrails_default_to_the_apiservers_and_reach_the_proxy() {
+    let c = Settings::from_yaml("").unwrap().resolve().unwrap();
+    assert_eq!(c.guardrails, kubeplex::serve::guardrails::Guardrails::default());
+    assert_eq!(c.guardrails.max_requests_inflight, 400);
+    assert_eq!(c.guardrails.max_mutating_requests_inflight, 200);
+    assert_eq!(c.guardrails.max_request_body_bytes, 3 << 20);
+    let text = "maxRequestsInflight: 2\nmaxMutatingRequestsInflight: 0\nmaxRequestBodyBytes: 10\n";
+    let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
+    assert_eq!(c.guardrails.max_requests_inflight, 2);
+    assert_eq!(c.guardrails.max_mutating_requests_inflight, 0);
+    assert_eq!(c.guardrails.max_request_body_bytes, 10);
+}

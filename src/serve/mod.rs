@@ -15,6 +15,7 @@
 pub mod body;
 mod cached;
 mod fresh;
+pub mod guardrails;
 pub mod identity;
 pub mod metrics;
 pub mod passthrough;
@@ -59,6 +60,8 @@ pub struct ProxyState {
     pub node: Option<Arc<NodeAuth>>,
     /// Set when a graceful shutdown begins: readiness fails from then on.
     pub draining: std::sync::atomic::AtomicBool,
+    /// In-flight and body limits on passthrough (see [`guardrails`]).
+    pub guard: guardrails::Limiter,
 }
 
 /// Bytes of compressed list pages kept for reuse.
@@ -192,6 +195,22 @@ impl Proxy {
         caches: CachesConfig,
         mode: Mode,
     ) -> anyhow::Result<Proxy> {
+        let guardrails = guardrails::Guardrails::default();
+        Proxy::start_guarded(registry, upstream, listen, admin_listen, caches, mode, guardrails)
+            .await
+    }
+
+    /// [`Proxy::start_in`] with the passthrough `guardrails`.
+    pub async fn start_guarded(
+        registry: prometheus::Registry,
+        upstream: Upstream,
+        listen: SocketAddr,
+        admin_listen: Option<SocketAddr>,
+        caches: CachesConfig,
+        mode: Mode,
+        guardrails: guardrails::Guardrails,
+    ) -> anyhow::Result<Proxy> {
+        let guard = guardrails::Limiter::new(guardrails, &registry)?;
         let preload = caches.preload.clone();
         let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
         let upstream = Arc::new(upstream);
@@ -221,6 +240,7 @@ impl Proxy {
             pages: cached::page_cache(PAGE_CACHE_BYTES),
             node,
             draining: std::sync::atomic::AtomicBool::new(false),
+            guard,
         });
         check_preload(&state.resources, &preload).await?;
         let listener = TcpListener::bind(listen).await?;
@@ -287,27 +307,40 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
     if let Some(answer) = from_cache(state, &req).await {
         return answer;
     }
-    let Classified { req, identity, .. } = req;
+    let Classified { req, identity, class } = req;
     let how = match identity {
         // The sidecar mode: kubeplex's identity, or the client's own credentials if it has
         // some (`passthrough::forward` decides).
-        Identity::Shared => {
-            return (passthrough::forward(&state.upstream, req).await, Source::Upstream)
-        }
+        Identity::Shared => None,
         // Its own token (and impersonation headers) go as they are; anonymous goes without
         // credentials, so the upstream sees system:anonymous too.
-        Identity::Token(_) | Identity::Unreviewed | Identity::Anonymous => passthrough::As::Client,
+        Identity::Token(_) | Identity::Unreviewed | Identity::Anonymous => {
+            Some(passthrough::As::Client)
+        }
         // Only kubeplex can prove a client certificate's identity to the upstream: by
         // impersonating it, or whom it asks to impersonate once it may.
         Identity::Certificate(user) => {
             let Some(node) = &state.node else { return (identity::unauthorized(), Source::Denied) };
             match node.impersonation(&user, req.headers()).await {
-                Ok(target) => passthrough::As::Impersonating(target.unwrap_or(user)),
+                Ok(target) => Some(passthrough::As::Impersonating(target.unwrap_or(user))),
                 Err(refusal) => return (*refusal, Source::Denied),
             }
         }
     };
-    (passthrough::forward_as(&state.upstream, req, how).await, Source::Upstream)
+    // After authentication and authorization, as the apiserver's maxinflight filter.
+    let slot = match state.guard.admit(req.method(), &class, req.headers()) {
+        Ok(slot) => slot,
+        Err(refused) => return (*refused, Source::Denied),
+    };
+    let resp = match how {
+        None => passthrough::forward(&state.upstream, req).await,
+        Some(how) => passthrough::forward_as(&state.upstream, req, how).await,
+    };
+    let resp = match slot {
+        Some(slot) => slot.hold_until_sent(resp),
+        None => resp,
+    };
+    (resp, Source::Upstream)
 }
 
 async fn from_cache(

@@ -109,6 +109,18 @@ pub fn internal_text(message: &str) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
+/// A request shed by priority-and-fairness (or the max-in-flight filter): k8s.io/apiserver
+/// `filters.tooManyRequests` sets `Retry-After` and answers with Go's `http.Error` — plain
+/// text, not a Status. The outer filters' headers (audit id, cache control) and the flow
+/// schema it was classified into are already set.
+pub fn too_many_requests(retry_after_seconds: u32) -> Response<Body> {
+    base(429, "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .header(header::RETRY_AFTER, retry_after_seconds.to_string())
+        .body(full("Too many requests, please try again later.\n"))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
 /// net/http's own answer to a request target `url.ParseRequestURI` refuses (a malformed `%`
 /// escape in the path): written by Go's server before any apiserver code runs, so none of
 /// the apiserver's headers, and the connection is closed after it (`wire::request::go_url`).

@@ -222,7 +222,6 @@ async fn resource_request(
         return respond::error(&Status::path_not_found(), false);
     };
     if let Some(retry_after) = take_throttle(&state) {
-        let s = Status::too_many_requests(retry_after);
         let labels = RequestLabels {
             verb: "THROTTLED",
             group: kind.group.clone(),
@@ -232,7 +231,7 @@ async fn resource_request(
             scope: "cluster",
         };
         state.metrics.observe(&labels, 429);
-        return respond::error(&s, false);
+        return respond::too_many_requests(retry_after);
     }
     if kind.version != rp.version
         || (rp.namespace.is_some() && !kind.namespaced)

@@ -1,0 +1,215 @@
+//! Guardrails on passthrough: what protects the apiserver when a client misbehaves. They answer
+//! as the apiserver's own filters do, so a client sees the same thing whether kubeplex or the
+//! apiserver sheds it:
+//!
+//! - in-flight limits, as k8s.io/apiserver `filters.WithMaxInFlightLimit`: read-only (GET,
+//!   HEAD) and mutating requests count against separate limits (400 and 200 by default, 0 is
+//!   no limit); long-running requests (the `LongRunningRequestCheck`: watches and the `attach`,
+//!   `exec`, `log`, `portforward`, `proxy` subresources) are exempt; a request over the limit
+//!   gets `tooManyRequests`: 429, `Retry-After: 1`, the text of Go's `http.Error`. A slot is
+//!   held until the answer's body has been sent, as the filter holds it until the handler ends.
+//! - the request body limit, as the apiserver's `MaxRequestBodyBytes` (3 MiB): a body declared
+//!   longer gets the 413 Status `RequestEntityTooLarge` and is never forwarded.
+//!
+//! Cached reads never come here: they cost the apiserver nothing.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Response, StatusCode};
+use http_body_util::BodyExt;
+use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::body::{self, Body};
+use super::stack::{Class, Verb};
+use crate::wire::request::ApiPath;
+use crate::wire::status::Status;
+
+/// The apiserver's `--max-requests-inflight` default.
+pub const DEFAULT_MAX_INFLIGHT: usize = 400;
+/// The apiserver's `--max-mutating-requests-inflight` default.
+pub const DEFAULT_MAX_MUTATING_INFLIGHT: usize = 200;
+/// The apiserver's `MaxRequestBodyBytes` default (3 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 3 * 1024 * 1024;
+
+/// Subresources the apiserver's `LongRunningRequestCheck` exempts (kube-apiserver's
+/// `BasicLongRunningRequestCheck(..., {"attach","exec","proxy","log","portforward"})`).
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "portforward"];
+
+/// The passthrough limits; 0 means no limit (as the apiserver's in-flight flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guardrails {
+    pub max_requests_inflight: usize,
+    pub max_mutating_requests_inflight: usize,
+    pub max_request_body_bytes: u64,
+}
+
+impl Default for Guardrails {
+    fn default() -> Self {
+        Guardrails {
+            max_requests_inflight: DEFAULT_MAX_INFLIGHT,
+            max_mutating_requests_inflight: DEFAULT_MAX_MUTATING_INFLIGHT,
+            max_request_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("guardrail metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// The kind label, as the apiserver's `apiserver_current_inflight_requests{request_kind}`.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    ReadOnly,
+    Mutating,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::ReadOnly => "readOnly",
+            Kind::Mutating => "mutating",
+        }
+    }
+}
+
+/// Admits passthrough requests within the limits.
+pub struct Limiter {
+    max_body: u64,
+    read_only: Option<Arc<Semaphore>>,
+    mutating: Option<Arc<Semaphore>>,
+    inflight: IntGaugeVec,
+    dropped: IntCounterVec,
+}
+
+/// A held in-flight slot: released (and the gauge lowered) when dropped.
+pub struct Slot {
+    _permit: Option<OwnedSemaphorePermit>,
+    gauge: prometheus::IntGauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+impl Slot {
+    /// Holds the slot until `resp`'s body has been sent (or dropped).
+    pub fn hold_until_sent(self, resp: Response<Body>) -> Response<Body> {
+        let (parts, b) = resp.into_parts();
+        let b = b
+            .map_frame(move |f| {
+                let _ = &self;
+                f
+            })
+            .boxed();
+        Response::from_parts(parts, b)
+    }
+}
+
+impl Limiter {
+    pub fn new(g: Guardrails, registry: &Registry) -> Result<Limiter, Error> {
+        let inflight = IntGaugeVec::new(
+            Opts::new(
+                "kubeplex_passthrough_inflight_requests",
+                "Passthrough requests in flight, by request_kind (readOnly, mutating)",
+            ),
+            &["request_kind"],
+        )?;
+        let dropped = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_passthrough_dropped_requests_total",
+                "Passthrough requests answered 429 over the in-flight limit, by request_kind",
+            ),
+            &["request_kind"],
+        )?;
+        registry.register(Box::new(inflight.clone()))?;
+        registry.register(Box::new(dropped.clone()))?;
+        let sem = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
+        Ok(Limiter {
+            max_body: g.max_request_body_bytes,
+            read_only: sem(g.max_requests_inflight),
+            mutating: sem(g.max_mutating_requests_inflight),
+            inflight,
+            dropped,
+        })
+    }
+
+    /// A slot for the passthrough request `class`, `Ok(None)` for a long-running one, or the
+    /// answer that refuses it.
+    pub fn admit(
+        &self,
+        method: &Method,
+        class: &Class,
+        headers: &HeaderMap,
+    ) -> Result<Option<Slot>, Box<Response<Body>>> {
+        if let Some(len) = content_length(headers) {
+            if self.max_body > 0 && len > self.max_body {
+                return Err(Box::new(body::status(&Status::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("Request entity too large: limit is {}", self.max_body),
+                ))));
+            }
+        }
+        if long_running(class) {
+            return Ok(None);
+        }
+        let kind = if matches!(*method, Method::GET | Method::HEAD) {
+            Kind::ReadOnly
+        } else {
+            Kind::Mutating
+        };
+        let sem = match kind {
+            Kind::ReadOnly => &self.read_only,
+            Kind::Mutating => &self.mutating,
+        };
+        let permit = match sem {
+            Some(s) => match s.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    self.dropped.with_label_values(&[kind.as_str()]).inc();
+                    return Err(Box::new(too_many_requests()));
+                }
+            },
+            None => None,
+        };
+        let gauge = self.inflight.with_label_values(&[kind.as_str()]);
+        gauge.inc();
+        Ok(Some(Slot { _permit: permit, gauge }))
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The apiserver's `LongRunningRequestCheck`: watches, and the streaming subresources.
+fn long_running(class: &Class) -> bool {
+    if class.verb == Verb::Watch {
+        return true;
+    }
+    match &class.path {
+        ApiPath::Resource(rp) => {
+            rp.subresource.as_deref().is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s))
+        }
+        _ => false,
+    }
+}
+
+/// The maxinflight filter's `tooManyRequests`: `Retry-After: 1`, then Go's `http.Error`
+/// (plain text, `nosniff`, the message and a newline) — not a Status.
+pub fn too_many_requests() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .header(header::RETRY_AFTER, "1")
+        .body(body::full(Bytes::from_static(b"Too many requests, please try again later.\n")))
+        .unwrap_or_else(|_| Response::new(body::full(Bytes::new())))
+}
