@@ -141,6 +141,9 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
     // Discovery says it is stale, and why.
     assert!(stack.metric("kubeplex_discovery_stale_entries").await >= 1);
     assert!(stack.metric_sum("kubeplex_discovery_fetches_total", &["result=\"error\""]).await >= 1);
+    // The reflectors' failed reconnects, counted as the upstream being unreachable.
+    let unreachable = ["resource=\"pods/v1\"", "reason=\"unreachable\""];
+    assert!(stack.metric_sum("kubeplex_upstream_errors_total", &unreachable).await >= 1);
 
     // New watches, well past the TTL: from the state (RV=0), and resuming from a recent RV.
     let mut from_state =

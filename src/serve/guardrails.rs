@@ -130,6 +130,12 @@ impl Limiter {
         )?;
         registry.register(Box::new(inflight.clone()))?;
         registry.register(Box::new(dropped.clone()))?;
+        // Both kinds exported from the start (at 0), so rates and alerts see them before the
+        // first refusal.
+        for kind in [Kind::ReadOnly, Kind::Mutating] {
+            inflight.with_label_values(&[kind.as_str()]);
+            dropped.with_label_values(&[kind.as_str()]);
+        }
         let sem = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
         Ok(Limiter {
             max_body: g.max_request_body_bytes,

@@ -9,6 +9,7 @@ use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 pub struct UpstreamMetrics {
     pub calls: IntCounterVec,
     pub relists: IntCounterVec,
+    pub errors: IntCounterVec,
 }
 
 impl UpstreamMetrics {
@@ -27,9 +28,17 @@ impl UpstreamMetrics {
             ),
             &["resource", "encoding"],
         )?;
+        let errors = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_upstream_errors_total",
+                "Failed list and watch calls of the caches' reflectors, by reason: unreachable (no answer: connection refused, reset, timeout), throttled (429), status (another error code), decode (an answer kubeplex could not read). Each is retried with backoff; the cache keeps serving its last state.",
+            ),
+            &["resource", "encoding", "reason"],
+        )?;
         registry.register(Box::new(calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
-        Ok(UpstreamMetrics { calls, relists })
+        registry.register(Box::new(errors.clone()))?;
+        Ok(UpstreamMetrics { calls, relists, errors })
     }
 
     /// One cache's series, resolved once.
@@ -42,6 +51,12 @@ impl UpstreamMetrics {
             proof_list: call("proof_list"),
             proof_watch: call("proof_watch"),
             relists: self.relists.with_label_values(&[label, encoding]),
+            errors: ErrorCounters {
+                unreachable: self.errors.with_label_values(&[label, encoding, "unreachable"]),
+                throttled: self.errors.with_label_values(&[label, encoding, "throttled"]),
+                status: self.errors.with_label_values(&[label, encoding, "status"]),
+                decode: self.errors.with_label_values(&[label, encoding, "decode"]),
+            },
         }
     }
 }
@@ -56,4 +71,14 @@ pub struct CallCounters {
     pub proof_list: IntCounter,
     pub proof_watch: IntCounter,
     pub relists: IntCounter,
+    pub errors: ErrorCounters,
+}
+
+/// A reflector's failed calls, by reason (see `kubeplex_upstream_errors_total`).
+#[derive(Clone)]
+pub struct ErrorCounters {
+    pub unreachable: IntCounter,
+    pub throttled: IntCounter,
+    pub status: IntCounter,
+    pub decode: IntCounter,
 }

@@ -207,6 +207,15 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
 
     /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
     fn wait_after(&self, e: &ReflectError, failures: u32, then: State) -> State {
+        let errors = &self.calls.errors;
+        match e {
+            ReflectError::Transport(_) => errors.unreachable.inc(),
+            ReflectError::Throttled { .. } => errors.throttled.inc(),
+            ReflectError::Status { .. } => errors.status.inc(),
+            ReflectError::Decode(_) => errors.decode.inc(),
+            // Handled before a wait: a relist, counted in kubeplex_relists_total.
+            ReflectError::Gone => {}
+        }
         let delay = match e {
             // The upstream's word, kept within our own bounds: 0 must not spin, a huge value
             // must not park the cache for a day (or overflow the clock).

@@ -25,6 +25,8 @@ pub(super) struct Gauges {
 impl Gauges {
     pub(super) fn new(metrics: &CacheMetrics, label: &str, encoding: Encoding) -> Self {
         let l = [label, encoding.as_str()];
+        // Exported at 0 from the start, so that alerts on its increase see the first skip.
+        metrics.skipped_objects.with_label_values(&l);
         Gauges {
             objects: metrics.cache_objects.with_label_values(&l),
             bytes: metrics.cache_bytes.with_label_values(&l),
