@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Checks deploy/: every kustomize overlay renders, and what it renders is what a cluster takes.
+
+- Built-in kinds are validated against the Kubernetes 1.36 schemas, unknown fields refused
+  (kubernetes-validate --strict; there is no cluster here to dry-run against).
+- Custom resources have no schema there (kubernetes-validate only warns and passes them), so they
+  get structural checks: cert-manager's Issuer/Certificate, the Prometheus Operator's PodMonitor
+  and PrometheusRule (known fields, references that resolve, the PodMonitor selecting the pods
+  and their admin port).
+- Every PromQL expression (alerts, dashboard) parses, and every kubeplex_* metric it names is
+  defined in src/ (tests/deploy_metrics.rs checks they are in a real /metrics scrape too).
+- Every alert has a summary, a description and a runbook section in docs/operations.md.
+- The example kubeconfigs load in kubectl and point at kubeplex's TLS listener.
+
+The configuration inside each overlay's ConfigMap is checked by `kubeplex config check` in
+tests/deploy_metrics.rs (it needs the built binary).
+"""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+import promql_parser
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+OVERLAYS = sorted(p.parent for p in (DEPLOY / "overlays").glob("*/kustomization.yaml"))
+BUILTIN_GROUPS = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1", "batch/v1"}
+
+errors = []
+
+
+def check(ok, what):
+    if not ok:
+        errors.append(what)
+
+
+def render(path):
+    r = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        errors.append(f"{path.relative_to(ROOT)}: kubectl kustomize failed: {r.stderr.strip()}")
+        return []
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def validate_builtin(where, docs):
+    builtin = [d for d in docs if d.get("apiVersion") in BUILTIN_GROUPS]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump_all(builtin, f)
+        f.flush()
+        r = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--kubernetes-version",
+                            "1.36.0", "--strict", f.name], capture_output=True, text=True)
+    check(r.returncode == 0, f"{where}: 1.36 schema validation:\n{r.stdout}{r.stderr}")
+    return len(builtin)
+
+
+# cert-manager.io/v1 fields (a typo is an unknown field).
+ISSUER_SPEC = {"selfSigned", "ca", "acme", "vault", "venafi"}
+CERT_SPEC = {"secretName", "secretTemplate", "commonName", "dnsNames", "ipAddresses", "uris",
+             "emailAddresses", "subject", "literalSubject", "duration", "renewBefore",
+             "renewBeforePercentage", "usages", "isCA", "privateKey", "issuerRef", "keystores",
+             "revisionHistoryLimit", "additionalOutputFormats", "nameConstraints",
+             "otherNames", "encodeUsagesInRequest", "signatureAlgorithm"}
+PRIVATE_KEY = {"algorithm", "size", "encoding", "rotationPolicy"}
+
+
+def check_cert_manager(where, docs):
+    issuers, certs = {}, {}
+    for d in docs:
+        if not d.get("apiVersion", "").startswith("cert-manager.io/"):
+            continue
+        name = d.get("metadata", {}).get("name")
+        at = f"{where}: {d.get('kind')}/{name}"
+        check(d.get("apiVersion") == "cert-manager.io/v1", f"{at}: apiVersion")
+        check(d.get("metadata", {}).get("namespace") == "kube-system", f"{at}: namespace")
+        spec = d.get("spec") or {}
+        if d.get("kind") == "Issuer":
+            check(set(spec) <= ISSUER_SPEC and len(spec) == 1, f"{at}: spec {sorted(spec)}")
+            issuers[name] = spec
+        elif d.get("kind") == "Certificate":
+            check(set(spec) <= CERT_SPEC, f"{at}: unknown fields {sorted(set(spec) - CERT_SPEC)}")
+            check(set(spec.get("privateKey", {})) <= PRIVATE_KEY, f"{at}: privateKey fields")
+            check(bool(spec.get("secretName")), f"{at}: secretName")
+            ref = spec.get("issuerRef", {})
+            check(ref.get("kind") == "Issuer" and ref.get("group") == "cert-manager.io",
+                  f"{at}: issuerRef")
+            certs[name] = spec
+        else:
+            errors.append(f"{at}: unexpected kind")
+    for name, spec in certs.items():
+        check(spec.get("issuerRef", {}).get("name") in issuers,
+              f"{where}: Certificate/{name}: no such Issuer")
+    for name, spec in issuers.items():
+        if "ca" in spec:
+            secret = spec["ca"].get("secretName")
+            check(any(c.get("secretName") == secret and c.get("isCA") for c in certs.values()),
+                  f"{where}: Issuer/{name}: CA Secret {secret} is made by no CA Certificate")
+    serving = [c for c in certs.values() if c.get("secretName") == "kubeplex-serving-cert"]
+    check(len(serving) == 1, f"{where}: no Certificate makes the Secret kubeplex-serving-cert")
+    for c in serving:
+        check({"127.0.0.1", "::1"} <= set(c.get("ipAddresses", [])), f"{where}: serving IP SANs")
+        check("localhost" in c.get("dnsNames", []), f"{where}: serving cert DNS SAN localhost")
+        check("server auth" in c.get("usages", []) and not c.get("isCA"),
+              f"{where}: serving cert usages")
+    return len(issuers) + len(certs)
+
+
+def pod_templates(docs):
+    """(kind/name, pod spec, pod labels) of every workload."""
+    for d in docs:
+        kind, name = d.get("kind"), d.get("metadata", {}).get("name")
+        if kind == "Pod":
+            yield f"Pod/{name}", d["spec"], d["metadata"].get("labels", {})
+        elif kind in ("DaemonSet", "Deployment", "StatefulSet"):
+            t = d["spec"]["template"]
+            yield f"{kind}/{name}", t["spec"], t["metadata"].get("labels", {})
+
+
+def kubeplex_container(spec):
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        if c.get("name") == "kubeplex":
+            return c
+    return None
+
+
+def check_workloads(where, docs):
+    """The kubeplex container runs with the ConfigMap it mounts, and the ConfigMap exists."""
+    configmaps = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ConfigMap"}
+    found = 0
+    for at, spec, _ in pod_templates(docs):
+        c = kubeplex_container(spec)
+        if c is None:
+            continue
+        found += 1
+        args = c.get("args", [])
+        check(args[:2] == ["serve", "--config"], f"{where}: {at}: args {args}")
+        path = args[2] if len(args) > 2 else ""
+        mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        volume = mounts.get(str(pathlib.PurePosixPath(path).parent))
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        cm = volumes.get(volume, {}).get("configMap", {}).get("name")
+        check(cm in configmaps, f"{where}: {at}: --config {path} is in no rendered ConfigMap")
+        if cm in configmaps:
+            key = pathlib.PurePosixPath(path).name
+            check(key in configmaps[cm].get("data", {}), f"{where}: {at}: {cm} has no {key}")
+        env = {e["name"]: e for e in c.get("env", [])}
+        check("KUBEPLEX_ADMIN_LISTEN" in env, f"{where}: {at}: admin listener not on the pod IP")
+        check(any(p.get("name") == "admin" for p in c.get("ports", [])),
+              f"{where}: {at}: no port named admin")
+        if spec.get("hostNetwork"):
+            secrets = [s["secret"]["name"] for v in spec.get("volumes", [])
+                       for s in v.get("projected", {}).get("sources", []) if "secret" in s]
+            check(secrets == ["kubeplex-serving-cert"], f"{where}: {at}: mounts Secrets {secrets}")
+    check(found > 0, f"{where}: no kubeplex container")
+
+
+POD_MONITOR_SPEC = {"selector", "namespaceSelector", "podMetricsEndpoints", "jobLabel",
+                    "podTargetLabels", "sampleLimit", "targetLimit", "labelLimit",
+                    "attachMetadata", "scrapeProtocols", "scrapeClass"}
+ENDPOINT = {"port", "portNumber", "targetPort", "path", "scheme", "params", "interval",
+            "scrapeTimeout", "honorLabels", "honorTimestamps", "relabelings",
+            "metricRelabelings", "tlsConfig", "bearerTokenSecret", "basicAuth", "authorization",
+            "oauth2", "followRedirects", "enableHttp2", "filterRunning", "proxyUrl"}
+RULE = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
+
+
+def check_monitoring(where, docs, metrics_in_src):
+    monitors = [d for d in docs if d.get("kind") == "PodMonitor"]
+    rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+    check(len(monitors) == 1 and len(rules) == 1, f"{where}: one PodMonitor, one PrometheusRule")
+    for m in monitors:
+        check(m.get("apiVersion") == "monitoring.coreos.com/v1", f"{where}: PodMonitor apiVersion")
+        spec = m.get("spec", {})
+        check(set(spec) <= POD_MONITOR_SPEC, f"{where}: PodMonitor fields {sorted(spec)}")
+        want = spec.get("selector", {}).get("matchLabels", {})
+        selected = [(at, s) for at, s, labels in pod_templates(docs)
+                    if want and all(labels.get(k) == v for k, v in want.items())]
+        check(any(kubeplex_container(s) for _, s in selected),
+              f"{where}: the PodMonitor selects no pod with kubeplex")
+        for e in spec.get("podMetricsEndpoints", []):
+            check(set(e) <= ENDPOINT, f"{where}: podMetricsEndpoint fields {sorted(e)}")
+            for at, s in selected:
+                c = kubeplex_container(s)
+                check(c is not None and any(p.get("name") == e.get("port")
+                                            for p in c.get("ports", [])),
+                      f"{where}: {at}: no port {e.get('port')} to scrape")
+    anchors = doc_anchors(ROOT / "docs" / "operations.md")
+    alerts = 0
+    for r in rules:
+        check(r.get("apiVersion") == "monitoring.coreos.com/v1", f"{where}: PrometheusRule apiVersion")
+        for g in r.get("spec", {}).get("groups", []):
+            for rule in g.get("rules", []):
+                name = rule.get("alert") or rule.get("record")
+                check(set(rule) <= RULE, f"{where}: rule {name}: fields {sorted(rule)}")
+                check_expr(f"{where}: rule {name}", rule.get("expr", ""), metrics_in_src)
+                if "alert" in rule:
+                    alerts += 1
+                    notes = rule.get("annotations", {})
+                    check({"summary", "description", "runbook"} <= set(notes),
+                          f"{where}: alert {name}: summary, description, runbook")
+                    check(rule.get("labels", {}).get("severity") in ("critical", "warning", "info"),
+                          f"{where}: alert {name}: severity")
+                    anchor = notes.get("runbook", "").partition("#")[2]
+                    check(anchor == name.lower() and anchor in anchors,
+                          f"{where}: alert {name}: runbook #{anchor} is not a docs/operations.md section")
+    dashboards = [d for d in docs if d.get("kind") == "ConfigMap"
+                  and d.get("metadata", {}).get("labels", {}).get("grafana_dashboard") == "1"]
+    check(len(dashboards) == 1, f"{where}: one dashboard ConfigMap labelled grafana_dashboard")
+    panels = 0
+    for d in dashboards:
+        for key, text in d.get("data", {}).items():
+            dash = json.loads(text)
+            check(dash.get("uid") and dash.get("schemaVersion", 0) >= 36, f"{where}: {key}: uid, schemaVersion")
+            for p in dash.get("panels", []):
+                for t in p.get("targets", []):
+                    panels += 1
+                    check_expr(f"{where}: {key}: panel {p.get('title')!r}", t.get("expr", ""),
+                               metrics_in_src)
+    return alerts, panels
+
+
+def check_expr(where, expr, metrics_in_src):
+    # Grafana's variables, as Grafana substitutes them before Prometheus sees the query.
+    query = (expr.replace("$__rate_interval", "5m").replace("$namespace", ".*")
+             .replace("$pod", ".*"))
+    try:
+        promql_parser.parse(query)
+    except ValueError as e:
+        errors.append(f"{where}: PromQL does not parse: {e}: {expr}")
+    for name in re.findall(r"\bkubeplex_[a-z_]+", expr):
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        check(family in metrics_in_src, f"{where}: {name} is not a metric kubeplex exports")
+
+
+def doc_anchors(path):
+    """GitHub's heading anchors of a Markdown file."""
+    anchors = set()
+    for line in path.read_text().splitlines() if path.exists() else []:
+        m = re.match(r"#+\s+(.*)", line)
+        if m:
+            text = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower())
+            anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+def metrics_defined_in_src():
+    names = set()
+    for f in (ROOT / "src").rglob("*.rs"):
+        names.update(re.findall(r'"(kubeplex_[a-z_]+)"', f.read_text()))
+    return names
+
+
+def check_kubeconfigs(where, docs):
+    kubeconfigs = {"deploy/node/kubelet.conf": (DEPLOY / "node" / "kubelet.conf").read_text()}
+    for d in docs:
+        if d.get("kind") == "ConfigMap" and "kubeconfig" in d.get("data", {}):
+            kubeconfigs[f"{where} ({d['metadata']['name']})"] = d["data"]["kubeconfig"]
+    for at, text in kubeconfigs.items():
+        with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig") as f:
+            f.write(text)
+            f.flush()
+            r = subprocess.run(["kubectl", "--kubeconfig", f.name, "config", "view", "--minify",
+                                "-o", "jsonpath={.clusters[0].cluster.server}"],
+                               capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout == "https://127.0.0.1:6443",
+              f"{at}: {r.stdout or r.stderr.strip()}")
+    return len(kubeconfigs)
+
+
+def main():
+    check(len(OVERLAYS) >= 2, "deploy/overlays: expected the sidecar and node overlays")
+    metrics = metrics_defined_in_src()
+    for overlay in OVERLAYS:
+        where = str(overlay.relative_to(ROOT))
+        docs = render(overlay)
+        if not docs:
+            continue
+        builtin = validate_builtin(where, docs)
+        check_workloads(where, docs)
+        cm = check_cert_manager(where, docs) if any(
+            d.get("apiVersion", "").startswith("cert-manager.io/") for d in docs) else 0
+        alerts, panels = check_monitoring(where, docs, metrics)
+        kubeconfigs = check_kubeconfigs(where, docs) if overlay.name == "node" else 0
+        if overlay.name == "node":
+            check(cm >= 4, f"{where}: the node overlay makes its serving certificate")
+        print(f"{where}: {len(docs)} objects: {builtin} built-in valid for 1.36, "
+              f"{cm} cert-manager, {alerts} alerts, {panels} dashboard queries, "
+              f"{kubeconfigs} kubeconfigs checked")
+    if errors:
+        sys.exit("deploy/ checks failed:\n  " + "\n  ".join(errors))
+
+
+if __name__ == "__main__":
+    main()
