@@ -23,6 +23,7 @@ pub mod history;
 pub mod index;
 pub mod metrics;
 pub mod object;
+pub mod persist;
 mod relist;
 pub mod resource;
 pub mod select;
