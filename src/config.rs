@@ -283,6 +283,28 @@ pub struct Settings {
     )]
     pub max_request_body_bytes: u64,
 
+    // --- disk state ---
+    /// Write caches' states to this directory (created 0700), so that a kubeplex restarted
+    /// while the apiserver is unreachable serves its last state until it answers. Unset: off.
+    #[arg(long, env = "KUBEPLEX_DISK_STATE_DIR", help_heading = "Caches")]
+    pub disk_state_dir: Option<PathBuf>,
+    /// How often caches that changed are written to diskStateDir (and once at shutdown).
+    #[arg(
+        long,
+        env = "KUBEPLEX_DISK_STATE_INTERVAL",
+        default_value = "1m",
+        help_heading = "Caches"
+    )]
+    pub disk_state_interval: Duration,
+    /// At most this many bytes in diskStateDir; caches past it are not written.
+    #[arg(
+        long,
+        env = "KUBEPLEX_DISK_STATE_MAX_BYTES",
+        default_value_t = 2_147_483_648,
+        help_heading = "Caches"
+    )]
+    pub disk_state_max_bytes: u64,
+
     /// Log lines as `text` (for people) or `json` (one object per line, for collectors).
     #[arg(long, env = "KUBEPLEX_LOG_FORMAT", default_value = "text", help_heading = "Logging")]
     pub log_format: LogFormat,
@@ -547,6 +569,7 @@ impl Settings {
             ("watchSlowAfter", s.watch_slow_after),
             ("watchBookmarkInterval", s.watch_bookmark_interval),
             ("minRequestTimeout", s.min_request_timeout),
+            ("diskStateInterval", s.disk_state_interval),
         ];
         for (key, d) in positive {
             if d.0.is_zero() {
@@ -586,6 +609,11 @@ impl Settings {
                 probe_min_list_bytes: s.consistent_list_probe_min_bytes,
             },
             discovery_ttl: s.discovery_ttl.0,
+            disk: kubeplex::upstream::disk::DiskConfig {
+                dir: s.disk_state_dir.clone(),
+                interval: s.disk_state_interval.0,
+                max_bytes: s.disk_state_max_bytes,
+            },
         };
         // logLevel when it is set (or RUST_LOG is not); the access log's target on or off
         // whatever the level says.

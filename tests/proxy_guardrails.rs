@@ -38,6 +38,7 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: DISCOVERY_TTL,
+        disk: Default::default(),
     };
     let proxy = Proxy::start_guarded(
         prometheus::Registry::new(),

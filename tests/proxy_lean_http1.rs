@@ -33,6 +33,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         watch: Default::default(),
         freshness: Default::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        disk: Default::default(),
     };
     let hyper = Proxy::start_with(
         upstream,

@@ -81,13 +81,14 @@ pub struct DiskState {
     pub objects: Vec<CachedObject>,
 }
 
-/// The file of a cache's state at `rv`, its objects' bytes as they are.
+/// The file of a cache's state at `rv`: its `count` objects' bytes as they are.
 pub fn encode<'a>(
     info: &ResourceInfo,
     encoding: Encoding,
     rv: u64,
     written_at: u64,
-    objects: impl ExactSizeIterator<Item = &'a CachedObject>,
+    count: usize,
+    objects: impl Iterator<Item = &'a CachedObject>,
 ) -> Vec<u8> {
     let header = Header {
         group: info.group.clone(),
@@ -98,7 +99,7 @@ pub fn encode<'a>(
         verbs: info.verbs.clone(),
         encoding: encoding.as_str().to_string(),
         resource_version: rv,
-        objects: objects.len(),
+        objects: count,
         written_at,
     };
     let header = serde_json::to_vec(&header).unwrap_or_default();

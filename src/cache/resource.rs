@@ -62,6 +62,9 @@ pub struct ResourceCache {
     last_used: Mutex<Instant>,
     /// When the upstream was last heard from (set with every store change and bookmark).
     heard: Mutex<Instant>,
+    /// Set while the state is one read back from disk (`restore`): when it was written, Unix
+    /// seconds. Cleared by the first load from the upstream.
+    from_disk: Mutex<Option<u64>>,
     /// Named in the configuration: never stopped for idleness.
     pinned: AtomicBool,
     /// Cleared when an upstream object had to be skipped (see `mark_incomplete`).
@@ -98,6 +101,11 @@ pub struct CacheStatus {
     pub history_bytes: usize,
     /// The oldest RV a watch can resume from (the history's start).
     pub history_from: u64,
+    /// Where the state comes from: `upstream`, or `disk` (read back at start-up while the
+    /// upstream could not be reached, until its first load).
+    pub state_from: &'static str,
+    /// How old that disk state is (seconds since it was written), when it is one.
+    pub disk_state_age_seconds: Option<u64>,
 }
 
 /// Where a new watch starts.
@@ -150,6 +158,7 @@ impl ResourceCache {
             label,
             last_used: Mutex::new(Instant::now()),
             heard: Mutex::new(Instant::now()),
+            from_disk: Mutex::new(None),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
             gauges,
@@ -281,7 +290,18 @@ impl ResourceCache {
     /// How long since the upstream was last heard from (an event, a bookmark, a load); since
     /// the cache started if never.
     pub fn upstream_silent_for(&self) -> Duration {
-        self.heard.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        let heard = self.heard.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+        // A state from disk was last heard from when it was written.
+        match self.disk_state_written() {
+            Some(at) => heard.max(Duration::from_secs(unix_now().saturating_sub(at))),
+            None => heard,
+        }
+    }
+
+    /// When the state read back from disk was written (Unix seconds), while it is what the
+    /// cache serves.
+    pub fn disk_state_written(&self) -> Option<u64> {
+        *self.from_disk.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The cache at a glance, for operators (`/debug/caches`).
@@ -291,6 +311,7 @@ impl ResourceCache {
             (store.len(), store.bytes(), store.resource_version())
         };
         let fan = self.fanout();
+        let disk = self.disk_state_written();
         CacheStatus {
             resource: self.label.clone(),
             encoding: self.encoding.as_str(),
@@ -306,6 +327,8 @@ impl ResourceCache {
             history_events: fan.history.len(),
             history_bytes: fan.history.bytes(),
             history_from: fan.history.start(),
+            state_from: if disk.is_some() { "disk" } else { "upstream" },
+            disk_state_age_seconds: disk.map(|at| unix_now().saturating_sub(at)),
         }
     }
 
@@ -326,4 +349,8 @@ impl ResourceCache {
         self.fanout().close_all(Closed::Stopped);
         Gauges::remove(&self.metrics, &self.label, self.encoding);
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

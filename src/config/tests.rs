@@ -214,3 +214,18 @@ fn guardrails_default_to_the_apiservers_and_reach_the_proxy() {
     assert_eq!(c.guardrails.max_mutating_requests_inflight, 0);
     assert_eq!(c.guardrails.max_request_body_bytes, 10);
 }
+
+#[test]
+fn disk_state_is_off_by_default_and_reaches_the_caches() {
+    use kubeplex::upstream::disk::DiskConfig;
+    let c = Settings::from_yaml("").unwrap().resolve().unwrap();
+    assert_eq!(c.caches.disk, DiskConfig::default());
+    assert_eq!(c.caches.disk.dir, None);
+    let text = "diskStateDir: /var/lib/kubeplex\ndiskStateInterval: 30s\ndiskStateMaxBytes: 1024\n";
+    let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
+    assert_eq!(c.caches.disk.dir.as_deref(), Some(std::path::Path::new("/var/lib/kubeplex")));
+    assert_eq!(c.caches.disk.interval, std::time::Duration::from_secs(30));
+    assert_eq!(c.caches.disk.max_bytes, 1024);
+    let err = Settings::from_yaml("diskStateInterval: 0s\n").unwrap().resolve().unwrap_err();
+    assert!(err.0.contains("diskStateInterval"), "{}", err.0);
+}

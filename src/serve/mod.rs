@@ -42,6 +42,7 @@ use self::metrics::{Metrics, Source};
 use self::resources::Resources;
 use self::stack::{Class, Classified};
 use crate::upstream::caches::{Caches, CachesConfig};
+use crate::upstream::disk::DiskStates;
 use crate::upstream::review::{ReviewConfig, Reviews};
 use crate::upstream::Upstream;
 use crate::wire::request::ApiPath;
@@ -133,6 +134,15 @@ impl Proxy {
         self.state.draining.store(true, std::sync::atomic::Ordering::Release);
         tracing::info!(grace = ?grace, "shutting down: draining connections");
         self.drain.drain();
+        // The caches' last states, for a restart during an outage: bounded, so that the exit
+        // stays within the grace period.
+        if let Some(disk) = self.state.caches.disk().cloned() {
+            let running = self.state.caches.running();
+            let write = tokio::task::spawn_blocking(move || disk.write_all(&running));
+            if tokio::time::timeout(grace / 2, write).await.is_err() {
+                tracing::warn!("cache states not all written within half the grace period");
+            }
+        }
         // Watches are streams without an end of their own: ending them is what lets their
         // connections drain.
         self.state.caches.stop_all();
@@ -227,15 +237,35 @@ impl Proxy {
                 (Some(Arc::new(NodeAuth { reviews, anonymous: config.anonymous })), Some(tls))
             }
         };
+        // Caches' states on disk (when configured) are read before anything serves: their
+        // resources are known to discovery before it answers, and each waits for its cache's
+        // first load (`upstream::disk`).
+        let disk = DiskStates::new(&caches.disk, &metrics.registry)?;
+        let from_disk = match &disk {
+            Some(d) => {
+                let d = d.clone();
+                tokio::task::spawn_blocking(move || d.load_all()).await.unwrap_or_default()
+            }
+            None => Vec::new(),
+        };
+        let resources =
+            Resources::new(upstream.clone(), caches.discovery_ttl, metrics.discovery.clone());
+        resources.seed(from_disk.iter().map(|s| s.info.clone()));
+        let restarted: Vec<_> =
+            from_disk.iter().map(|s| (Arc::new(s.info.clone()), s.encoding)).collect();
+        let caches = Caches::with_disk(
+            upstream.clone(),
+            metrics.cache.clone(),
+            metrics.upstream.clone(),
+            caches,
+            disk,
+        );
+        caches.stash(from_disk);
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
-            upstream: upstream.clone(),
-            resources: Resources::new(
-                upstream.clone(),
-                caches.discovery_ttl,
-                metrics.discovery.clone(),
-            ),
-            caches: Caches::new(upstream, metrics.cache.clone(), metrics.upstream.clone(), caches),
+            upstream,
+            resources,
+            caches,
             metrics,
             pages: cached::page_cache(PAGE_CACHE_BYTES),
             node,
@@ -243,6 +273,10 @@ impl Proxy {
             guard,
         });
         check_preload(&state.resources, &preload).await?;
+        // What was cached before the restart starts again, with its disk state standing by.
+        for (info, encoding) in restarted {
+            state.caches.get_or_start(&info, encoding);
+        }
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
@@ -289,6 +323,18 @@ impl Proxy {
         for spec in preload {
             let state = state.clone();
             tasks.spawn(async move { preload_cache(&state, &spec).await });
+        }
+        if let Some(disk) = state.caches.disk().cloned() {
+            let caches = state.caches.clone();
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(disk.interval());
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let (disk, running) = (disk.clone(), caches.running());
+                    let _ = tokio::task::spawn_blocking(move || disk.write_all(&running)).await;
+                }
+            });
         }
         let reaper = state.caches.clone();
         tasks.spawn(async move {

@@ -67,6 +67,9 @@ struct Slot {
     attempts: u64,
     /// Last read, for eviction.
     used: Instant,
+    /// The answer was not fetched but seeded from caches' states on disk (`seed`): used, as a
+    /// stale answer, only until the upstream answers; refreshed on first use.
+    seeded: bool,
 }
 
 impl Slot {
@@ -77,6 +80,7 @@ impl Slot {
             flight: Arc::new(tokio::sync::Mutex::new(())),
             attempts: 0,
             used: now,
+            seeded: false,
         }
     }
 
@@ -171,7 +175,12 @@ impl Resources {
     /// API group-version the cluster lacks); `None` when discovery could not be asked.
     pub async fn serves(&self, group: &str, version: &str, resource: &str) -> Option<bool> {
         let key = (group.to_string(), version.to_string());
-        let found = self.inner.clone().resources(key).await?;
+        let found = self.inner.clone().resources(key.clone()).await?;
+        // Seeded from disk is not the upstream's word on what it serves.
+        let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&key).is_none_or(|slot| slot.seeded) {
+            return None;
+        }
         Some(found.contains_key(resource))
     }
 
@@ -181,6 +190,26 @@ impl Resources {
         let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
         let slot = map.get(&(group.to_string(), version.to_string()))?;
         slot.answer.as_ref()?.1.get(resource).cloned()
+    }
+
+    /// Seeds discovery with resources known from caches' states on disk, for a start-up while
+    /// the upstream cannot be reached: their group-versions answer with them (and only them)
+    /// until the upstream's discovery answers, which replaces them at the first read. Never
+    /// overrides an answer the upstream gave.
+    pub fn seed(&self, infos: impl IntoIterator<Item = ResourceInfo>) {
+        let now = Instant::now();
+        let mut map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        for info in infos {
+            let key = (info.group.clone(), info.version.clone());
+            let slot = self.inner.slot(&mut map, &key, now);
+            if slot.answer.as_ref().is_some_and(|_| !slot.seeded) {
+                continue;
+            }
+            let mut found = slot.answer.take().map(|(_, f)| (*f).clone()).unwrap_or_default();
+            found.insert(info.resource.clone(), Arc::new(info));
+            slot.answer = Some((now, Arc::new(found)));
+            slot.seeded = true;
+        }
     }
 
     /// Group-versions served from a stale answer because refreshing it failed.
@@ -201,7 +230,8 @@ impl Inner {
             slot.used = now;
             if let Some((fetched, found)) = &slot.answer {
                 let found = found.clone();
-                if now.duration_since(*fetched) >= self.ttl && self.may_retry(slot, now) {
+                let due = slot.seeded || now.duration_since(*fetched) >= self.ttl;
+                if due && self.may_retry(slot, now) {
                     // Stale: refreshed in the background unless a fetch is under way; its
                     // readers are answered from the last answer meanwhile.
                     if let Ok(turn) = slot.flight.clone().try_lock_owned() {
@@ -266,6 +296,7 @@ impl Inner {
                     tracing::info!(group = %key.0, version = %key.1, "discovery answers again; stale entry replaced");
                 }
                 slot.answer = Some((now, found));
+                slot.seeded = false;
             }
             Fetched::Failed(error) => {
                 self.metrics.fetches.with_label_values(&["error"]).inc();

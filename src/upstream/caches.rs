@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use super::disk::{DiskConfig, DiskStates};
 use super::feed;
 use super::freshness::Freshness;
 use super::metrics::UpstreamMetrics;
@@ -17,6 +18,7 @@ use super::reflector::Reflector;
 use super::Upstream;
 use crate::cache::fanout::WatchConfig;
 use crate::cache::metrics::CacheMetrics;
+use crate::cache::persist::DiskState;
 use crate::cache::resource::ResourceCache;
 use crate::cache::store::StoreLimits;
 use crate::cache::Encoding;
@@ -37,6 +39,8 @@ pub struct CachesConfig {
     /// in use while the refresh fails: `serve::resources`). Default
     /// `serve::resources::DISCOVERY_TTL`.
     pub discovery_ttl: Duration,
+    /// Caches' states on local disk, for restarts during outages (`upstream::disk`).
+    pub disk: DiskConfig,
 }
 
 /// How long reads wait for the cache rather than passing through.
@@ -115,6 +119,11 @@ pub struct Caches {
     upstream_metrics: UpstreamMetrics,
     config: CachesConfig,
     map: Mutex<HashMap<CacheKey, Arc<Live>>>,
+    /// The state directory, when configured.
+    disk: Option<Arc<DiskStates>>,
+    /// States read from disk at start-up, each for its cache's first load (taken when the
+    /// cache starts).
+    stashed: Mutex<HashMap<CacheKey, DiskState>>,
 }
 
 impl Caches {
@@ -124,13 +133,47 @@ impl Caches {
         upstream_metrics: UpstreamMetrics,
         config: CachesConfig,
     ) -> Arc<Self> {
+        Caches::with_disk(upstream, metrics, upstream_metrics, config, None)
+    }
+
+    /// [`Caches::new`] with a state directory.
+    pub fn with_disk(
+        upstream: Arc<Upstream>,
+        metrics: CacheMetrics,
+        upstream_metrics: UpstreamMetrics,
+        config: CachesConfig,
+        disk: Option<Arc<DiskStates>>,
+    ) -> Arc<Self> {
         Arc::new(Caches {
             upstream,
             metrics,
             upstream_metrics,
             config,
             map: Mutex::new(HashMap::new()),
+            disk,
+            stashed: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The state directory, when configured.
+    pub fn disk(&self) -> Option<&Arc<DiskStates>> {
+        self.disk.as_ref()
+    }
+
+    /// Keeps states read from disk for their caches' first loads.
+    pub fn stash(&self, states: Vec<DiskState>) {
+        let mut stashed = self.stashed.lock().unwrap_or_else(|p| p.into_inner());
+        for state in states {
+            let i = &state.info;
+            let key = (i.group.clone(), i.version.clone(), i.resource.clone(), state.encoding);
+            stashed.insert(key, state);
+        }
+    }
+
+    /// Every running cache's state (for writing them to disk).
+    pub fn running(&self) -> Vec<Arc<ResourceCache>> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().map(|live| live.cache.clone()).collect()
     }
 
     /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
@@ -156,12 +199,26 @@ impl Caches {
             self.config.freshness,
             calls.clone(),
         ));
-        // The reflector's events are applied to the cache as they are read (`upstream::feed`).
+        // The reflector's events are applied to the cache as they are read (`upstream::feed`);
+        // with a state directory, a state read from disk stands by for the first load.
         let fed = cache.clone();
-        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, {
-            move |event| feed::apply(&fed, event)
-        });
-        let reflector = tokio::spawn(reflector.run());
+        let reflector = match &self.disk {
+            Some(disk) => {
+                let state = self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                let feed = disk.feed(fed, state);
+                tokio::spawn(
+                    Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
+                        .run(),
+                )
+            }
+            None => {
+                let feed = move |event| feed::apply(&fed, event);
+                tokio::spawn(
+                    Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
+                        .run(),
+                )
+            }
+        };
         let sweeper = {
             let cache = Arc::downgrade(&cache);
             let every = (self.config.watch.slow_after / 4)

@@ -19,8 +19,9 @@ pub enum Feed {
     /// A load (paged list or streaming list) is being requested, at `requested`: its state will
     /// be consistent for every read that arrived before then.
     LoadStarted { requested: Instant },
-    /// The load ended without a complete state; nothing was replaced.
-    LoadFailed,
+    /// The load ended without a complete state; nothing was replaced. `unreachable`: the
+    /// upstream gave no answer (no connection, a 5xx, a 429), rather than refusing it.
+    LoadFailed { unreachable: bool },
     /// A load's complete state at `rv`. `whole` is false when objects had to be skipped (the
     /// state is not whole; the cache must not answer until a later load is).
     Loaded { objects: Vec<CachedObject>, rv: u64, whole: bool },
@@ -36,7 +37,7 @@ pub enum Feed {
 pub fn apply(cache: &ResourceCache, feed: Feed) {
     match feed {
         Feed::LoadStarted { requested } => cache.load_started(requested),
-        Feed::LoadFailed => cache.load_failed(),
+        Feed::LoadFailed { .. } => cache.load_failed(),
         Feed::Loaded { objects, rv, whole } => {
             cache.replace(objects, rv);
             if !whole {

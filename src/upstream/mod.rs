@@ -18,6 +18,7 @@ mod auth;
 pub mod caches;
 pub mod client;
 pub mod config;
+pub mod disk;
 mod exec;
 pub mod feed;
 pub mod freshness;

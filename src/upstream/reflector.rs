@@ -85,6 +85,18 @@ pub enum ReflectError {
     Decode(String),
 }
 
+impl ReflectError {
+    /// The upstream gave no answer of its own: no connection, a server error, throttling. A
+    /// refusal (401, 403, 404, …) is an answer.
+    pub fn unreachable(&self) -> bool {
+        match self {
+            ReflectError::Transport(_) | ReflectError::Throttled { .. } => true,
+            ReflectError::Status { status, .. } => *status >= 500,
+            ReflectError::Gone | ReflectError::Decode(_) => false,
+        }
+    }
+}
+
 /// The list+watch loop of one (resource, encoding); `F` receives what it learns.
 pub struct Reflector<F> {
     upstream: Arc<Upstream>,
@@ -271,8 +283,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.calls.list.inc();
         self.load_started();
         let result = self.list_pages().await;
-        if result.is_err() {
-            (self.feed)(Feed::LoadFailed);
+        if let Err(e) = &result {
+            (self.feed)(Feed::LoadFailed { unreachable: e.unreachable() });
         }
         result
     }
@@ -335,7 +347,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself
             // completed and `Loaded` already ended it; this only clears a load left open).
-            (self.feed)(Feed::LoadFailed);
+            let unreachable = result.as_ref().err().is_some_and(ReflectError::unreachable);
+            (self.feed)(Feed::LoadFailed { unreachable });
         }
         let last = result?;
         if initial.is_some() {

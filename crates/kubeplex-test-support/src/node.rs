@@ -104,6 +104,7 @@ impl Node {
             watch: WatchConfig::default(),
             freshness: FreshnessConfig::default(),
             discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+            disk: Default::default(),
         };
         let mode = Mode::Node(NodeConfig {
             tls: kubeplex_net::TlsConfig::new(cert, key).with_client_ca(ca),

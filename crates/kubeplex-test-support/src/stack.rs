@@ -96,6 +96,7 @@ impl Stack {
             watch,
             freshness,
             discovery_ttl,
+            disk: Default::default(),
         };
         let proxy = Proxy::start(
             upstream,
@@ -213,5 +214,6 @@ pub fn default_caches(preload: &[&str]) -> CachesConfig {
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        disk: Default::default(),
     }
 }

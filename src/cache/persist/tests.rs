@@ -27,7 +27,14 @@ fn objects() -> Vec<Arc<CachedObject>> {
 
 fn file() -> Vec<u8> {
     let objs = objects();
-    encode(&pods_info(), Encoding::Json, 13, 1_700_000_000, objs.iter().map(|o| o.as_ref()))
+    encode(
+        &pods_info(),
+        Encoding::Json,
+        13,
+        1_700_000_000,
+        objs.len(),
+        objs.iter().map(|o| o.as_ref()),
+    )
 }
 
 #[test]
@@ -48,7 +55,7 @@ fn a_state_comes_back_byte_for_byte_and_indexed() {
 #[test]
 fn an_empty_state_is_a_state() {
     let info = pods_info();
-    let bytes = encode(&info, Encoding::Protobuf, 7, 1, std::iter::empty());
+    let bytes = encode(&info, Encoding::Protobuf, 7, 1, 0, std::iter::empty());
     let state = decode(Bytes::from(bytes), Some((&info, Encoding::Protobuf))).unwrap();
     assert!(state.objects.is_empty());
     assert_eq!(state.resource_version, 7);

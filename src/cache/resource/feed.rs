@@ -42,6 +42,7 @@ impl ResourceCache {
     /// skipped something (the caller then calls `mark_incomplete`). Watchers receive the
     /// differences to the previous state as events (see [`relist_events`]).
     pub fn replace(&self, objects: Vec<CachedObject>, rv: u64) {
+        self.from_disk.lock().unwrap_or_else(|p| p.into_inner()).take();
         let was_whole = self.is_synced() && self.is_complete();
         let mut store = self.write();
         let old_rv = store.resource_version();
@@ -73,6 +74,23 @@ impl ResourceCache {
         *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = requested;
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.set_synced(true);
+    }
+
+    /// A state read back from disk (`cache::persist`), written at `written_at` (Unix seconds),
+    /// for a cache whose first load failed: the upstream cannot be reached, and this is the
+    /// last state known. Reads that accept any state are answered from it; it never counts as
+    /// fresh (no load was requested for it: `loaded_since` stays false), so consistent reads
+    /// still need a proof from the upstream. The first load replaces it as a relist does,
+    /// its differences going to watchers as events. Ignored once the cache has synced.
+    pub fn restore(&self, objects: Vec<CachedObject>, rv: u64, written_at: u64) -> bool {
+        if self.is_synced() || self.has_loaded() {
+            return false;
+        }
+        self.replace(objects, rv);
+        *self.from_disk.lock().unwrap_or_else(|p| p.into_inner()) = Some(written_at);
+        *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.gauges.heard_at(written_at);
+        true
     }
 
     fn set_synced(&self, synced: bool) {

@@ -56,6 +56,11 @@ impl Gauges {
         self.updated.set(now as i64);
     }
 
+    /// The upstream was last heard from at `unix_secs` (a state read back from disk).
+    pub(super) fn heard_at(&self, unix_secs: u64) {
+        self.updated.set(unix_secs as i64);
+    }
+
     /// Removes a stopped cache's gauge series (its counters stay: they only ever grow).
     pub(super) fn remove(metrics: &CacheMetrics, label: &str, encoding: Encoding) {
         let l = [label, encoding.as_str()];

@@ -25,7 +25,7 @@ enum Seen {
 fn seen(feed: &Feed) -> Seen {
     match feed {
         Feed::LoadStarted { .. } => Seen::LoadStarted,
-        Feed::LoadFailed => Seen::LoadFailed,
+        Feed::LoadFailed { .. } => Seen::LoadFailed,
         Feed::Loaded { objects, rv, whole } => Seen::Loaded {
             names: objects.iter().map(|o| o.key.clone()).collect(),
             rv: *rv,
