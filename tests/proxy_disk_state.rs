@@ -238,3 +238,31 @@ async fn a_corrupt_state_file_is_skipped_and_the_upstream_serves() {
     assert!(replaced);
     proxy.shutdown(Duration::from_secs(5)).await;
 }
+
+/// The upstream answers, but refuses kubeplex (its RBAC was taken away): a refusal is an
+/// answer, so the disk state is never served; clients get the apiserver's own 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_an_answer_and_the_disk_state_is_not_served() {
+    let work = temp_dir("disk-refused-work");
+    let states = temp_dir("disk-refused-states");
+    let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
+    let first = kubeplex(&sim, &work.0, &states.0).await;
+    let written = eventually(Duration::from_secs(10), || {
+        metric(&first, "kubeplex_disk_state_writes_total", &["result=\"ok\""]) >= 2
+    })
+    .await;
+    assert!(written);
+    first.shutdown(Duration::from_secs(5)).await;
+
+    // kubeplex's credentials (none: anonymous) may read nothing any more.
+    sim.set_auth(Some(kubeplex::sim::auth::Auth::new()));
+    let second = kubeplex(&sim, &work.0, &states.0).await;
+    let addr = second.addr.to_string();
+    let direct = get(&sim.addr().to_string(), "/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(direct.status, 403);
+    let through = get(&addr, "/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(through.status, 403, "{}", String::from_utf8_lossy(&through.body));
+    assert_eq!(through.body, direct.body, "the apiserver's refusal, not the disk state");
+    assert_eq!(metric(&second, "kubeplex_disk_state_loads_total", &["result=\"served\""]), 0);
+    second.shutdown(Duration::from_secs(5)).await;
+}
