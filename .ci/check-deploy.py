@@ -146,6 +146,14 @@ def check_workloads(where, docs):
         if cm in configmaps:
             key = pathlib.PurePosixPath(path).name
             check(key in configmaps[cm].get("data", {}), f"{where}: {at}: {cm} has no {key}")
+            # Generated, so that a changed configuration rolls the pods.
+            check(cm.startswith("kubeplex-config-"), f"{where}: {at}: {cm} has no content hash")
+            # Every file the configuration names is in a volume the container mounts.
+            config = yaml.safe_load(configmaps[cm].get("data", {}).get(key, "")) or {}
+            for k, value in config.items():
+                if k.endswith("File") or k in ("kubeconfig", "diskStateDir"):
+                    check(any(pathlib.PurePosixPath(value).is_relative_to(m) for m in mounts),
+                          f"{where}: {at}: {k} {value} is not in a mounted volume")
         env = {e["name"]: e for e in c.get("env", [])}
         check("KUBEPLEX_ADMIN_LISTEN" in env, f"{where}: {at}: admin listener not on the pod IP")
         check(any(p.get("name") == "admin" for p in c.get("ports", [])),
