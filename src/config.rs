@@ -283,6 +283,17 @@ pub struct Settings {
     )]
     pub max_request_body_bytes: u64,
 
+    // --- memory budget ---
+    /// At most this many bytes of objects in all caches together; a cache whose load would
+    /// take them past it is not started (its reads pass through; retried later). 0: no budget.
+    #[arg(
+        long,
+        env = "KUBEPLEX_CACHE_MEMORY_BUDGET",
+        default_value_t = 0,
+        help_heading = "Caches"
+    )]
+    pub cache_memory_budget: u64,
+
     // --- disk state ---
     /// Write caches' states to this directory (created 0700), so that a kubeplex restarted
     /// while the apiserver is unreachable serves its last state until it answers. Unset: off.
@@ -609,6 +620,8 @@ impl Settings {
                 probe_min_list_bytes: s.consistent_list_probe_min_bytes,
             },
             discovery_ttl: s.discovery_ttl.0,
+            memory_budget: (s.cache_memory_budget > 0)
+                .then(|| usize::try_from(s.cache_memory_budget).unwrap_or(usize::MAX)),
             disk: kubeplex::upstream::disk::DiskConfig {
                 dir: s.disk_state_dir.clone(),
                 interval: s.disk_state_interval.0,

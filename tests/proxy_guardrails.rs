@@ -39,6 +39,7 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         freshness: FreshnessConfig::default(),
         discovery_ttl: DISCOVERY_TTL,
         disk: Default::default(),
+        memory_budget: None,
     };
     let proxy = Proxy::start_guarded(
         prometheus::Registry::new(),

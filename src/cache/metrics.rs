@@ -11,6 +11,10 @@ pub struct CacheMetrics {
     pub cache_resource_version: IntGaugeVec,
     pub cache_updated: IntGaugeVec,
     pub skipped_objects: IntCounterVec,
+    /// The caches' memory budget in bytes (0: none).
+    pub budget_bytes: prometheus::IntGauge,
+    /// Loads refused because they would have taken the caches past the budget.
+    pub budget_refused: IntCounterVec,
     pub watch: WatchMetrics,
 }
 
@@ -43,7 +47,22 @@ impl CacheMetrics {
             registry.register(Box::new(c.clone()))?;
         }
         registry.register(Box::new(skipped_objects.clone()))?;
+        let budget_bytes = prometheus::IntGauge::new(
+            "kubeplex_cache_budget_bytes",
+            "The caches' memory budget (cacheMemoryBudget; 0: none): a load that would take the caches' object bytes past it is refused and its reads pass through.",
+        )?;
+        let budget_refused = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_cache_budget_refused_total",
+                "Cache loads refused because they would have taken the caches past the memory budget (the cache is retried later with backoff).",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(budget_bytes.clone()))?;
+        registry.register(Box::new(budget_refused.clone()))?;
         Ok(CacheMetrics {
+            budget_bytes,
+            budget_refused,
             cache_objects,
             cache_bytes,
             cache_resource_version,

@@ -46,6 +46,9 @@ pub struct ResourceCache {
     synced: AtomicBool,
     /// `synced`, for readers waiting on a cold cache's first sync.
     synced_tx: watch::Sender<bool>,
+    /// Loads that failed while the cache had never synced: readers waiting for a cold cache
+    /// are woken by a failure (the upstream unreachable or refusing) and pass through at once.
+    cold_failures: watch::Sender<u64>,
     /// Bumped whenever the store's state may stop following from the one before it (a load
     /// begins or ends, an object is skipped): a freshness proof begun in one epoch is not applied
     /// in another (see [`ResourceCache::mark_progress`]).
@@ -82,6 +85,11 @@ pub struct ResourceCache {
     encoder: Arc<Encoder>,
 }
 
+/// Longer than the upstream stays silent while it is reachable: its watches carry a BOOKMARK at
+/// least every minute (kube-apiserver 1.36), and the reflector re-watches every 5 minutes. A
+/// cache silent for longer is stale: its watch is down, and it serves its last state.
+pub const STALE_AFTER: Duration = Duration::from_secs(150);
+
 /// What `/debug/caches` shows of one cache.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CacheStatus {
@@ -95,6 +103,8 @@ pub struct CacheStatus {
     pub resource_version: u64,
     /// Since the upstream was last heard from (an event, a bookmark, a load).
     pub seconds_since_upstream: u64,
+    /// Silent for longer than [`STALE_AFTER`]: serving its last state.
+    pub stale: bool,
     pub seconds_since_read: u64,
     pub watchers: usize,
     pub history_events: usize,
@@ -150,6 +160,7 @@ impl ResourceCache {
             rv_tx: watch::channel(0).0,
             synced: AtomicBool::new(false),
             synced_tx: watch::channel(false).0,
+            cold_failures: watch::channel(0).0,
             epoch: AtomicU64::new(0),
             loading: Mutex::new(None),
             loaded_from: Mutex::new(None),
@@ -211,6 +222,11 @@ impl ResourceCache {
         *self.rv_tx.borrow()
     }
 
+    /// Bytes of object data held (what the memory budget counts).
+    pub fn bytes(&self) -> usize {
+        self.read().bytes()
+    }
+
     pub fn current(&self) -> Snapshot {
         self.read().current()
     }
@@ -221,13 +237,29 @@ impl ResourceCache {
 
     /// Waits until the cache has synced (a cold cache's first load), at most `timeout`; whether
     /// it is synced. Every reader of a cold cache shares its one upstream list this way.
+    /// A failed first load ends the wait early (see [`ResourceCache::failing_cold`]).
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         if self.is_synced() {
             return true;
         }
-        let mut rx = self.synced_tx.subscribe();
-        let wait = async move { rx.wait_for(|s| *s).await.is_ok() };
-        tokio::time::timeout(timeout, wait).await.unwrap_or(false) && self.is_synced()
+        let mut synced = self.synced_tx.subscribe();
+        let mut failed = self.cold_failures.subscribe();
+        failed.mark_unchanged();
+        let wait = async move {
+            tokio::select! {
+                _ = synced.wait_for(|s| *s) => {}
+                _ = failed.changed() => {}
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        self.is_synced()
+    }
+
+    /// Never synced, and its last load failed: the upstream is unreachable or refuses it (or
+    /// the memory budget did). Its readers pass through at once rather than wait for a load
+    /// that is not coming soon.
+    pub fn failing_cold(&self) -> bool {
+        !self.is_synced() && !self.has_loaded() && *self.cold_failures.borrow() > 0
     }
 
     /// Whether a load ever completed: a cache that is not synced now although it was (an object
@@ -298,6 +330,12 @@ impl ResourceCache {
         }
     }
 
+    /// Whether the upstream has been silent for longer than [`STALE_AFTER`] (or the state came
+    /// from disk): the cache serves its last state.
+    pub fn is_stale(&self) -> bool {
+        self.disk_state_written().is_some() || self.upstream_silent_for() > STALE_AFTER
+    }
+
     /// When the state read back from disk was written (Unix seconds), while it is what the
     /// cache serves.
     pub fn disk_state_written(&self) -> Option<u64> {
@@ -322,6 +360,7 @@ impl ResourceCache {
             bytes,
             resource_version,
             seconds_since_upstream: self.upstream_silent_for().as_secs(),
+            stale: self.is_stale(),
             seconds_since_read: self.idle_for().as_secs(),
             watchers: fan.len(),
             history_events: fan.history.len(),

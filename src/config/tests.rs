@@ -229,3 +229,12 @@ fn disk_state_is_off_by_default_and_reaches_the_caches() {
     let err = Settings::from_yaml("diskStateInterval: 0s\n").unwrap().resolve().unwrap_err();
     assert!(err.0.contains("diskStateInterval"), "{}", err.0);
 }
+
+#[test]
+fn the_memory_budget_is_off_by_default_and_reaches_the_caches() {
+    let c = Settings::from_yaml("").unwrap().resolve().unwrap();
+    assert_eq!(c.caches.memory_budget, None);
+    let c = Settings::from_yaml("cacheMemoryBudget: 1073741824\n").unwrap().resolve().unwrap();
+    assert_eq!(c.caches.memory_budget, Some(1 << 30));
+    assert!(Settings::from_yaml("cacheMemoryBudget: -1\n").is_err());
+}

@@ -95,7 +95,8 @@ pub async fn try_answer(
     {
         return None;
     }
-    let cache = state.caches.get_or_start(info, encoding);
+    // `None`: the memory budget refuses this cache; the read passes through.
+    let cache = state.caches.get_or_start(info, encoding)?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

@@ -26,11 +26,21 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
         // a clean relist; its reads pass through meanwhile.
         return false;
     }
-    let started = std::time::Instant::now();
-    let synced = cache.wait_synced(state.caches.freshness_config().sync_wait).await;
     let m = &state.metrics.freshness;
     let labels = [cache.label(), cache.encoding().as_str()];
-    let result = if synced { "synced" } else { "timeout" };
+    if cache.failing_cold() {
+        // Its first load failed (an outage, a refusal, the memory budget): the upstream
+        // answers this read as it would without kubeplex, at once.
+        m.sync_waits.with_label_values(&[labels[0], labels[1], "load_failed"]).inc();
+        return false;
+    }
+    let started = std::time::Instant::now();
+    let synced = cache.wait_synced(state.caches.freshness_config().sync_wait).await;
+    let result = match (synced, cache.failing_cold()) {
+        (true, _) => "synced",
+        (false, true) => "load_failed",
+        (false, false) => "timeout",
+    };
     m.sync_waits.with_label_values(&[labels[0], labels[1], result]).inc();
     m.sync_wait_seconds.with_label_values(&labels).observe(started.elapsed().as_secs_f64());
     synced

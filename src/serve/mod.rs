@@ -12,6 +12,7 @@
 //!    the cache can do so exactly, or declines;
 //! 4. [`passthrough::forward`] streams everything else to the upstream and back.
 
+mod admin;
 pub mod body;
 mod cached;
 mod fresh;
@@ -29,8 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use http::{Request, Response};
-use hyper::body::Incoming;
+use http::Response;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -275,7 +275,7 @@ impl Proxy {
         check_preload(&state.resources, &preload).await?;
         // What was cached before the restart starts again, with its disk state standing by.
         for (info, encoding) in restarted {
-            state.caches.get_or_start(&info, encoding);
+            let _ = state.caches.get_or_start(&info, encoding);
         }
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -315,7 +315,7 @@ impl Proxy {
                 let l = TcpListener::bind(a).await?;
                 let admin_addr = l.local_addr()?;
                 let st = state.clone();
-                tasks.spawn(crate::net::serve(l, move |req| admin(st.clone(), req)));
+                tasks.spawn(crate::net::serve(l, move |req| admin::admin(st.clone(), req)));
                 Some(admin_addr)
             }
             None => None,
@@ -342,6 +342,7 @@ impl Proxy {
             loop {
                 tick.tick().await;
                 reaper.reap_idle();
+                reaper.retry_refused();
             }
         });
         Ok(Proxy { addr, admin_addr, state, tasks, client: Some(client), drain: drain_signal })
@@ -539,8 +540,10 @@ async fn preload_cache(state: &Arc<ProxyState>, spec: &str) {
     let mut delay = Duration::from_millis(200);
     loop {
         if let Some(info) = state.resources.lookup(&group, &version, &resource).await {
-            let cache = state.caches.get_or_start(&info, encoding);
-            cache.pin();
+            // Refused by the memory budget: started again by `retry_refused`, pinned.
+            if let Some(cache) = state.caches.get_or_start(&info, encoding) {
+                cache.pin();
+            }
             return;
         }
         tracing::warn!(spec, "resource not found upstream yet; retrying");
@@ -582,50 +585,4 @@ fn resource_label(state: &ProxyState, class: &Class) -> String {
         label = format!("{label}/{sub}");
     }
     label
-}
-
-/// The admin listener: liveness, readiness, metrics.
-fn admin(
-    state: Arc<ProxyState>,
-    req: Request<Incoming>,
-) -> futures_util::future::BoxFuture<'static, Response<Body>> {
-    Box::pin(async move {
-        match req.uri().path() {
-            "/metrics" => body::respond(
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                state.metrics.render(),
-            ),
-            "/healthz" | "/livez" => body::respond(200, "text/plain", b"ok".to_vec()),
-            // Per cache: size, RV, how long since the upstream was heard from, watchers, how
-            // far back watches can resume.
-            "/debug/caches" => {
-                let status = serde_json::json!({ "caches": state.caches.status() });
-                let mut bytes = serde_json::to_vec_pretty(&status).unwrap_or_default();
-                bytes.push(b'\n');
-                body::respond(200, body::JSON, bytes)
-            }
-            // Ready when the upstream answers (passthrough works) and every configured cache
-            // has synced (reads it serves are fast from the first request).
-            "/readyz" if state.draining.load(std::sync::atomic::Ordering::Acquire) => {
-                body::respond(503, "text/plain", b"shutting down".to_vec())
-            }
-            "/readyz" => {
-                let upstream = state.resources.lookup("", "v1", "namespaces").await.is_some();
-                let pending = state.caches.unsynced_pinned(&state.preload_specs);
-                match (upstream, pending.is_empty()) {
-                    (true, true) => body::respond(200, "text/plain", b"ok".to_vec()),
-                    (false, _) => {
-                        body::respond(503, "text/plain", b"upstream not reachable".to_vec())
-                    }
-                    (true, false) => body::respond(
-                        503,
-                        "text/plain",
-                        format!("caches not synced: {}", pending.join(", ")).into_bytes(),
-                    ),
-                }
-            }
-            _ => body::respond(404, "text/plain", b"not found".to_vec()),
-        }
-    })
 }

@@ -76,7 +76,8 @@ pub async fn try_watch(
     };
     // --- end Tables
     let filter = filter(info, encoding, rp, opts)?;
-    let cache = state.caches.get_or_start(info, encoding);
+    // `None`: the memory budget refuses this cache; the read passes through.
+    let cache = state.caches.get_or_start(info, encoding)?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

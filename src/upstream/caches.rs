@@ -5,13 +5,13 @@
 //! while. This is the live layer between the pure state (`cache`) and the serving side.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
 use super::disk::{DiskConfig, DiskStates};
-use super::feed;
+use super::feed::{self, Feed};
 use super::freshness::Freshness;
 use super::metrics::UpstreamMetrics;
 use super::reflector::Reflector;
@@ -41,6 +41,9 @@ pub struct CachesConfig {
     pub discovery_ttl: Duration,
     /// Caches' states on local disk, for restarts during outages (`upstream::disk`).
     pub disk: DiskConfig,
+    /// At most this many bytes of objects in all caches together (`None`: no limit); see
+    /// [`budget`].
+    pub memory_budget: Option<usize>,
 }
 
 /// How long reads wait for the cache rather than passing through.
@@ -80,11 +83,14 @@ impl Default for FreshnessConfig {
     }
 }
 
+mod budget;
+
+pub use budget::RefusedStatus;
+
 type CacheKey = (String, String, String, Encoding);
 
-/// Longer than the upstream stays silent while it is reachable: its watches carry a BOOKMARK at
-/// least every minute (kube-apiserver 1.36), and the reflector re-watches every 5 minutes.
-const UPSTREAM_QUIET: Duration = Duration::from_secs(150);
+/// See `cache::resource::STALE_AFTER`.
+const UPSTREAM_QUIET: Duration = crate::cache::resource::STALE_AFTER;
 
 /// A running cache: its state, the freshness proofs of its reads, and the tasks that feed it
 /// (the reflector) and keep it healthy (the slow-watcher sweeper). Dereferences to the state.
@@ -124,6 +130,10 @@ pub struct Caches {
     /// States read from disk at start-up, each for its cache's first load (taken when the
     /// cache starts).
     stashed: Mutex<HashMap<CacheKey, DiskState>>,
+    /// Caches refused by the memory budget, until they may be tried again.
+    refused: Mutex<HashMap<CacheKey, budget::Refusal>>,
+    /// Itself, for the feeds of its caches (the budget's check at each load).
+    me: Weak<Caches>,
 }
 
 impl Caches {
@@ -144,7 +154,8 @@ impl Caches {
         config: CachesConfig,
         disk: Option<Arc<DiskStates>>,
     ) -> Arc<Self> {
-        Arc::new(Caches {
+        metrics.budget_bytes.set(config.memory_budget.unwrap_or(0) as i64);
+        Arc::new_cyclic(|me| Caches {
             upstream,
             metrics,
             upstream_metrics,
@@ -152,6 +163,8 @@ impl Caches {
             map: Mutex::new(HashMap::new()),
             disk,
             stashed: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
+            me: me.clone(),
         })
     }
 
@@ -178,12 +191,16 @@ impl Caches {
 
     /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
     /// running yet. Only one is ever started per key, whatever the number of callers.
-    pub fn get_or_start(&self, info: &Arc<ResourceInfo>, encoding: Encoding) -> Arc<Live> {
+    /// `None` while the memory budget refuses it: its reads pass through.
+    pub fn get_or_start(&self, info: &Arc<ResourceInfo>, encoding: Encoding) -> Option<Arc<Live>> {
         let key = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = map.get(&key) {
             c.touch();
-            return c.clone();
+            return Some(c.clone());
+        }
+        if self.is_refused(&key) {
+            return None;
         }
         let cache = Arc::new(ResourceCache::new(
             info.clone(),
@@ -202,23 +219,23 @@ impl Caches {
         // The reflector's events are applied to the cache as they are read (`upstream::feed`);
         // with a state directory, a state read from disk stands by for the first load.
         let fed = cache.clone();
-        let reflector = match &self.disk {
+        let apply: Box<dyn Fn(Feed) + Send + Sync> = match &self.disk {
             Some(disk) => {
                 let state = self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                let feed = disk.feed(fed, state);
-                tokio::spawn(
-                    Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
-                        .run(),
-                )
+                Box::new(disk.feed(fed, state))
             }
-            None => {
-                let feed = move |event| feed::apply(&fed, event);
-                tokio::spawn(
-                    Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
-                        .run(),
-                )
-            }
+            None => Box::new(move |event| feed::apply(&fed, event)),
         };
+        // Each load is weighed against the memory budget before it is applied.
+        let weighed = budget::Weighed {
+            caches: self.me.clone(),
+            key: key.clone(),
+            cache: cache.clone(),
+            apply,
+        };
+        let feed = move |event| weighed.feed(event);
+        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed);
+        let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
             let every = (self.config.watch.slow_after / 4)
@@ -237,7 +254,7 @@ impl Caches {
         tracing::info!(resource = %cache.describe(), "cache started");
         let live = Arc::new(Live { cache, freshness, tasks: Mutex::new(vec![reflector, sweeper]) });
         map.insert(key, live.clone());
-        live
+        Some(live)
     }
 
     /// How reads wait for these caches.
@@ -279,7 +296,8 @@ impl Caches {
         let pinned: Vec<_> = map.values().filter(|c| c.is_pinned()).collect();
         let mut pending: Vec<String> =
             pinned.iter().filter(|c| !c.is_synced()).map(|c| c.describe()).collect();
-        if pinned.len() < specs.len() {
+        // A configured cache the memory budget refused is not waited for.
+        if pinned.len() + self.refused_pinned() < specs.len() {
             pending.push(format!("{} configured cache(s) not started", specs.len() - pinned.len()));
         }
         pending

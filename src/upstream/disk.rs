@@ -235,18 +235,20 @@ impl DiskStates {
                 Feed::Loaded { .. } => Some(false),
                 _ => None,
             };
-            feed::apply(&cache, event);
-            let Some(unreachable) = outcome else { return };
-            // The first load decides: an unreachable upstream serves the disk state; an answer
-            // (a state, or a refusal) drops it.
-            let Some(state) = pending.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return;
-            };
-            if unreachable && cache.restore(state.objects, state.resource_version, state.written_at)
-            {
-                served.inc();
-                tracing::warn!(resource = %cache.describe(), rv = state.resource_version, age_seconds = unix_now().saturating_sub(state.written_at), "upstream unreachable: serving the cache's state from disk until it answers");
+            // The first load decides: an unreachable upstream brings the disk state into
+            // service (before the failure is applied, so that readers waiting for the cache
+            // find it synced); an answer (a state, or a refusal) drops it.
+            let state =
+                outcome.and_then(|_| pending.lock().unwrap_or_else(|p| p.into_inner()).take());
+            if let (Some(true), Some(state)) = (outcome, state) {
+                let (rv, age) =
+                    (state.resource_version, unix_now().saturating_sub(state.written_at));
+                if cache.restore(state.objects, state.resource_version, state.written_at) {
+                    served.inc();
+                    tracing::warn!(resource = %cache.describe(), rv, age_seconds = age, "upstream unreachable: serving the cache's state from disk until it answers");
+                }
             }
+            feed::apply(&cache, event);
         }
     }
 }

@@ -105,6 +105,7 @@ impl Node {
             freshness: FreshnessConfig::default(),
             discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
             disk: Default::default(),
+            memory_budget: None,
         };
         let mode = Mode::Node(NodeConfig {
             tls: kubeplex_net::TlsConfig::new(cert, key).with_client_ca(ca),

@@ -97,6 +97,7 @@ impl Stack {
             freshness,
             discovery_ttl,
             disk: Default::default(),
+            memory_budget: None,
         };
         let proxy = Proxy::start(
             upstream,
@@ -215,5 +216,6 @@ pub fn default_caches(preload: &[&str]) -> CachesConfig {
         freshness: FreshnessConfig::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         disk: Default::default(),
+        memory_budget: None,
     }
 }

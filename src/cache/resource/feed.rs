@@ -86,6 +86,8 @@ impl ResourceCache {
         if self.is_synced() || self.has_loaded() {
             return false;
         }
+        // The failed load that brings the disk state into service is over, and claims nothing.
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.replace(objects, rv);
         *self.from_disk.lock().unwrap_or_else(|p| p.into_inner()) = Some(written_at);
         *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -107,10 +109,14 @@ impl ResourceCache {
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A load failed before it replaced the state.
+    /// A load failed before it replaced the state. A cold cache's readers are told (they pass
+    /// through rather than wait).
     pub fn load_failed(&self) {
         self.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        if !self.is_synced() && !self.has_loaded() {
+            self.cold_failures.send_modify(|n| *n += 1);
+        }
     }
 
     pub fn apply(&self, kind: EventKind, obj: CachedObject) {

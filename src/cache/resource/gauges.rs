@@ -27,6 +27,7 @@ impl Gauges {
         let l = [label, encoding.as_str()];
         // Exported at 0 from the start, so that alerts on its increase see the first skip.
         metrics.skipped_objects.with_label_values(&l);
+        metrics.budget_refused.with_label_values(&l);
         Gauges {
             objects: metrics.cache_objects.with_label_values(&l),
             bytes: metrics.cache_bytes.with_label_values(&l),

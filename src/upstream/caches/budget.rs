@@ -1,0 +1,159 @@
+//! The caches' memory budget (issue 13): at most `memory_budget` bytes of objects in all caches
+//! together. Each load (first list, relist) is weighed before it is applied: one that would take
+//! the caches past the budget is not applied, its cache is stopped and refused for a while
+//! (30 s, doubling to 10 min), and its reads pass through meanwhile — with a log line and
+//! `kubeplex_cache_budget_refused_total`. A configured (pinned) cache is started again when its
+//! refusal ends; others when they are next read. Readiness does not wait for refused caches.
+//!
+//! What is weighed is the objects' bytes (`kubeplex_cache_bytes`), the bulk of a cache's memory;
+//! growth by watch events between loads is not refused (the next relist is weighed).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{CacheKey, Caches, Feed};
+use crate::cache::resource::ResourceCache;
+use crate::cache::Encoding;
+use crate::wire::resource::ResourceInfo;
+
+const RETRY_FIRST: Duration = Duration::from_secs(30);
+const RETRY_MAX: Duration = Duration::from_secs(600);
+
+/// A cache the budget refused.
+pub(super) struct Refusal {
+    until: Instant,
+    backoff: Duration,
+    pinned: bool,
+    bytes: usize,
+    info: Arc<ResourceInfo>,
+    encoding: Encoding,
+}
+
+/// What `/debug/caches` shows of a refused cache.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RefusedStatus {
+    pub resource: String,
+    pub encoding: &'static str,
+    /// The bytes of the load that was refused.
+    pub bytes: usize,
+    pub pinned: bool,
+    /// When it may be started again.
+    pub retry_in_seconds: u64,
+}
+
+/// A cache's feed, each load weighed against the budget before `apply` sees it.
+pub(super) struct Weighed {
+    pub(super) caches: Weak<Caches>,
+    pub(super) key: CacheKey,
+    pub(super) cache: Arc<ResourceCache>,
+    pub(super) apply: Box<dyn Fn(Feed) + Send + Sync>,
+}
+
+impl Weighed {
+    pub(super) fn feed(&self, event: Feed) {
+        if let Feed::Loaded { objects, .. } = &event {
+            if let Some(caches) = self.caches.upgrade() {
+                let bytes = objects.iter().map(|o| o.body.len()).sum();
+                if !caches.admit(&self.key, bytes) {
+                    // Its cold readers are woken and pass through; then the cache (and this
+                    // reflector) stops.
+                    self.cache.load_failed();
+                    caches.refuse(&self.key, &self.cache, bytes);
+                    return;
+                }
+            }
+        }
+        (self.apply)(event)
+    }
+}
+
+impl Caches {
+    /// Whether a load of `bytes` for `key` fits beside the other caches.
+    fn admit(&self, key: &CacheKey, bytes: usize) -> bool {
+        let Some(limit) = self.config.memory_budget else { return true };
+        let others: usize = {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter().filter(|(k, _)| *k != key).map(|(_, c)| c.bytes()).sum()
+        };
+        let fits = others.saturating_add(bytes) <= limit;
+        if fits {
+            self.refused.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        }
+        fits
+    }
+
+    fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize) {
+        let live = self.map.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        let backoff = {
+            let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+            let backoff = refused.get(key).map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_MAX));
+            let refusal = Refusal {
+                until: Instant::now() + backoff,
+                backoff,
+                pinned: cache.is_pinned(),
+                bytes,
+                info: Arc::new(cache.info().clone()),
+                encoding: cache.encoding(),
+            };
+            refused.insert(key.clone(), refusal);
+            backoff
+        };
+        let labels = [cache.label(), cache.encoding().as_str()];
+        self.metrics.budget_refused.with_label_values(&labels).inc();
+        tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: its load would take the caches past the memory budget; its reads pass through");
+        if let Some(live) = live {
+            // Aborts this cache's reflector, the caller: the last thing it does.
+            live.stop();
+        }
+    }
+
+    /// Whether `key` is refused now.
+    pub(super) fn is_refused(&self, key: &CacheKey) -> bool {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused.get(key).is_some_and(|r| Instant::now() < r.until)
+    }
+
+    /// Configured caches refused now.
+    pub(super) fn refused_pinned(&self) -> usize {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused.values().filter(|r| r.pinned).count()
+    }
+
+    /// Starts again the configured caches whose refusal has ended. Run periodically.
+    pub fn retry_refused(&self) {
+        let due: Vec<(Arc<ResourceInfo>, Encoding)> = {
+            let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            refused
+                .values()
+                .filter(|r| r.pinned && now >= r.until)
+                .map(|r| (r.info.clone(), r.encoding))
+                .collect()
+        };
+        for (info, encoding) in due {
+            if let Some(cache) = self.get_or_start(&info, encoding) {
+                cache.pin();
+            }
+        }
+    }
+
+    /// Every refused cache, for operators (`/debug/caches`).
+    pub fn refused_status(&self) -> Vec<RefusedStatus> {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut all: Vec<RefusedStatus> = refused
+            .values()
+            .map(|r| RefusedStatus {
+                resource: format!("{}/{}", r.info.label(), r.info.version),
+                encoding: r.encoding.as_str(),
+                bytes: r.bytes,
+                pinned: r.pinned,
+                retry_in_seconds: r.until.saturating_duration_since(now).as_secs(),
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.resource, a.encoding).cmp(&(&b.resource, b.encoding)));
+        all
+    }
+}
