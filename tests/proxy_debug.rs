@@ -38,7 +38,33 @@ async fn debug_caches_shows_each_cache_and_how_stale_it_is() {
     assert!(cm["bytes"].as_u64().unwrap() > 0);
     assert_eq!(cm["resource_version"], stack.sim.current_rv());
     assert_eq!(cm["watchers"], 1);
+    assert_eq!(cm["waiting_reads"], 0, "nothing waits on a synced cache");
     assert!(cm["seconds_since_upstream"].as_u64().unwrap() <= 5, "{cm}");
+
+    // A read for an RV the cache has not reached waits on it (then gets the apiserver's 504),
+    // and the view says so meanwhile.
+    let ahead = stack.sim.current_rv() + 1000;
+    let waiting = {
+        let addr = stack.addr();
+        tokio::spawn(async move {
+            let path = format!(
+                "/api/v1/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
+            );
+            support::get(&addr, &path).await.status
+        })
+    };
+    let mut seen = 0;
+    for _ in 0..40 {
+        let all = caches(&admin, &support::get(&admin, "/debug/caches").await.body);
+        let cm = all.iter().find(|c| c["resource"] == "configmaps/v1").expect("configmaps");
+        seen = cm["waiting_reads"].as_u64().unwrap();
+        if seen > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(seen, 1, "the waiting read is shown");
+    assert_eq!(waiting.await.unwrap(), 504);
 
     // The upstream goes away: the cache keeps its state, and says how long it has been alone.
     stack.sim.stop_serving();

@@ -107,6 +107,9 @@ pub struct CacheStatus {
     pub stale: bool,
     pub seconds_since_read: u64,
     pub watchers: usize,
+    /// Reads waiting on this cache now: for its first sync, or for it to reach an RV (a
+    /// not-older-than read, a freshness proof).
+    pub waiting_reads: usize,
     pub history_events: usize,
     pub history_bytes: usize,
     /// The oldest RV a watch can resume from (the history's start).
@@ -363,6 +366,7 @@ impl ResourceCache {
             stale: self.is_stale(),
             seconds_since_read: self.idle_for().as_secs(),
             watchers: fan.len(),
+            waiting_reads: self.synced_tx.receiver_count() + self.rv_tx.receiver_count(),
             history_events: fan.history.len(),
             history_bytes: fan.history.bytes(),
             history_from: fan.history.start(),
