@@ -282,6 +282,37 @@ pub struct Settings {
         help_heading = "Guardrails"
     )]
     pub max_request_body_bytes: u64,
+    /// A request head must arrive whole within this (a slow client is closed), as the
+    /// apiserver's ReadHeaderTimeout; 0s: no limit.
+    #[arg(
+        long,
+        env = "KUBEPLEX_HEADER_READ_TIMEOUT",
+        default_value = "32s",
+        help_heading = "Guardrails"
+    )]
+    pub header_read_timeout: Duration,
+    /// An HTTP/1.1 keep-alive connection with no request for this long is closed (the
+    /// apiserver's IdleTimeout); 0s: no limit.
+    #[arg(long, env = "KUBEPLEX_IDLE_TIMEOUT", default_value = "90s", help_heading = "Guardrails")]
+    pub idle_timeout: Duration,
+    /// Request heads (HTTP/2 header lists) over this get 431, as the apiserver's
+    /// MaxHeaderBytes.
+    #[arg(
+        long,
+        env = "KUBEPLEX_MAX_HEADER_BYTES",
+        default_value_t = 1_048_576,
+        help_heading = "Guardrails"
+    )]
+    pub max_header_bytes: usize,
+    /// Client connections open at most on the API listener; at the cap it stops accepting
+    /// until one closes. 0: no cap.
+    #[arg(
+        long,
+        env = "KUBEPLEX_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        help_heading = "Guardrails"
+    )]
+    pub max_connections: usize,
 
     // --- memory budget ---
     /// At most this many bytes of objects in all caches together; a cache whose load would
@@ -641,6 +672,10 @@ impl Settings {
             max_requests_inflight: s.max_requests_inflight,
             max_mutating_requests_inflight: s.max_mutating_requests_inflight,
             max_request_body_bytes: s.max_request_body_bytes,
+            header_read_timeout: s.header_read_timeout.0,
+            idle_timeout: s.idle_timeout.0,
+            max_header_bytes: s.max_header_bytes,
+            max_connections: s.max_connections,
         };
         Ok(Config {
             mode,

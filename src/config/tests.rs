@@ -208,6 +208,10 @@ fn guardrails_default_to_the_apiservers_and_reach_the_proxy() {
     assert_eq!(c.guardrails.max_requests_inflight, 400);
     assert_eq!(c.guardrails.max_mutating_requests_inflight, 200);
     assert_eq!(c.guardrails.max_request_body_bytes, 3 << 20);
+    assert_eq!(c.guardrails.header_read_timeout, std::time::Duration::from_secs(32));
+    assert_eq!(c.guardrails.idle_timeout, std::time::Duration::from_secs(90));
+    assert_eq!(c.guardrails.max_header_bytes, 1 << 20);
+    assert_eq!(c.guardrails.max_connections, 10_000);
     let text = "maxRequestsInflight: 2\nmaxMutatingRequestsInflight: 0\nmaxRequestBodyBytes: 10\n";
     let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
     assert_eq!(c.guardrails.max_requests_inflight, 2);
@@ -237,4 +241,15 @@ fn the_memory_budget_is_off_by_default_and_reaches_the_caches() {
     let c = Settings::from_yaml("cacheMemoryBudget: 1073741824\n").unwrap().resolve().unwrap();
     assert_eq!(c.caches.memory_budget, Some(1 << 30));
     assert!(Settings::from_yaml("cacheMemoryBudget: -1\n").is_err());
+}
+
+#[test]
+fn listener_limits_reach_the_guardrails() {
+    let text =
+        "headerReadTimeout: 5s\nidleTimeout: 0s\nmaxHeaderBytes: 65536\nmaxConnections: 50\n";
+    let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
+    assert_eq!(c.guardrails.header_read_timeout, std::time::Duration::from_secs(5));
+    assert_eq!(c.guardrails.idle_timeout, std::time::Duration::ZERO);
+    assert_eq!(c.guardrails.max_header_bytes, 65536);
+    assert_eq!(c.guardrails.max_connections, 50);
 }

@@ -127,6 +127,7 @@ pub async fn connection<H, F, G, GF>(
     hyper_conn: G,
     counters: &LeanCounters,
     drain: &kubeplex_net::Drain,
+    limits: &kubeplex_net::Limits,
 ) where
     H: Fn(Request<ReqBody>) -> F,
     F: Future<Output = Response<Body>>,
@@ -135,6 +136,7 @@ pub async fn connection<H, F, G, GF>(
 {
     // Bytes read and not yet consumed: empty (and unallocated) while the client is quiet.
     let mut pending = Vec::new();
+    let mut first = true;
     loop {
         // Draining (graceful shutdown): a connection between requests closes; one with a
         // request under way finishes it first.
@@ -143,9 +145,10 @@ pub async fn connection<H, F, G, GF>(
             return;
         }
         let head = tokio::select! {
-            head = read_head(&stream, &mut pending) => head,
+            head = read_head_within(&stream, &mut pending, first, limits) => head,
             () = drain.signaled(), if idle => return,
         };
+        first = false;
         match head {
             Ok(Some(Parsed::Lean { req, len, close })) => {
                 counters.requests.inc();
@@ -170,6 +173,38 @@ pub async fn connection<H, F, G, GF>(
             }
             Ok(None) | Err(_) => return,
         }
+    }
+}
+
+/// [`read_head`] within the listener's timeouts, as Go's `http.Server` (kube-apiserver's): a
+/// keep-alive connection waits at most `idle_timeout` for the next request's first byte, then
+/// the head must be whole within `header_read_timeout` (a new connection's first head from
+/// the start). `None` (close, without an answer, as Go does) when either passes.
+async fn read_head_within(
+    stream: &TcpStream,
+    pending: &mut Vec<u8>,
+    first: bool,
+    limits: &kubeplex_net::Limits,
+) -> io::Result<Option<Parsed>> {
+    if !first && pending.is_empty() {
+        if let Some(idle) = limits.idle_timeout {
+            if tokio::time::timeout(idle, stream.readable()).await.is_err() {
+                return Ok(None);
+            }
+        }
+    }
+    let head = match limits.header_read_timeout {
+        Some(t) => tokio::time::timeout(t, read_head(stream, pending)).await.unwrap_or(Ok(None)),
+        None => read_head(stream, pending).await,
+    };
+    match head {
+        // Over the listener's head limit: hyper's, which answers 431 as Go does.
+        Ok(Some(Parsed::Lean { len, .. }))
+            if limits.max_header_bytes > 0 && len > limits.max_header_bytes =>
+        {
+            Ok(Some(Parsed::Other))
+        }
+        head => head,
     }
 }
 

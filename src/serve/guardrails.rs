@@ -12,8 +12,15 @@
 //!   longer gets the 413 Status `RequestEntityTooLarge` and is never forwarded.
 //!
 //! Cached reads never come here: they cost the apiserver nothing.
+//!
+//! And on every client listener ([`Guardrails::limits`], applied by `kubeplex_net`), as the
+//! apiserver's own `http.Server` (k8s.io/apiserver `SecureServingInfo.Serve`): a request head
+//! must arrive within 32 s (a slow-loris client is closed), an idle keep-alive connection is
+//! closed after 90 s, heads over 1 MiB get 431; and at most 10000 connections are open (at the
+//! cap the listener stops accepting until one closes).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, Method, Response, StatusCode};
@@ -32,6 +39,14 @@ pub const DEFAULT_MAX_INFLIGHT: usize = 400;
 pub const DEFAULT_MAX_MUTATING_INFLIGHT: usize = 200;
 /// The apiserver's `MaxRequestBodyBytes` default (3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 3 * 1024 * 1024;
+/// The apiserver's `http.Server` `ReadHeaderTimeout` ("just shy of requestTimeoutUpperBound").
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// The apiserver's `IdleTimeout` (http.DefaultTransport's keep-alive timeout).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// The apiserver's `MaxHeaderBytes`.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 1 << 20;
+/// Open client connections at most.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// Subresources the apiserver's `LongRunningRequestCheck` exempts (kube-apiserver's
 /// `BasicLongRunningRequestCheck(..., {"attach","exec","proxy","log","portforward"})`).
@@ -43,6 +58,11 @@ pub struct Guardrails {
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
     pub max_request_body_bytes: u64,
+    /// Listener limits (see the module docs); zero durations and counts: none.
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_connections: usize,
 }
 
 impl Default for Guardrails {
@@ -51,6 +71,10 @@ impl Default for Guardrails {
             max_requests_inflight: DEFAULT_MAX_INFLIGHT,
             max_mutating_requests_inflight: DEFAULT_MAX_MUTATING_INFLIGHT,
             max_request_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -59,6 +83,48 @@ impl Default for Guardrails {
 pub enum Error {
     #[error("guardrail metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+}
+
+impl Guardrails {
+    /// The client listener's limits, reported to `registry`'s connection metrics.
+    pub fn limits(&self, registry: &Registry) -> Result<kubeplex_net::Limits, Error> {
+        let open = prometheus::IntGauge::new(
+            "kubeplex_client_connections",
+            "Client connections open on the API listener.",
+        )?;
+        let capped = prometheus::IntCounter::new(
+            "kubeplex_client_connection_cap_reached_total",
+            "Times the API listener reached maxConnections and stopped accepting until a connection closed.",
+        )?;
+        registry.register(Box::new(open.clone()))?;
+        registry.register(Box::new(capped.clone()))?;
+        let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
+        Ok(kubeplex_net::Limits {
+            max_connections: self.max_connections,
+            header_read_timeout: nonzero(self.header_read_timeout),
+            idle_timeout: nonzero(self.idle_timeout),
+            max_header_bytes: self.max_header_bytes,
+            observer: Some(Arc::new(Connections { open, capped })),
+        })
+    }
+}
+
+/// The listener's connection metrics.
+struct Connections {
+    open: prometheus::IntGauge,
+    capped: prometheus::IntCounter,
+}
+
+impl kubeplex_net::ConnObserver for Connections {
+    fn opened(&self) {
+        self.open.inc();
+    }
+    fn closed(&self) {
+        self.open.dec();
+    }
+    fn cap_reached(&self) {
+        self.capped.inc();
+    }
 }
 
 /// The kind label, as the apiserver's `apiserver_current_inflight_requests{request_kind}`.

@@ -221,6 +221,7 @@ impl Proxy {
         guardrails: guardrails::Guardrails,
     ) -> anyhow::Result<Proxy> {
         let guard = guardrails::Limiter::new(guardrails, &registry)?;
+        let limits = guardrails.limits(&registry)?;
         let preload = caches.preload.clone();
         let reap_every = REAP_EVERY.min(caches.idle_timeout / 2).max(Duration::from_millis(100));
         let upstream = Arc::new(upstream);
@@ -293,21 +294,25 @@ impl Proxy {
             (Mode::Node(_), Some(tls)) => {
                 // TLS by hyper (HTTP/2 or HTTP/1.1 by ALPN); each request carries the client
                 // certificate's identity in its extensions.
-                tokio::spawn(kubeplex_net::serve_tls_until(
+                tokio::spawn(kubeplex_net::serve_tls_limited(
                     listener,
                     tls,
                     move |req| handle(crate::net::h1::boxed(req)),
                     drain,
+                    limits,
                 ))
             }
             (Mode::Sidecar(Http1Server::Lean), _) => {
                 let counters = state.metrics.lean.clone();
-                tokio::spawn(crate::net::serve_lean_until(listener, handle, counters, drain))
+                tokio::spawn(crate::net::serve_lean_until(
+                    listener, handle, counters, drain, limits,
+                ))
             }
             _ => tokio::spawn(crate::net::serve_until(
                 listener,
                 move |req| handle(crate::net::h1::boxed(req)),
                 drain,
+                limits,
             )),
         };
         let admin_addr = match admin_listen {

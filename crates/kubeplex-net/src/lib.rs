@@ -5,10 +5,12 @@
 #![forbid(unsafe_code)]
 
 pub mod identity;
+pub mod limits;
 pub mod tls;
 
 pub use identity::{ClientCert, RejectedClientCert};
-pub use tls::{serve_tls, serve_tls_until, TlsAcceptor, TlsConfig, TlsError};
+pub use limits::{ConnObserver, Limits};
+pub use tls::{serve_tls, serve_tls_limited, serve_tls_until, TlsAcceptor, TlsConfig, TlsError};
 
 use std::convert::Infallible;
 
@@ -100,8 +102,37 @@ where
     C: Fn(TcpStream) -> CF,
     CF: Future<Output = ()> + Send + 'static,
 {
+    accept_limited(listener, drain, &Limits::none(), conn).await
+}
+
+/// Like [`accept_until`], with at most `limits.max_connections` connections open: at the cap
+/// it stops accepting (new clients wait in the kernel's backlog) until one closes, rather than
+/// accepting and dropping. The observer hears of connections opened and closed and of each
+/// time the cap is reached.
+pub async fn accept_limited<C, CF>(listener: TcpListener, drain: Drain, limits: &Limits, conn: C)
+where
+    C: Fn(TcpStream) -> CF,
+    CF: Future<Output = ()> + Send + 'static,
+{
+    let cap = (limits.max_connections > 0)
+        .then(|| std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections)));
     let mut conns = JoinSet::new();
     loop {
+        // A slot first, then a connection: at the cap nothing is accepted.
+        let permit = match &cap {
+            None => None,
+            Some(cap) => match cap.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    limits.cap_reached();
+                    tokio::select! {
+                        p = cap.clone().acquire_owned() => p.ok(),
+                        Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+                        () = drain.signaled() => break,
+                    }
+                }
+            },
+        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             // Reap finished connections so the set does not grow without bound.
@@ -114,7 +145,12 @@ where
             continue;
         };
         let _ = stream.set_nodelay(true);
-        conns.spawn(conn(stream));
+        let open = limits.opened();
+        let served = conn(stream);
+        conns.spawn(async move {
+            served.await;
+            drop((open, permit));
+        });
     }
     drop(listener);
     while conns.join_next().await.is_some() {}
@@ -132,10 +168,8 @@ where
     with_hyper_until(io, handler, Drain::never()).await
 }
 
-/// Like [`with_hyper`]; when `drain` is signalled the connection shuts down gracefully: it
-/// finishes the requests under way (HTTP/2: GOAWAY; HTTP/1.1: closes after the response) and
-/// closes.
-pub async fn with_hyper_until<I, H, F, B>(io: I, handler: H, drain: Drain)
+/// Like [`with_hyper_until`], with the listener's `limits` on request heads.
+pub async fn with_hyper_limited<I, H, F, B>(io: I, handler: H, drain: Drain, limits: &Limits)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
@@ -147,7 +181,8 @@ where
         let fut = handler(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    limits.apply(&mut builder);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {
@@ -156,4 +191,18 @@ where
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// Like [`with_hyper`]; when `drain` is signalled the connection shuts down gracefully: it
+/// finishes the requests under way (HTTP/2: GOAWAY; HTTP/1.1: closes after the response) and
+/// closes.
+pub async fn with_hyper_until<I, H, F, B>(io: I, handler: H, drain: Drain)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    with_hyper_limited(io, handler, drain, &Limits::none()).await
 }

@@ -19,7 +19,6 @@ use tokio::net::TcpListener;
 
 use self::reload::Reloader;
 pub use self::verify::Peer;
-use crate::{accept_until, with_hyper_until};
 
 /// How often the files are looked at for changes, at most (a stat of each, no read).
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
@@ -156,9 +155,28 @@ pub async fn serve_tls_until<H, F, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_tls_limited(listener, tls, handler, drain, crate::Limits::none()).await
+}
+
+/// Like [`serve_tls_until`], within the listener's `limits` (see [`crate::accept_limited`]).
+/// The handshake is bounded by its own timeout, then the request head by the header timeout.
+pub async fn serve_tls_limited<H, F, B>(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    handler: H,
+    drain: crate::Drain,
+    limits: crate::Limits,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let conn_drain = drain.clone();
-    accept_until(listener, drain, move |stream| {
+    let conn_limits = limits.clone();
+    crate::accept_limited(listener, drain, &limits, move |stream| {
         let (tls, handler, drain) = (tls.clone(), handler.clone(), conn_drain.clone());
+        let limits = conn_limits.clone();
         async move {
             let remote = stream.peer_addr().ok();
             let TlsConn { stream, peer } = match tls.accept(stream).await {
@@ -170,13 +188,14 @@ pub async fn serve_tls_until<H, F, B>(
                     return;
                 }
             };
-            with_hyper_until(
+            crate::with_hyper_limited(
                 stream,
                 move |mut req: Request<Incoming>| {
                     peer.annotate(req.extensions_mut());
                     handler(req)
                 },
                 drain,
+                &limits,
             )
             .await
         }
