@@ -106,6 +106,54 @@ async fn oversized_create_gets_the_apiservers_413_and_is_not_forwarded() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A chunked body (no Content-Length) over HTTP/1.1: read at most the limit; past it, the
+/// apiserver's 413 and nothing forwarded; within it, forwarded whole.
+async fn chunked_post(addr: &str, path: &str, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: k\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(64 * 1024) {
+        let sent = async {
+            conn.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await?;
+            conn.write_all(chunk).await?;
+            conn.write_all(b"\r\n").await
+        };
+        // kubeplex may answer (413) and close before the whole body is sent.
+        if sent.await.is_err() {
+            break;
+        }
+    }
+    let _ = conn.write_all(b"0\r\n\r\n").await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(STEP, conn.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn an_oversized_chunked_create_gets_the_413_and_is_not_forwarded() {
+    let (sim, proxy, dir) = stack(Guardrails::default()).await;
+    let addr = proxy.addr.to_string();
+    let path = "/api/v1/namespaces/team-0/configmaps";
+    let posts = || sum(&sim.metrics_text(), "apiserver_request_total", &["verb=\"POST\""]);
+    let before = posts();
+    let big = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "team-0"}, "data": {"k": "x".repeat(4 << 20)}});
+    let answer = chunked_post(&addr, path, &serde_json::to_vec(&big).unwrap()).await;
+    assert!(answer.starts_with("HTTP/1.1 413 Request Entity Too Large\r\n"), "{answer:.300}");
+    assert!(answer.contains("\"message\":\"Request entity too large: limit is 3145728\""));
+    assert_eq!(posts(), before, "the oversized create reached the upstream");
+    let small = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "small-chunked", "namespace": "team-0"}, "data": {"k": "v"}});
+    let answer = chunked_post(&addr, path, &serde_json::to_vec(&small).unwrap()).await;
+    assert!(answer.starts_with("HTTP/1.1 201 Created\r\n"), "{answer:.300}");
+    assert_eq!(posts(), before + 1);
+    assert!(sim.get("", "configmaps", "team-0", "small-chunked").is_some());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn over_the_inflight_limit_reads_get_429_but_watches_and_cached_reads_do_not() {
     let g = Guardrails { max_requests_inflight: 2, ..Guardrails::default() };

@@ -222,11 +222,7 @@ impl Limiter {
     ) -> Result<Option<Slot>, Box<Response<Body>>> {
         if let Some(len) = content_length(headers) {
             if self.max_body > 0 && len > self.max_body {
-                return Err(Box::new(body::status(&Status::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!("Request entity too large: limit is {}", self.max_body),
-                ))));
+                return Err(Box::new(self.too_large()));
             }
         }
         if long_running(class) {
@@ -254,6 +250,55 @@ impl Limiter {
         let gauge = self.inflight.with_label_values(&[kind.as_str()]);
         gauge.inc();
         Ok(Some(Slot { _permit: permit, gauge }))
+    }
+}
+
+impl Limiter {
+    /// A request body of unknown length (chunked, or HTTP/2 without `Content-Length`) read
+    /// whole, at most the limit: as the apiserver reads at most limit+1 bytes of a body and
+    /// answers 413 past it, a longer one is refused here and never forwarded. Bodies of known
+    /// length (checked by [`Limiter::admit`]) and bodiless requests stream as they are.
+    pub async fn bounded_body(
+        &self,
+        req: http::Request<Body>,
+    ) -> Result<http::Request<Body>, Box<Response<Body>>> {
+        use http_body::Body as _;
+        let known = req.body().size_hint().exact().is_some();
+        if self.max_body == 0 || known || req.body().is_end_stream() {
+            return Ok(req);
+        }
+        let (parts, mut b) = req.into_parts();
+        let limit = usize::try_from(self.max_body).unwrap_or(usize::MAX);
+        let mut read = bytes::BytesMut::new();
+        while let Some(frame) = b.frame().await {
+            let Ok(frame) = frame else {
+                // The client went away or sent a broken body: nothing to forward.
+                return Err(Box::new(body::status(&Status::new(
+                    400,
+                    "BadRequest",
+                    "the request body could not be read".to_string(),
+                ))));
+            };
+            if let Ok(data) = frame.into_data() {
+                if read.len() + data.len() > limit {
+                    return Err(Box::new(self.too_large()));
+                }
+                read.extend_from_slice(&data);
+            }
+        }
+        Ok(http::Request::from_parts(parts, body::full(read.freeze())))
+    }
+
+    fn too_large(&self) -> Response<Body> {
+        let mut resp = body::status(&Status::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {}", self.max_body),
+        ));
+        // Go's status line (`http.StatusText(413)`), not hyper's "Payload Too Large".
+        resp.extensions_mut()
+            .insert(hyper::ext::ReasonPhrase::from_static(b"Request Entity Too Large"));
+        resp
     }
 }
 

@@ -384,6 +384,10 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
         Ok(slot) => slot,
         Err(refused) => return (*refused, Source::Denied),
     };
+    let req = match state.guard.bounded_body(req).await {
+        Ok(req) => req,
+        Err(refused) => return (*refused, Source::Denied),
+    };
     let resp = match how {
         None => passthrough::forward(&state.upstream, req).await,
         Some(how) => passthrough::forward_as(&state.upstream, req, how).await,
