@@ -394,6 +394,7 @@ impl ResourceCache {
     }
 }
 
-fn unix_now() -> u64 {
+/// Now, in Unix seconds (0 on a clock before 1970).
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -26,7 +26,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 
 use super::feed::{self, Feed};
 use crate::cache::persist::{self, DiskState};
-use crate::cache::resource::ResourceCache;
+use crate::cache::resource::{unix_now, ResourceCache};
 
 /// Where and how often caches are written; `dir: None` turns it off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -281,8 +281,4 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()
         let _ = std::fs::remove_file(&tmp);
     }
     result
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -51,9 +51,7 @@ impl Gauges {
         self.objects.set(store.len() as i64);
         self.bytes.set(store.bytes() as i64);
         self.resource_version.set(store.resource_version() as i64);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = super::unix_now();
         self.updated.set(now as i64);
     }
 
