@@ -151,6 +151,10 @@ async fn an_oversized_chunked_create_gets_the_413_and_is_not_forwarded() {
     assert!(answer.starts_with("HTTP/1.1 201 Created\r\n"), "{answer:.300}");
     assert_eq!(posts(), before + 1);
     assert!(sim.get("", "configmaps", "team-0", "small-chunked").is_some());
+    // The fake apiserver's own answer has the same status line (Go's, not hyper's).
+    let (upstream, big) = (sim.addr().to_string(), serde_json::to_vec(&big).unwrap());
+    let direct = chunked_post(&upstream, path, &big).await;
+    assert!(direct.starts_with("HTTP/1.1 413 Request Entity Too Large\r\n"), "{direct:.300}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

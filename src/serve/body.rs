@@ -54,6 +54,9 @@ pub fn status(s: &Status) -> Response<Body> {
     let mut bytes = s.to_json();
     bytes.push(b'\n');
     let mut resp = respond(s.code, JSON, bytes);
+    if let Some(reason) = crate::wire::status::go_reason_phrase(s.code) {
+        resp.extensions_mut().insert(hyper::ext::ReasonPhrase::from_static(reason.as_bytes()));
+    }
     if let Some(secs) = s.retry_after() {
         if let Ok(v) = secs.to_string().parse() {
             resp.headers_mut().insert(header::RETRY_AFTER, v);

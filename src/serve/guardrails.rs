@@ -290,15 +290,11 @@ impl Limiter {
     }
 
     fn too_large(&self) -> Response<Body> {
-        let mut resp = body::status(&Status::new(
+        body::status(&Status::new(
             413,
             "RequestEntityTooLarge",
             format!("Request entity too large: limit is {}", self.max_body),
-        ));
-        // Go's status line (`http.StatusText(413)`), not hyper's "Payload Too Large".
-        resp.extensions_mut()
-            .insert(hyper::ext::ReasonPhrase::from_static(b"Request Entity Too Large"));
-        resp
+        ))
     }
 }
 

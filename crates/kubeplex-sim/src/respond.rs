@@ -33,8 +33,12 @@ fn base(status: u16, content_type: &str) -> http::response::Builder {
 
 /// The headers every response has, before priority-and-fairness has classified the request.
 fn base_unclassified(status: u16, content_type: &str) -> http::response::Builder {
-    Response::builder()
-        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+    let mut b = Response::builder();
+    // Go's status line where it differs from hyper's (413 "Request Entity Too Large").
+    if let Some(reason) = crate::wire::status::go_reason_phrase(status) {
+        b = b.extension(hyper::ext::ReasonPhrase::from_static(reason.as_bytes()));
+    }
+    b.status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header("Audit-Id", uuid::Uuid::new_v4().to_string())
         .header(header::CACHE_CONTROL, "no-cache, private")
         .header(header::CONTENT_TYPE, content_type)

@@ -41,6 +41,17 @@ pub struct Refused<'a> {
     pub path: Option<&'a str>,
 }
 
+/// Go's status text (`net/http.StatusText`, what kube-apiserver's status lines say) where it
+/// differs from the `http` crate's canonical reason (which hyper writes).
+pub fn go_reason_phrase(code: u16) -> Option<&'static str> {
+    match code {
+        413 => Some("Request Entity Too Large"),
+        414 => Some("Request URI Too Long"),
+        416 => Some("Requested Range Not Satisfiable"),
+        _ => None,
+    }
+}
+
 /// A failure `Status` (`status: "Failure"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
