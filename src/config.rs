@@ -159,6 +159,27 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub access_review_denied_ttl: Duration,
+    /// Node mode: while the apiserver cannot be reached (no connection, 502/503/504), reviews
+    /// are answered with the last answers that were still current when it last answered, for
+    /// at most this long after that moment; 0s: never (cached reads then fail as the
+    /// apiserver does). A revocation made during an outage takes effect when kubeplex reaches
+    /// the apiserver again, or after this long (docs/operations.md, "Outages").
+    #[arg(
+        long,
+        env = "KUBEPLEX_AUTH_OUTAGE_GRACE",
+        default_value = "24h",
+        help_heading = "Node mode"
+    )]
+    pub auth_outage_grace: Duration,
+    /// Node mode: how long a TokenReview or SubjectAccessReview may take before the apiserver
+    /// counts as not answering.
+    #[arg(
+        long,
+        env = "KUBEPLEX_REVIEW_TIMEOUT",
+        default_value = "10s",
+        help_heading = "Node mode"
+    )]
+    pub review_timeout: Duration,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache.
@@ -612,6 +633,7 @@ impl Settings {
             ("watchBookmarkInterval", s.watch_bookmark_interval),
             ("minRequestTimeout", s.min_request_timeout),
             ("diskStateInterval", s.disk_state_interval),
+            ("reviewTimeout", s.review_timeout),
         ];
         for (key, d) in positive {
             if d.0.is_zero() {
@@ -705,9 +727,15 @@ impl Settings {
                     invalid_token_ttl: self.token_review_invalid_ttl.0,
                     allowed_ttl: self.access_review_allowed_ttl.0,
                     denied_ttl: self.access_review_denied_ttl.0,
+                    outage_grace: self.auth_outage_grace.0,
+                    timeout: self.review_timeout.0,
                     ..ReviewConfig::default()
                 };
-                Ok(Mode::Node(NodeConfig { tls, anonymous: self.anonymous_auth, reviews }))
+                Ok(Mode::Node(Box::new(NodeConfig {
+                    tls,
+                    anonymous: self.anonymous_auth,
+                    reviews,
+                })))
             }
             ModeName::Sidecar => {
                 let node_only = [

@@ -147,6 +147,7 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
         ),
         ("watchQueue: 0\n", "watchQueue: must be at least 1"),
         ("watchBookmarkInterval: 0s\n", "watchBookmarkInterval: must be more than 0s"),
+        ("reviewTimeout: 0s\n", "reviewTimeout: must be more than 0s"),
         ("apiVersion: v1\n", "apiVersion: \"v1\" is not"),
         ("kind: Pod\n", "kind: \"Pod\" is not"),
         ("logLevel: \"info,[\"\n", "logLevel: "),
@@ -163,10 +164,13 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
 #[test]
 fn resolved_settings_reach_each_part() {
     let text = "mode: node\ntlsCertFile: /c\ntlsPrivateKeyFile: /k\naccessReviewDeniedTtl: 3s\n\
-                caches: [pods]\nwatchHistoryMib: 2\ncacheSyncWait: 0s\nshutdownGracePeriod: 1m\n";
+                caches: [pods]\nwatchHistoryMib: 2\ncacheSyncWait: 0s\nshutdownGracePeriod: 1m\n\
+                authOutageGrace: 0s\nreviewTimeout: 3s\n";
     let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
     let Mode::Node(node) = &c.mode else { panic!("not node mode: {:?}", c.mode) };
     assert_eq!(node.reviews.denied_ttl, std::time::Duration::from_secs(3));
+    assert_eq!(node.reviews.outage_grace, std::time::Duration::ZERO, "0s turns it off");
+    assert_eq!(node.reviews.timeout, std::time::Duration::from_secs(3));
     assert!(node.anonymous);
     assert_eq!(c.caches.preload, ["pods"]);
     assert_eq!(c.caches.watch.history_bytes, 2 << 20);

@@ -101,7 +101,7 @@ pub enum Mode {
     Sidecar(Http1Server),
     /// Many agents on a node, each with its own identity: TLS, authentication, and every read
     /// from the cache authorized for the client (`serve::identity`).
-    Node(NodeConfig),
+    Node(Box<NodeConfig>),
 }
 
 /// The node-local mode's listener and identity checks.
@@ -142,6 +142,7 @@ impl Proxy {
             if tokio::time::timeout(grace / 2, write).await.is_err() {
                 tracing::warn!("cache states not all written within half the grace period");
             }
+            let _ = tokio::time::timeout(grace / 4, save_decisions(&self.state)).await;
         }
         // Watches are streams without an end of their own: ending them is what lets their
         // connections drain.
@@ -249,6 +250,9 @@ impl Proxy {
             }
             None => Vec::new(),
         };
+        if let (Some(node), Some(disk)) = (&node, &disk) {
+            restore_decisions(node, disk).await;
+        }
         let resources =
             Resources::new(upstream.clone(), caches.discovery_ttl, metrics.discovery.clone());
         resources.seed(from_disk.iter().map(|s| s.info.clone()));
@@ -331,6 +335,7 @@ impl Proxy {
         }
         if let Some(disk) = state.caches.disk().cloned() {
             let caches = state.caches.clone();
+            let saver = state.clone();
             tasks.spawn(async move {
                 let mut tick = tokio::time::interval(disk.interval());
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -338,6 +343,7 @@ impl Proxy {
                     tick.tick().await;
                     let (disk, running) = (disk.clone(), caches.running());
                     let _ = tokio::task::spawn_blocking(move || disk.write_all(&running)).await;
+                    save_decisions(&saver).await;
                 }
             });
         }
@@ -351,6 +357,38 @@ impl Proxy {
             }
         });
         Ok(Proxy { addr, admin_addr, state, tasks, client: Some(client), drain: drain_signal })
+    }
+}
+
+/// Node mode's last review answers, next to the caches' states: after a restart during an
+/// outage they stand in for reviews as they would have before it (`upstream::review`).
+const DECISIONS_FILE: &str = "decisions.json";
+/// Far more than 10 000 answers of each kind take.
+const DECISIONS_MAX_BYTES: u64 = 64 << 20;
+
+/// Writes node mode's last review answers to the state directory (when both exist).
+async fn save_decisions(state: &Arc<ProxyState>) {
+    let (Some(node), Some(disk)) = (state.node.clone(), state.caches.disk().cloned()) else {
+        return;
+    };
+    let write = tokio::task::spawn_blocking(move || {
+        let bytes = node.reviews.export()?;
+        Some(disk.write_file(DECISIONS_FILE, &bytes))
+    });
+    if let Ok(Some(Err(e))) = write.await {
+        tracing::warn!(error = %e, "review answers not written");
+    }
+}
+
+/// Reads back what [`save_decisions`] wrote, if anything.
+async fn restore_decisions(node: &NodeAuth, disk: &Arc<DiskStates>) {
+    let d = disk.clone();
+    let read =
+        tokio::task::spawn_blocking(move || d.read_file(DECISIONS_FILE, DECISIONS_MAX_BYTES));
+    let Ok(Some(bytes)) = read.await else { return };
+    match node.reviews.import(&bytes).await {
+        Ok(answers) => tracing::info!(answers, "review answers read from disk, for an outage"),
+        Err(error) => tracing::warn!(%error, "review answers on disk unreadable; skipped"),
     }
 }
 

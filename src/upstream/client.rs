@@ -3,6 +3,7 @@
 //! goes and (unless asked not to) who sends it.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use http::header::{AUTHORIZATION, HOST, UPGRADE};
 use http::uri::{Authority, Scheme};
@@ -79,6 +80,8 @@ struct Inner {
     /// Connections that present kubeplex's client certificate, for `send`. Swapped when an
     /// exec plugin returns a new certificate: a TLS identity is fixed per connection.
     own: Mutex<Transport>,
+    /// When the upstream last answered a request (see [`Upstream::last_answered`]).
+    answered: Mutex<Option<Instant>>,
 }
 
 #[derive(Clone)]
@@ -125,6 +128,7 @@ impl Upstream {
             has_credentials,
             as_is,
             own,
+            answered: Mutex::new(None),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -137,6 +141,14 @@ impl Upstream {
     /// The configuration this client was built from.
     pub fn config(&self) -> &UpstreamConfig {
         &self.inner.config
+    }
+
+    /// When the upstream last answered a request with a status other than 502, 503 or 504
+    /// (which a load balancer with no apiserver behind it, or an apiserver that cannot serve,
+    /// answers): the latest moment it is known to have been there. `None` before its first
+    /// answer.
+    pub fn last_answered(&self) -> Option<Instant> {
+        *self.inner.answered.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sends `req` as kubeplex: with kubeplex's client certificate and `Authorization`
@@ -229,11 +241,15 @@ impl Inner {
         let client =
             if req.headers().contains_key(UPGRADE) { &pools.http1 } else { &pools.multiplexed };
         let url = req.uri().to_string();
-        client.request(req).await.map_err(|source| ClientError::Request {
+        let response = client.request(req).await.map_err(|source| ClientError::Request {
             url,
             detail: error_chain(&source),
             source,
-        })
+        })?;
+        if !matches!(response.status().as_u16(), 502..=504) {
+            *self.answered.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        }
+        Ok(response)
     }
 }
 

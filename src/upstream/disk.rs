@@ -220,6 +220,32 @@ impl DiskStates {
         wrote
     }
 
+    /// Writes `bytes` as the file `name` of the directory, atomically and 0600 (node mode's
+    /// last review answers, `decisions.json`). Blocking I/O.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), DiskError> {
+        let path = self.dir.join(name);
+        write_atomically(&self.dir, &path, bytes).map_err(|error| DiskError::Io { path, error })
+    }
+
+    /// The file `name` of the directory, if it is there and at most `max` bytes. Blocking I/O.
+    pub fn read_file(&self, name: &str, max: u64) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let path = self.dir.join(name);
+        let file = std::fs::File::open(&path).ok()?;
+        let mut bytes = Vec::new();
+        match file.take(max + 1).read_to_end(&mut bytes) {
+            Ok(n) if n as u64 <= max => Some(bytes),
+            Ok(_) => {
+                tracing::warn!(path = %path.display(), max, "file larger than expected; not read");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "file unreadable; not read");
+                None
+            }
+        }
+    }
+
     /// The reflector's feed for `cache`, serving `state` if (and only if) the cache's first
     /// load fails because the upstream cannot be reached.
     pub fn feed(
@@ -264,7 +290,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// the old file or the new one, never half of one.
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("state.tmp");
+    let tmp = path.with_extension("tmp");
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)

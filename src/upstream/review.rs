@@ -7,13 +7,25 @@
 //! Answers are cached, bounded in number, with short TTLs and shorter ones for refusals (the
 //! webhook authorizer's rule: a grant may be used a little longer than a denial is remembered),
 //! and concurrent identical reviews share one request. Tokens are keyed by their SHA-256, never
-//! kept. A review that fails (upstream unreachable, an unexpected answer) is not cached and is an
-//! error: the caller must then not answer from the cache (it passes the request through, and the
-//! upstream decides).
+//! kept. A review that fails (an unexpected answer, the upstream refusing kubeplex) is not cached
+//! and is an error: the caller must then not answer from the cache (it passes the request
+//! through, and the upstream decides).
+//!
+//! **Through upstream outages** (no connection, or 502/503/504: nothing there to decide), the
+//! last answer for the same token or the same (user, read) is used instead, if it was still
+//! within its TTL when the upstream last answered anything — the last moment kubeplex knows the
+//! cluster's policy — and for at most `outage_grace` after that moment. The reasoning: the
+//! caches stop at that same moment (their watches end with the upstream), so a client sees only
+//! the state it was entitled to see when the outage began; without it, every node-mode read
+//! would pass through to a dead upstream and fail, and the caches would serve nobody. What it
+//! costs: a revocation made during the outage (through another apiserver kubeplex cannot reach)
+//! takes effect when kubeplex reaches the upstream again, or after `outage_grace`. A token
+//! that is a JWT is not used past its `exp`. While the upstream is unreachable, a review is
+//! tried at most once per [`RETRY_INTERVAL`], so reads do not each wait for a connect timeout.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -57,7 +69,8 @@ pub enum TokenIdentity {
 }
 
 /// The read a client asks for (`authorization/v1.ResourceAttributes`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ResourceAttributes {
     pub verb: String,
     pub group: String,
@@ -90,6 +103,21 @@ pub enum ReviewError {
     Decode(String),
 }
 
+impl ReviewError {
+    /// Nothing upstream could decide: no connection, no answer in time, or 502/503/504.
+    pub fn unreachable(&self) -> bool {
+        match self {
+            ReviewError::Transport(_) => true,
+            ReviewError::Status { status } => matches!(status, 502..=504),
+            ReviewError::Decode(_) => false,
+        }
+    }
+}
+
+/// While the upstream is unreachable, how often a review is tried again (the other reads in
+/// between use the last answers at once).
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How long answers are kept, and how many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReviewConfig {
@@ -104,6 +132,11 @@ pub struct ReviewConfig {
     pub denied_ttl: Duration,
     /// Entries per cache.
     pub max_entries: u64,
+    /// How long after the upstream last answered the last answers may be used while it cannot
+    /// be reached; zero: never (reads then pass through, and fail as the upstream does).
+    pub outage_grace: Duration,
+    /// How long a review may take before it counts as the upstream not answering.
+    pub timeout: Duration,
 }
 
 impl Default for ReviewConfig {
@@ -114,6 +147,8 @@ impl Default for ReviewConfig {
             allowed_ttl: Duration::from_secs(60),
             denied_ttl: Duration::from_secs(10),
             max_entries: 10_000,
+            outage_grace: Duration::from_secs(24 * 3600),
+            timeout: Duration::from_secs(10),
         }
     }
 }
@@ -122,7 +157,7 @@ impl Default for ReviewConfig {
 #[derive(Clone)]
 pub struct ReviewMetrics {
     /// By kind (`token`, `access`), result (`authenticated`, `invalid`, `allowed`, `denied`,
-    /// `error`) and source (`cache`, `review`).
+    /// `error`) and source (`cache`, `review`, `last_known`: an answer from before an outage).
     pub decisions: IntCounterVec,
     /// Latency of the reviews sent upstream, by kind.
     pub seconds: HistogramVec,
@@ -133,7 +168,7 @@ impl ReviewMetrics {
         let decisions = IntCounterVec::new(
             Opts::new(
                 "kubeplex_auth_decisions_total",
-                "Authentication (kind=token) and authorization (kind=access) decisions, by result and by source: the decision cache, or a review sent to the upstream.",
+                "Authentication (kind=token) and authorization (kind=access) decisions, by result and by source: the decision cache, a review sent to the upstream, or the last answer from before an upstream outage (last_known).",
             ),
             &["kind", "result", "source"],
         )?;
@@ -156,43 +191,136 @@ type TokenKey = [u8; 32];
 /// Which TTL an answer gets.
 struct Ttl(ReviewConfig);
 
-impl moka::Expiry<TokenKey, TokenIdentity> for Ttl {
-    fn expire_after_create(&self, _: &TokenKey, v: &TokenIdentity, _: Instant) -> Option<Duration> {
-        Some(match v {
+impl Ttl {
+    fn token(&self, v: &TokenIdentity) -> Duration {
+        match v {
             TokenIdentity::User(_) => self.0.token_ttl,
             TokenIdentity::Invalid => self.0.invalid_token_ttl,
-        })
+        }
+    }
+
+    fn access(&self, v: &Decision) -> Duration {
+        if v.allowed {
+            self.0.allowed_ttl
+        } else {
+            self.0.denied_ttl
+        }
+    }
+}
+
+impl moka::Expiry<TokenKey, TokenIdentity> for Ttl {
+    fn expire_after_create(&self, _: &TokenKey, v: &TokenIdentity, _: Instant) -> Option<Duration> {
+        Some(self.token(v))
     }
 }
 
 impl moka::Expiry<AccessKey, Decision> for Ttl {
     fn expire_after_create(&self, _: &AccessKey, v: &Decision, _: Instant) -> Option<Duration> {
-        Some(if v.allowed { self.0.allowed_ttl } else { self.0.denied_ttl })
+        Some(self.access(v))
     }
+}
+
+fn token_result(v: &TokenIdentity) -> &'static str {
+    match v {
+        TokenIdentity::User(_) => "authenticated",
+        TokenIdentity::Invalid => "invalid",
+    }
+}
+
+fn access_result(v: &Decision) -> &'static str {
+    if v.allowed {
+        "allowed"
+    } else {
+        "denied"
+    }
+}
+
+/// Whether `token` is a JWT whose `exp` (Unix seconds) has passed. The apiserver checks it on
+/// every review; in an outage kubeplex checks it itself. A token that is not a JWT, or has no
+/// `exp`, has no expiry kubeplex can see.
+fn jwt_expired(token: &str) -> bool {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (Some(_), Some(claims), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let Ok(claims) =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(claims.trim_end_matches('='))
+    else {
+        return false;
+    };
+    let exp = serde_json::from_slice::<serde_json::Value>(&claims)
+        .ok()
+        .and_then(|c| c.get("exp").and_then(serde_json::Value::as_f64));
+    exp.is_some_and(|exp| exp <= crate::cache::resource::unix_now() as f64)
 }
 
 type AccessKey = (UserInfo, ResourceAttributes);
 
+/// An answer as it was last given, and until when its TTL allowed using it.
+#[derive(Clone)]
+struct Known<T> {
+    value: T,
+    expires_at: Instant,
+}
+
+/// The last answers are kept `outage_grace` past their TTL.
+struct Grace(Duration);
+
+impl<K, T> moka::Expiry<K, Known<T>> for Grace {
+    fn expire_after_create(&self, _: &K, v: &Known<T>, now: Instant) -> Option<Duration> {
+        Some(v.expires_at.saturating_duration_since(now).saturating_add(self.0))
+    }
+}
+
+/// An outage of the upstream as the reviews see it.
+#[derive(Clone, Copy)]
+struct Outage {
+    /// When the upstream last answered anything before it: the policy the last answers
+    /// reflect. `None`: it never answered since kubeplex started.
+    began: Option<Instant>,
+    /// When a review was last tried.
+    tried: Instant,
+}
+
 /// The reviews of one upstream, with their caches.
 pub struct Reviews {
     upstream: Arc<Upstream>,
+    config: ReviewConfig,
     tokens: moka::future::Cache<TokenKey, TokenIdentity>,
     access: moka::future::Cache<AccessKey, Decision>,
+    known_tokens: moka::future::Cache<TokenKey, Known<TokenIdentity>>,
+    known_access: moka::future::Cache<AccessKey, Known<Decision>>,
+    outage: Mutex<Option<Outage>>,
+    /// When the upstream last answered before the restart whose saved answers were imported.
+    restored_answer: Mutex<Option<Instant>>,
     metrics: ReviewMetrics,
 }
 
 impl Reviews {
     pub fn new(upstream: Arc<Upstream>, config: ReviewConfig, metrics: ReviewMetrics) -> Self {
+        fn cache<K, V, E>(config: &ReviewConfig, expiry: E) -> moka::future::Cache<K, V>
+        where
+            K: std::hash::Hash + Eq + Send + Sync + 'static,
+            V: Clone + Send + Sync + 'static,
+            E: moka::Expiry<K, V> + Send + Sync + 'static,
+        {
+            moka::future::Cache::builder()
+                .max_capacity(config.max_entries)
+                .expire_after(expiry)
+                .build()
+        }
         Reviews {
             upstream,
-            tokens: moka::future::Cache::builder()
-                .max_capacity(config.max_entries)
-                .expire_after(Ttl(config))
-                .build(),
-            access: moka::future::Cache::builder()
-                .max_capacity(config.max_entries)
-                .expire_after(Ttl(config))
-                .build(),
+            tokens: cache(&config, Ttl(config)),
+            access: cache(&config, Ttl(config)),
+            known_tokens: cache(&config, Grace(config.outage_grace)),
+            known_access: cache(&config, Grace(config.outage_grace)),
+            outage: Mutex::new(None),
+            restored_answer: Mutex::new(None),
+            config,
             metrics,
         }
     }
@@ -203,22 +331,47 @@ impl Reviews {
             .as_ref()
             .try_into()
             .unwrap_or([0; 32]);
+        let usable = |known: Option<Known<TokenIdentity>>, began| {
+            known.filter(|k| self.usable(k.expires_at, began) && !jwt_expired(token))
+        };
+        if let Some(began) = self.skip_review() {
+            if let Some(answer) = self.tokens.get(&key).await {
+                self.count("token", token_result(&answer), "cache");
+                return Ok(answer);
+            }
+            if let Some(known) = usable(self.known_tokens.get(&key).await, began) {
+                self.count("token", token_result(&known.value), "last_known");
+                return Ok(known.value);
+            }
+        }
         let reviewed = AtomicBool::new(false);
         let answer = self
             .tokens
             .try_get_with(key, async {
                 reviewed.store(true, Ordering::Relaxed);
-                self.token_review(token).await
+                let answer = self.token_review(token).await?;
+                let ttl = Ttl(self.config).token(&answer);
+                let known = Known { value: answer.clone(), expires_at: Instant::now() + ttl };
+                self.known_tokens.insert(key, known).await;
+                Ok(answer)
             })
             .await
             .map_err(|e: Arc<ReviewError>| (*e).clone());
-        let result = match &answer {
-            Ok(TokenIdentity::User(_)) => "authenticated",
-            Ok(TokenIdentity::Invalid) => "invalid",
-            Err(_) => "error",
-        };
-        self.count("token", result, reviewed.load(Ordering::Relaxed));
-        answer
+        let source = if reviewed.load(Ordering::Relaxed) { "review" } else { "cache" };
+        match answer {
+            Ok(answer) => {
+                self.count("token", token_result(&answer), source);
+                Ok(answer)
+            }
+            Err(e) => {
+                if let Some(known) = usable(self.known_tokens.get(&key).await, self.began(&e)) {
+                    self.count("token", token_result(&known.value), "last_known");
+                    return Ok(known.value);
+                }
+                self.count("token", "error", source);
+                Err(e)
+            }
+        }
     }
 
     /// Whether `user` may do `attributes`.
@@ -227,26 +380,187 @@ impl Reviews {
         user: &UserInfo,
         attributes: &ResourceAttributes,
     ) -> Result<Decision, ReviewError> {
+        let key = (user.clone(), attributes.clone());
+        let usable = |known: Option<Known<Decision>>, began| {
+            known.filter(|k| self.usable(k.expires_at, began))
+        };
+        if let Some(began) = self.skip_review() {
+            if let Some(answer) = self.access.get(&key).await {
+                self.count("access", access_result(&answer), "cache");
+                return Ok(answer);
+            }
+            if let Some(known) = usable(self.known_access.get(&key).await, began) {
+                self.count("access", access_result(&known.value), "last_known");
+                return Ok(known.value);
+            }
+        }
         let reviewed = AtomicBool::new(false);
         let answer = self
             .access
-            .try_get_with((user.clone(), attributes.clone()), async {
+            .try_get_with(key.clone(), async {
                 reviewed.store(true, Ordering::Relaxed);
-                self.access_review(user, attributes).await
+                let answer = self.access_review(user, attributes).await?;
+                let ttl = Ttl(self.config).access(&answer);
+                let known = Known { value: answer.clone(), expires_at: Instant::now() + ttl };
+                self.known_access.insert(key.clone(), known).await;
+                Ok(answer)
             })
             .await
             .map_err(|e: Arc<ReviewError>| (*e).clone());
-        let result = match &answer {
-            Ok(d) if d.allowed => "allowed",
-            Ok(_) => "denied",
-            Err(_) => "error",
-        };
-        self.count("access", result, reviewed.load(Ordering::Relaxed));
-        answer
+        let source = if reviewed.load(Ordering::Relaxed) { "review" } else { "cache" };
+        match answer {
+            Ok(answer) => {
+                self.count("access", access_result(&answer), source);
+                Ok(answer)
+            }
+            Err(e) => {
+                if let Some(known) = usable(self.known_access.get(&key).await, self.began(&e)) {
+                    self.count("access", access_result(&known.value), "last_known");
+                    return Ok(known.value);
+                }
+                self.count("access", "error", source);
+                Err(e)
+            }
+        }
     }
 
-    fn count(&self, kind: &str, result: &str, reviewed: bool) {
-        let source = if reviewed { "review" } else { "cache" };
+    /// Whether a last answer valid until `expires_at` may stand in for a review in an outage
+    /// that `began` (see the module's documentation).
+    fn usable(&self, expires_at: Instant, began: Option<Instant>) -> bool {
+        let Some(began) = began else { return false };
+        !self.config.outage_grace.is_zero()
+            && expires_at >= began
+            && began.elapsed() <= self.config.outage_grace
+    }
+
+    /// In an outage where a review was tried less than [`RETRY_INTERVAL`] ago: when the
+    /// upstream last answered (no review is sent). Otherwise `None`, and a review may be tried
+    /// (the next [`RETRY_INTERVAL`] of reads will not).
+    fn skip_review(&self) -> Option<Option<Instant>> {
+        let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+        let o = outage.as_mut()?;
+        if o.tried.elapsed() < RETRY_INTERVAL {
+            return Some(o.began);
+        }
+        o.tried = Instant::now();
+        None
+    }
+
+    /// After a failed review: if the upstream was unreachable, when it last answered.
+    fn began(&self, e: &ReviewError) -> Option<Instant> {
+        if !e.unreachable() {
+            return None;
+        }
+        let outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+        outage.and_then(|o| o.began)
+    }
+
+    /// Records how a review request went: unreachable (the outage begins or goes on) or
+    /// answered (it ends).
+    fn reached(&self, answered: bool) {
+        let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+        match (answered, outage.as_mut()) {
+            (true, Some(_)) => {
+                *outage = None;
+                tracing::info!("reviews reach the upstream again");
+            }
+            (true, None) => {}
+            (false, Some(o)) => o.tried = Instant::now(),
+            (false, None) => {
+                let began = self.last_answered();
+                *outage = Some(Outage { began, tried: Instant::now() });
+                tracing::warn!(
+                    last_answered_seconds_ago = began.map(|b| b.elapsed().as_secs()),
+                    grace_seconds = self.config.outage_grace.as_secs(),
+                    "the upstream cannot be reached for reviews; using the answers that were current when it last answered"
+                );
+            }
+        }
+    }
+
+    /// When the upstream last answered: in this process, or before the restart whose answers
+    /// were imported.
+    fn last_answered(&self) -> Option<Instant> {
+        let restored = *self.restored_answer.lock().unwrap_or_else(PoisonError::into_inner);
+        self.upstream.last_answered().or(restored)
+    }
+
+    /// The last answers and when the upstream last answered, for a kubeplex restarted during
+    /// an outage ([`Reviews::import`]); `None` when there is nothing to save. Times are wall
+    /// clock (Unix milliseconds), the only clock that survives a reboot. Tokens appear as
+    /// their SHA-256 only.
+    pub fn export(&self) -> Option<Vec<u8>> {
+        let clock = Clock::now();
+        let saved = Saved {
+            answered_at_ms: self.last_answered().map(|i| clock.unix_ms(i)),
+            tokens: self
+                .known_tokens
+                .iter()
+                .map(|(key, k)| SavedToken {
+                    sha256: hex(key.as_ref()),
+                    user: match k.value {
+                        TokenIdentity::User(u) => Some(u),
+                        TokenIdentity::Invalid => None,
+                    },
+                    expires_at_ms: clock.unix_ms(k.expires_at),
+                })
+                .collect(),
+            access: self
+                .known_access
+                .iter()
+                .map(|(key, k)| SavedAccess {
+                    user: key.0.clone(),
+                    attributes: key.1.clone(),
+                    allowed: k.value.allowed,
+                    reason: k.value.reason,
+                    expires_at_ms: clock.unix_ms(k.expires_at),
+                })
+                .collect(),
+        };
+        if saved.answered_at_ms.is_none() || (saved.tokens.is_empty() && saved.access.is_empty()) {
+            return None;
+        }
+        serde_json::to_vec(&saved).ok()
+    }
+
+    /// Takes in the answers [`Reviews::export`] saved, to stand in for reviews (by the same
+    /// rule) while the upstream cannot be reached after a restart. Answers past their use
+    /// (`outage_grace` after their TTL) are dropped; how many were taken in.
+    pub async fn import(&self, bytes: &[u8]) -> Result<usize, String> {
+        let saved: Saved = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let clock = Clock::now();
+        let Some(answered) = saved.answered_at_ms.and_then(|ms| clock.instant(ms)) else {
+            return Ok(0);
+        };
+        let live = |expires_at_ms: u64| {
+            clock.instant(expires_at_ms).filter(|e| {
+                e.checked_add(self.config.outage_grace).is_some_and(|end| end > clock.instant)
+            })
+        };
+        let mut taken = 0;
+        for t in saved.tokens {
+            let (Some(key), Some(expires_at)) = (unhex(&t.sha256), live(t.expires_at_ms)) else {
+                continue;
+            };
+            let value = t.user.map_or(TokenIdentity::Invalid, TokenIdentity::User);
+            self.known_tokens.insert(key, Known { value, expires_at }).await;
+            taken += 1;
+        }
+        for a in saved.access {
+            let Some(expires_at) = live(a.expires_at_ms) else { continue };
+            let value = Decision { allowed: a.allowed, reason: a.reason };
+            self.known_access.insert((a.user, a.attributes), Known { value, expires_at }).await;
+            taken += 1;
+        }
+        *self.restored_answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(answered);
+        // An outage already under way that had no answer to date from now has this one.
+        if let Some(o) = self.outage.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            o.began = o.began.or(Some(answered));
+        }
+        Ok(taken)
+    }
+
+    fn count(&self, kind: &str, result: &str, source: &str) {
         self.metrics.decisions.with_label_values(&[kind, result, source]).inc();
     }
 
@@ -330,21 +644,108 @@ impl Reviews {
             .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
             .body(Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed())
             .map_err(|e| ReviewError::Transport(e.to_string()))?;
-        let resp =
-            self.upstream.send(req).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
+        let sent = tokio::time::timeout(self.config.timeout, self.upstream.send(req)).await;
+        let resp = match sent {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                self.reached(false);
+                return Err(ReviewError::Transport(e.to_string()));
+            }
+            Err(_) => {
+                self.reached(false);
+                return Err(ReviewError::Transport(format!(
+                    "no answer within {:?}",
+                    self.config.timeout
+                )));
+            }
+        };
+        self.reached(!matches!(resp.status().as_u16(), 502..=504));
         let status = resp.status().as_u16();
         // A review is created: 201 (200 from older servers).
         if status != 201 && status != 200 {
             return Err(ReviewError::Status { status });
         }
-        let body = http_body_util::Limited::new(resp.into_body(), 1024 * 1024)
-            .collect()
+        let body = http_body_util::Limited::new(resp.into_body(), 1024 * 1024).collect();
+        let body = tokio::time::timeout(self.config.timeout, body)
             .await
+            .map_err(|_| ReviewError::Transport("the answer did not arrive in time".into()))?
             .map_err(|e| ReviewError::Transport(e.to_string()))?
             .to_bytes();
         self.metrics.seconds.with_label_values(&[kind]).observe(started.elapsed().as_secs_f64());
         serde_json::from_slice(&body).map_err(|e| ReviewError::Decode(e.to_string()))
     }
+}
+
+/// The file [`Reviews::export`] writes.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    answered_at_ms: Option<u64>,
+    tokens: Vec<SavedToken>,
+    access: Vec<SavedAccess>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedToken {
+    sha256: String,
+    /// `None`: the token was invalid.
+    user: Option<UserInfo>,
+    expires_at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedAccess {
+    user: UserInfo,
+    attributes: ResourceAttributes,
+    allowed: bool,
+    reason: String,
+    expires_at_ms: u64,
+}
+
+/// One reading of both clocks, to carry an `Instant` across a restart as Unix time.
+struct Clock {
+    instant: Instant,
+    unix_ms: u64,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Clock { instant: Instant::now(), unix_ms }
+    }
+
+    fn unix_ms(&self, at: Instant) -> u64 {
+        if at >= self.instant {
+            self.unix_ms.saturating_add(at.duration_since(self.instant).as_millis() as u64)
+        } else {
+            self.unix_ms.saturating_sub(self.instant.duration_since(at).as_millis() as u64)
+        }
+    }
+
+    /// `None` when the time cannot be an `Instant` here (before the machine's boot).
+    fn instant(&self, unix_ms: u64) -> Option<Instant> {
+        if unix_ms >= self.unix_ms {
+            self.instant.checked_add(Duration::from_millis(unix_ms - self.unix_ms))
+        } else {
+            self.instant.checked_sub(Duration::from_millis(self.unix_ms - unix_ms))
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<TokenKey> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
 }
 
 #[derive(Deserialize)]

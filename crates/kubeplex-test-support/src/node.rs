@@ -3,7 +3,7 @@
 //! cluster CA that signs its serving certificate and the clients' certificates).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
@@ -13,6 +13,7 @@ use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::review::ReviewConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
@@ -52,9 +53,50 @@ pub fn policy() -> Auth {
         .token(ADMIN_TOKEN, UserInfo::new("admin").with_group("system:masters"))
 }
 
+/// kubeplex in node mode with the files [`Node::start_with`] wrote in `dir`.
+async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
+    let kubeconfig = dir.join("upstream.kubeconfig");
+    let upstream =
+        Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap()).unwrap();
+    let caches = CachesConfig {
+        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
+        idle_timeout: Duration::from_secs(600),
+        preload: vec!["pods".into(), "configmaps".into()],
+        watch: WatchConfig::default(),
+        freshness: FreshnessConfig::default(),
+        discovery_ttl: options.discovery_ttl,
+        disk: options.disk.clone(),
+        memory_budget: None,
+    };
+    let tls = kubeplex_net::TlsConfig::new(dir.join("serving.crt"), dir.join("serving.key"))
+        .with_client_ca(dir.join("client-ca.crt"));
+    let mode = Mode::Node(Box::new(NodeConfig { tls, anonymous: true, reviews: options.reviews }));
+    let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    Proxy::start_mode(upstream, local, Some(local), caches, mode).await.unwrap()
+}
+
 /// The cluster [`Node::start`] seeds: 3 nodes, namespaces team-0..2, 30 pods, 12 configmaps.
 pub const SHAPE: ClusterShape =
     ClusterShape { nodes: 3, namespaces: 3, pods: 30, configmaps: 12, services: 0 };
+
+/// kubeplex's settings in a [`Node`].
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub reviews: ReviewConfig,
+    pub discovery_ttl: Duration,
+    /// Caches' states, and review answers, on disk (off by default).
+    pub disk: DiskConfig,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            reviews: ReviewConfig::default(),
+            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+            disk: DiskConfig::default(),
+        }
+    }
+}
 
 /// The fake apiserver (with [`policy`]) and kubeplex in node mode in front of it.
 pub struct Node {
@@ -67,6 +109,7 @@ pub struct Node {
     pub direct: TlsFront,
     /// Where the test's files are (certificates, kubeconfigs).
     pub dir: PathBuf,
+    options: NodeOptions,
     _dir: tempdir::Dir,
 }
 
@@ -81,6 +124,12 @@ mod tempdir {
 
 impl Node {
     pub async fn start() -> Node {
+        Node::start_with(NodeOptions::default()).await
+    }
+
+    /// [`Node::start`] with kubeplex's settings (short TTLs, for outages that outlast them; a
+    /// state directory).
+    pub async fn start_with(options: NodeOptions) -> Node {
         let sim =
             SimBuilder::new().seed(seed::cluster(SHAPE)).auth(policy()).start().await.unwrap();
         let dir = std::env::temp_dir().join(format!(
@@ -89,35 +138,26 @@ impl Node {
             sim.addr().port()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("upstream.kubeconfig");
-        std::fs::write(&kubeconfig, sim.kubeconfig_with_token(KUBEPLEX_TOKEN)).unwrap();
-        let upstream =
-            Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap()).unwrap();
+        std::fs::write(dir.join("upstream.kubeconfig"), sim.kubeconfig_with_token(KUBEPLEX_TOKEN))
+            .unwrap();
         let pki = Pki::new("test-cluster-ca");
-        let (cert, key) = pki.server().write(&dir, "serving");
-        let ca = dir.join("client-ca.crt");
-        std::fs::write(&ca, &pki.ca_pem).unwrap();
-        let caches = CachesConfig {
-            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-            idle_timeout: Duration::from_secs(600),
-            preload: vec!["pods".into(), "configmaps".into()],
-            watch: WatchConfig::default(),
-            freshness: FreshnessConfig::default(),
-            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
-            disk: Default::default(),
-            memory_budget: None,
-        };
-        let mode = Mode::Node(NodeConfig {
-            tls: kubeplex_net::TlsConfig::new(cert, key).with_client_ca(ca),
-            anonymous: true,
-            reviews: ReviewConfig::default(),
-        });
-        let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let proxy = Proxy::start_mode(upstream, local, Some(local), caches, mode).await.unwrap();
+        pki.server().write(&dir, "serving");
+        std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem).unwrap();
+        let proxy = start_proxy(&dir, &options).await;
         let direct = TlsFront::start(&pki, sim.addr()).await;
-        let node = Node { sim, proxy, pki, direct, dir: dir.clone(), _dir: tempdir::Dir(dir) };
+        let node =
+            Node { sim, proxy, pki, direct, dir: dir.clone(), options, _dir: tempdir::Dir(dir) };
         node.wait_ready().await;
         node
+    }
+
+    /// Shuts kubeplex down gracefully and starts it again with the same settings and files
+    /// (a node's reboot), without waiting for it to be ready: the apiserver may be down.
+    pub async fn restart_proxy(self) -> Node {
+        let Node { sim, proxy, pki, direct, dir, options, _dir } = self;
+        assert!(proxy.shutdown(Duration::from_secs(5)).await, "kubeplex drained");
+        let proxy = start_proxy(&dir, &options).await;
+        Node { sim, proxy, pki, direct, dir, options, _dir }
     }
 
     async fn wait_ready(&self) {

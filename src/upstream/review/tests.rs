@@ -1,7 +1,6 @@
 //! Reviews against a loopback upstream answering with kube-apiserver 1.36's captured reviews.
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::Mutex;
 
 use super::*;
 use crate::upstream::testing::TempDir;
@@ -19,6 +18,9 @@ struct ReviewServer {
     addr: std::net::SocketAddr,
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
     requests: Arc<AtomicUsize>,
+    /// While set, every review is answered 503, as a load balancer with no apiserver behind it
+    /// answers.
+    down: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -34,17 +36,24 @@ impl ReviewServer {
         let addr = listener.local_addr().unwrap();
         let bodies = Arc::new(Mutex::new(Vec::new()));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (seen, count) = (bodies.clone(), requests.clone());
+        let down = Arc::new(AtomicBool::new(false));
+        let (seen, count, is_down) = (bodies.clone(), requests.clone(), down.clone());
         let task = tokio::spawn(kubeplex_net::serve(listener, move |req: Request<_>| {
-            let (seen, count) = (seen.clone(), count.clone());
+            let (seen, count, is_down) = (seen.clone(), count.clone(), is_down.clone());
             async move {
                 count.fetch_add(1, Ordering::SeqCst);
+                if is_down.load(Ordering::SeqCst) {
+                    return http::Response::builder()
+                        .status(503)
+                        .body(Full::new(Bytes::from_static(b"no healthy upstream")))
+                        .unwrap();
+                }
                 let path = req.uri().path().to_string();
                 let body = req.into_body().collect().await.unwrap().to_bytes();
                 let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 seen.lock().unwrap().push(review.clone());
                 let answer: &[u8] = if path.ends_with("/tokenreviews") {
-                    if review["spec"]["token"] == "good" {
+                    if review["spec"]["token"].as_str().is_some_and(|t| t.starts_with("good")) {
                         fixture!("tokenreview-valid")
                     } else {
                         fixture!("tokenreview-invalid")
@@ -61,7 +70,7 @@ impl ReviewServer {
                     .unwrap()
             }
         }));
-        ReviewServer { addr, bodies, requests, task }
+        ReviewServer { addr, bodies, requests, down, task }
     }
 
     fn reviews(&self, config: ReviewConfig) -> (Reviews, ReviewMetrics, TempDir) {
@@ -251,4 +260,186 @@ async fn the_caches_are_bounded() {
     reviews.access.run_pending_tasks().await;
     assert!(reviews.tokens.entry_count() <= 10, "{}", reviews.tokens.entry_count());
     assert!(reviews.access.entry_count() <= 10, "{}", reviews.access.entry_count());
+    reviews.known_tokens.run_pending_tasks().await;
+    reviews.known_access.run_pending_tasks().await;
+    assert!(reviews.known_tokens.entry_count() <= 10);
+    assert!(reviews.known_access.entry_count() <= 10);
+}
+
+/// TTLs far shorter than the outages of the tests below.
+fn short_ttls() -> ReviewConfig {
+    ReviewConfig {
+        token_ttl: Duration::from_millis(150),
+        invalid_token_ttl: Duration::from_millis(150),
+        allowed_ttl: Duration::from_millis(150),
+        denied_ttl: Duration::from_millis(150),
+        ..ReviewConfig::default()
+    }
+}
+
+/// A JWT-shaped token the review server calls valid, whose `exp` is `exp` (Unix seconds).
+fn jwt(exp: u64) -> String {
+    use base64::Engine;
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::json!({"iss": "kubernetes/serviceaccount", "exp": exp}).to_string());
+    format!("good.{claims}.c2lnbmF0dXJl")
+}
+
+#[tokio::test]
+async fn the_last_answers_stand_in_for_reviews_while_the_upstream_is_unreachable() {
+    let server = ReviewServer::start().await;
+    let (reviews, metrics, _dir) = server.reviews(short_ttls());
+    let now = crate::cache::resource::unix_now();
+    let (long_lived, expiring) = (jwt(now + 3600), jwt(now + 1));
+    assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+    assert_eq!(reviews.authenticate("bad").await.unwrap(), TokenIdentity::Invalid);
+    assert_eq!(reviews.authenticate(&long_lived).await.unwrap(), TokenIdentity::User(reader()));
+    assert_eq!(reviews.authenticate(&expiring).await.unwrap(), TokenIdentity::User(reader()));
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    assert!(!reviews.authorize(&reader(), &list_configmaps("fx3")).await.unwrap().allowed);
+
+    // The upstream goes away for far longer than every TTL.
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let before = server.requests.load(Ordering::SeqCst);
+    for _ in 0..10 {
+        assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+        assert_eq!(reviews.authenticate("bad").await.unwrap(), TokenIdentity::Invalid);
+        assert_eq!(reviews.authenticate(&long_lived).await.unwrap(), TokenIdentity::User(reader()));
+        let allowed = reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap();
+        assert!(allowed.allowed);
+        assert!(allowed.reason.starts_with("RBAC: allowed by RoleBinding"), "the reason kept");
+        assert!(!reviews.authorize(&reader(), &list_configmaps("fx3")).await.unwrap().allowed);
+    }
+    // A JWT past its `exp`, and what was never asked, have no answer to stand in.
+    assert!(matches!(
+        reviews.authenticate(&expiring).await,
+        Err(ReviewError::Status { status: 503 })
+    ));
+    assert!(reviews.authenticate("good-never-seen").await.is_err());
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx4")).await.is_err());
+    // Reviews were tried again at most once a second, not once per read.
+    let tried = server.requests.load(Ordering::SeqCst) - before;
+    assert!((1..=4).contains(&tried), "{tried} reviews tried in the outage");
+    assert_eq!(decisions(&metrics, "token", "authenticated", "last_known"), 20);
+    assert_eq!(decisions(&metrics, "token", "invalid", "last_known"), 10);
+    assert_eq!(decisions(&metrics, "access", "allowed", "last_known"), 10);
+    assert_eq!(decisions(&metrics, "access", "denied", "last_known"), 10);
+
+    // Back: reviews are asked again (after at most one retry interval), and answered.
+    server.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(RETRY_INTERVAL).await;
+    let before = server.requests.load(Ordering::SeqCst);
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx4")).await.is_ok());
+    assert_eq!(server.requests.load(Ordering::SeqCst) - before, 2);
+    assert_eq!(decisions(&metrics, "access", "allowed", "review"), 2);
+}
+
+#[tokio::test]
+async fn an_answer_already_expired_when_the_upstream_last_answered_is_not_used() {
+    let server = ReviewServer::start().await;
+    let (reviews, _metrics, _dir) = server.reviews(short_ttls());
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The upstream answers something else after that grant expired: the policy it answers
+    // with from then on may no longer grant it.
+    assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.is_err());
+    assert!(reviews.authenticate("good").await.is_ok(), "current when it last answered");
+}
+
+#[tokio::test]
+async fn the_last_answers_are_used_for_the_outage_grace_at_most_and_never_when_it_is_zero() {
+    let server = ReviewServer::start().await;
+    let config = ReviewConfig { outage_grace: Duration::from_millis(600), ..short_ttls() };
+    let (reviews, _metrics, _dir) = server.reviews(config);
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.is_err());
+
+    let server = ReviewServer::start().await;
+    let config = ReviewConfig { outage_grace: Duration::ZERO, ..short_ttls() };
+    let (reviews, _metrics, _dir) = server.reviews(config);
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.is_err());
+}
+
+#[test]
+fn only_an_upstream_that_is_not_there_is_an_outage() {
+    // A refusal (kubeplex may not create reviews), a failure of the apiserver itself or an
+    // answer kubeplex cannot read is the cluster answering: the last answers do not stand in.
+    for answered in [
+        ReviewError::Status { status: 403 },
+        ReviewError::Status { status: 500 },
+        ReviewError::Status { status: 429 },
+        ReviewError::Decode("x".into()),
+    ] {
+        assert!(!answered.unreachable(), "{answered}");
+    }
+    for gone in [
+        ReviewError::Status { status: 502 },
+        ReviewError::Status { status: 503 },
+        ReviewError::Status { status: 504 },
+        ReviewError::Transport("connection refused".into()),
+    ] {
+        assert!(gone.unreachable(), "{gone}");
+    }
+}
+
+#[test]
+fn jwt_expiry_is_read_from_the_claims() {
+    let now = crate::cache::resource::unix_now();
+    assert!(jwt_expired(&jwt(now - 10)));
+    assert!(!jwt_expired(&jwt(now + 3600)));
+    for opaque in ["good", "a.b", "a.!!!.c", "a.e30.c", "a.b.c.d", "", "..", "x.bm90IGpzb24.y"] {
+        assert!(!jwt_expired(opaque), "{opaque:?}");
+    }
+}
+
+#[tokio::test]
+async fn saved_answers_stand_in_after_a_restart_during_an_outage() {
+    let server = ReviewServer::start().await;
+    let (reviews, _metrics, _dir) = server.reviews(short_ttls());
+    assert!(reviews.export().is_none(), "nothing to save yet");
+    assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+    assert_eq!(reviews.authenticate("bad").await.unwrap(), TokenIdentity::Invalid);
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    assert!(!reviews.authorize(&reader(), &list_configmaps("fx3")).await.unwrap().allowed);
+    let saved = reviews.export().expect("answers to save");
+    let text = String::from_utf8_lossy(&saved);
+    assert!(!text.contains("\"good\""), "a token is saved as its hash only: {text}");
+
+    // A new process, the upstream down from its start.
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (restarted, metrics, _dir2) = server.reviews(short_ttls());
+    assert!(restarted.authorize(&reader(), &list_configmaps("fx2")).await.is_err(), "not yet");
+    tokio::time::sleep(RETRY_INTERVAL).await;
+    assert_eq!(restarted.import(&saved).await, Ok(4));
+    assert_eq!(restarted.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+    assert_eq!(restarted.authenticate("bad").await.unwrap(), TokenIdentity::Invalid);
+    let allowed = restarted.authorize(&reader(), &list_configmaps("fx2")).await.unwrap();
+    assert!(allowed.allowed && allowed.reason.starts_with("RBAC: allowed by RoleBinding"));
+    assert!(!restarted.authorize(&reader(), &list_configmaps("fx3")).await.unwrap().allowed);
+    assert!(restarted.authorize(&reader(), &list_configmaps("fx4")).await.is_err());
+    assert!(restarted.authenticate("good-never-seen").await.is_err());
+    assert_eq!(decisions(&metrics, "access", "allowed", "last_known"), 1);
+
+    // Saved answers whose use is over (their TTL and the grace both past) are not taken in;
+    // a damaged file is refused whole.
+    let short_grace = ReviewConfig { outage_grace: Duration::from_millis(100), ..short_ttls() };
+    let (late, _metrics, _dir3) = server.reviews(short_grace);
+    assert_eq!(late.import(&saved).await, Ok(0));
+    assert!(late.import(b"{\"tokens\": [").await.is_err());
+    assert!(late.import(b"[]").await.is_err());
+    let odd = br#"{"answered_at_ms": 1, "tokens": [{"sha256": "zz", "user": null, "expires_at_ms": 18446744073709551615}], "access": []}"#;
+    assert_eq!(late.import(odd).await, Ok(0), "a malformed hash is skipped");
 }

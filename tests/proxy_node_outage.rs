@@ -1,0 +1,267 @@
+//! The node-local mode through an upstream outage longer than every TTL kubeplex keeps (issue
+//! 13): review answers (200 ms here), discovery (1 s). Every cached read needs a TokenReview
+//! and a SubjectAccessReview, which only the apiserver can give; while it cannot be reached the
+//! answers that were current when it last answered stand in (`upstream::review`), so each
+//! identity gets from the cache exactly what it got before the outage — its grants and its
+//! refusals, byte for byte — and nothing else: a read or a token never reviewed gets the 503
+//! of an unreachable apiserver. When the apiserver is back, reviews are asked again, so a
+//! revocation made during the outage takes effect, and the caches catch up. With a state
+//! directory, the answers are saved next to the caches' states, so that a kubeplex restarted
+//! during the outage (a node's reboot) answers its node's agents as it did before.
+
+use kubeplex_test_support as support;
+
+use std::time::Duration;
+
+use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
+use kubeplex::upstream::disk::DiskConfig;
+use kubeplex::upstream::review::ReviewConfig;
+use serde_json::json;
+use support::node::{Node, NodeOptions, KUBEPLEX_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
+use support::tls::{Credentials, TlsClient};
+
+/// Review TTLs far shorter than the outage.
+fn short_reviews() -> ReviewConfig {
+    let ttl = Duration::from_millis(200);
+    ReviewConfig {
+        token_ttl: ttl,
+        invalid_token_ttl: ttl,
+        allowed_ttl: ttl,
+        denied_ttl: ttl,
+        timeout: Duration::from_secs(2),
+        ..ReviewConfig::default()
+    }
+}
+
+const DISCOVERY_TTL: Duration = Duration::from_secs(1);
+/// How long the apiserver is down: several times every TTL.
+const OUTAGE: Duration = Duration::from_secs(4);
+
+/// The cluster of [`support::node::policy`] after the reader's RoleBinding was deleted.
+fn reader_revoked() -> Auth {
+    Auth::new()
+        .proxy_service_account(
+            KUBEPLEX_TOKEN,
+            "kube-system",
+            "kubeplex",
+            vec![Rule::read(&[""], &["pods", "configmaps", "nodes", "namespaces"])],
+        )
+        .service_account_token(READER_TOKEN, "team-0", "reader")
+        .token(VIEWER_TOKEN, UserInfo::new("viewer"))
+        .grant(Subject::user("viewer"), None, vec![Rule::read(&[""], &["configmaps", "pods"])])
+        .token(NOBODY_TOKEN, UserInfo::new("nobody"))
+}
+
+/// The reads made before the outage, by whom, and what they should get (allowed or refused).
+fn reads() -> Vec<(&'static str, &'static str, u16)> {
+    vec![
+        ("reader", "/api/v1/namespaces/team-0/configmaps?resourceVersion=0", 200),
+        ("reader", "/api/v1/namespaces/team-0/pods?resourceVersion=0", 200),
+        ("reader", "/api/v1/namespaces/team-1/configmaps?resourceVersion=0", 403),
+        ("node-0", "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-0", 200),
+        ("node-0", "/api/v1/pods?resourceVersion=0", 403),
+        ("nobody", "/api/v1/namespaces/team-0/configmaps?resourceVersion=0", 403),
+        ("bad-token", "/api/v1/namespaces/team-0/configmaps?resourceVersion=0", 401),
+    ]
+}
+
+fn clients(node: &Node) -> Vec<(&'static str, TlsClient)> {
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    [
+        ("reader", Credentials::token(READER_TOKEN)),
+        ("node-0", Credentials::cert(cert)),
+        ("nobody", Credentials::token(NOBODY_TOKEN)),
+        ("bad-token", Credentials::token("forged")),
+        ("viewer", Credentials::token(VIEWER_TOKEN)),
+    ]
+    .into_iter()
+    .map(|(name, c)| (name, TlsClient::new(&node.pki.ca_pem, &c, true)))
+    .collect()
+}
+
+fn client<'a>(clients: &'a [(&str, TlsClient)], who: &str) -> &'a TlsClient {
+    &clients.iter().find(|(n, _)| *n == who).expect("a client").1
+}
+
+fn names(body: &[u8]) -> Vec<String> {
+    let list: serde_json::Value = serde_json::from_slice(body).expect("a list");
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_clients_read_what_they_were_allowed_through_an_outage_and_are_reviewed_after_it() {
+    let options = NodeOptions {
+        reviews: short_reviews(),
+        discovery_ttl: DISCOVERY_TTL,
+        ..Default::default()
+    };
+    let node = Node::start_with(options).await;
+    let addr = node.addr();
+    let clients = clients(&node);
+    // --- Before: each identity's answers.
+    let mut before = Vec::new();
+    for (who, path, want) in reads() {
+        let r = client(&clients, who).get(&addr, path).await;
+        assert_eq!(r.status, want, "{who} {path}: {}", String::from_utf8_lossy(&r.body));
+        before.push(r.body);
+    }
+    let (from_cache, _) = node.served("cache");
+    assert_eq!(from_cache, 3, "the allowed reads came from the cache");
+    let reviews = (node.sim_reviews("tokenreview"), node.sim_reviews("subjectaccessreview"));
+
+    // --- The apiserver goes away for several times every TTL. Meanwhile, through another
+    // apiserver, the reader's RoleBinding is deleted and a configmap is created.
+    node.sim.stop_serving();
+    node.sim.set_auth(Some(reader_revoked()));
+    node.sim
+        .create(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "during-outage", "namespace": "team-0"},
+            "data": {"k": "v"}
+        }))
+        .expect("create");
+    let stopped = std::time::Instant::now();
+    let mut rounds = 0;
+    while stopped.elapsed() < OUTAGE {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for ((who, path, want), body) in reads().into_iter().zip(&before) {
+            let r = client(&clients, who).get(&addr, path).await;
+            assert_eq!(
+                r.status,
+                want,
+                "{who} {path}, {:?} into the outage: {}",
+                stopped.elapsed(),
+                String::from_utf8_lossy(&r.body)
+            );
+            assert_eq!(&r.body, body, "{who} {path}: the answer from before the outage");
+        }
+        rounds += 1;
+    }
+    assert!(stopped.elapsed() > DISCOVERY_TTL * 3);
+    let (from_cache_now, cache_not_ok) = node.served("cache");
+    assert_eq!(from_cache_now - from_cache, 3 * rounds, "every allowed read from the cache");
+    assert_eq!(cache_not_ok, 0);
+    assert!(node.metric("kubeplex_auth_decisions_total", &[("source", "last_known")]) > 0);
+    // What was never reviewed has no answer to stand in: a new read, a new identity.
+    for (who, path) in [
+        ("reader", "/api/v1/namespaces/team-0/configmaps/config-0?resourceVersion=0"),
+        ("viewer", "/api/v1/configmaps?resourceVersion=0"),
+    ] {
+        let r = client(&clients, who).get(&addr, path).await;
+        assert_eq!(r.status, 503, "{who} {path}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["kind"], "Status");
+    }
+
+    // --- The apiserver is back: the reader's revocation takes effect, the others catch up.
+    node.sim.restart().await.expect("restart");
+    let reader_list = "/api/v1/namespaces/team-0/configmaps?resourceVersion=0";
+    let revoked = wait_for(|| async {
+        let r = client(&clients, "reader").get(&addr, reader_list).await;
+        (r.status == 403).then_some(r)
+    })
+    .await
+    .expect("the reader's revocation takes effect once the apiserver answers");
+    assert!(revoked.json()["message"]
+        .as_str()
+        .is_some_and(|m| m.contains(r#"User "system:serviceaccount:team-0:reader" cannot list"#)));
+    assert!(node.sim_reviews("subjectaccessreview") > reviews.1, "asked again");
+    assert!(node.sim_reviews("tokenreview") > reviews.0);
+    let nobody = client(&clients, "nobody");
+    let caught_up = wait_for(|| async {
+        // The viewer may read every configmap; the new one shows once the cache caught up.
+        let r = client(&clients, "viewer").get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+        (r.status == 200 && names(&r.body).contains(&"during-outage".to_string())).then_some(r)
+    })
+    .await;
+    assert!(caught_up.is_some(), "the caches catch up with the write made during the outage");
+    assert_eq!(nobody.get(&addr, reader_list).await.status, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_during_an_outage_answers_its_agents_as_before_then_reviews_again() {
+    let states = std::env::temp_dir().join(format!("kubeplex-node-states-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&states);
+    let disk = DiskConfig {
+        dir: Some(states.clone()),
+        interval: Duration::from_millis(200),
+        ..DiskConfig::default()
+    };
+    let options = NodeOptions { reviews: short_reviews(), discovery_ttl: DISCOVERY_TTL, disk };
+    let node = Node::start_with(options).await;
+    let clients = clients(&node);
+    let addr = node.addr();
+    let mut before = Vec::new();
+    for (who, path, want) in reads() {
+        let r = client(&clients, who).get(&addr, path).await;
+        assert_eq!(r.status, want, "{who} {path}: {}", String::from_utf8_lossy(&r.body));
+        before.push(r.body);
+    }
+    // The answers are saved with the states: tokens as their hashes only, the file 0600.
+    let saved = wait_for(|| async {
+        let text = std::fs::read_to_string(states.join("decisions.json")).ok()?;
+        text.contains("system:node:node-0").then_some(text)
+    })
+    .await
+    .expect("review answers saved");
+    assert!(!saved.contains(READER_TOKEN) && !saved.contains("forged"), "no token: {saved}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(states.join("decisions.json")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // --- The apiserver goes down, and the node reboots during the outage.
+    node.sim.stop_serving();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let node = node.restart_proxy().await;
+    let addr = node.addr();
+    let clients = self::clients(&node);
+    for ((who, path, want), body) in reads().into_iter().zip(&before) {
+        let r = client(&clients, who).get(&addr, path).await;
+        assert_eq!(r.status, want, "{who} {path}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(&r.body, body, "{who} {path}: the answer from before the restart");
+    }
+    let (from_cache, cache_not_ok) = node.served("cache");
+    assert_eq!((from_cache, cache_not_ok), (3, 0), "the allowed reads, from the disk states");
+    assert_eq!(node.metric("kubeplex_auth_decisions_total", &[("source", "review")]), 0);
+    let never = client(&clients, "viewer").get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(
+        never.status,
+        503,
+        "an identity never reviewed: {}",
+        String::from_utf8_lossy(&never.body)
+    );
+
+    // --- Back: reviews are asked again, and the caches converge.
+    node.sim.restart().await.expect("restart");
+    let reviewed = wait_for(|| async {
+        let r = client(&clients, "viewer").get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+        (r.status == 200).then_some(r)
+    })
+    .await;
+    assert!(reviewed.is_some(), "the viewer is reviewed once the apiserver answers");
+    assert!(node.metric("kubeplex_auth_decisions_total", &[("source", "review")]) > 0);
+    let _ = std::fs::remove_dir_all(&states);
+}
+
+/// Polls `f` every 100 ms for up to 10 s.
+async fn wait_for<T, F, Fut>(f: F) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..100 {
+        if let Some(t) = f().await {
+            return Some(t);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
