@@ -156,6 +156,7 @@ def check_workloads(where, docs):
                           f"{where}: {at}: {k} {value} is not in a mounted volume")
         env = {e["name"]: e for e in c.get("env", [])}
         check("KUBEPLEX_ADMIN_LISTEN" in env, f"{where}: {at}: admin listener not on the pod IP")
+        check_state_dir(where, at, spec, c, env)
         check(any(p.get("name") == "admin" for p in c.get("ports", [])),
               f"{where}: {at}: no port named admin")
         if spec.get("hostNetwork"):
@@ -163,6 +164,36 @@ def check_workloads(where, docs):
                        for s in v.get("projected", {}).get("sources", []) if "secret" in s]
             check(secrets == ["kubeplex-serving-cert"], f"{where}: {at}: mounts Secrets {secrets}")
     check(found > 0, f"{where}: no kubeplex container")
+
+
+def check_state_dir(where, at, spec, c, env):
+    """A state directory set by variable is in a writable volume; a hostPath one is prepared for
+    kubeplex's user by a `kubeplex state-dir` init container that mounts it first."""
+    state = env.get("KUBEPLEX_DISK_STATE_DIR", {}).get("value")
+    if not state:
+        return
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    mount = mounts.get(state)
+    check(mount is not None and not mount.get("readOnly"),
+          f"{where}: {at}: diskStateDir {state} is not a writable mount")
+    if mount is None:
+        return
+    volume = {v["name"]: v for v in spec.get("volumes", [])}.get(mount["name"], {})
+    if "hostPath" not in volume:
+        return
+    pod = spec.get("securityContext", {})
+    owner = f"{pod.get('runAsUser')}:{pod.get('runAsGroup')}"
+    inits = [i for i in spec.get("initContainers", []) if i.get("args", [])[:1] == ["state-dir"]]
+    check(len(inits) == 1, f"{where}: {at}: hostPath {state} without a state-dir init container")
+    for i in inits:
+        check(i.get("args") == ["state-dir", state, "--owner", owner],
+              f"{where}: {at}: state-dir args {i.get('args')} (owner should be {owner})")
+        check(any(m["mountPath"] == state and m["name"] == mount["name"]
+                  for m in i.get("volumeMounts", [])),
+              f"{where}: {at}: the state-dir init container does not mount {state}")
+        caps = i.get("securityContext", {}).get("capabilities", {})
+        check(caps.get("drop") == ["ALL"] and set(caps.get("add", [])) <= {
+            "CHOWN", "FOWNER", "DAC_READ_SEARCH"}, f"{where}: {at}: state-dir capabilities {caps}")
 
 
 POD_MONITOR_SPEC = {"selector", "namespaceSelector", "podMetricsEndpoints", "jobLabel",

@@ -35,6 +35,16 @@ enum Command {
     /// Show or check kubeplex's settings.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Prepare a state directory (diskStateDir) for kubeplex's user: create it, mode 0700,
+    /// owned by --owner with the files in it. For a root init container in front of a
+    /// kubeplex that does not run as root (the DaemonSet's hostPath).
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// UID:GID that kubeplex runs as.
+        #[arg(long, default_value = "65532:65532")]
+        owner: String,
+    },
     /// Run the built-in fake kube-apiserver (for tests and trying clients).
     #[cfg(feature = "sim")]
     Sim(demo::SimArgs),
@@ -110,6 +120,17 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
             println!("{}: ok", file.display());
             return Ok(());
         }
+        Command::StateDir { dir, owner } => {
+            let parse = |s: Option<&str>| s.and_then(|s| s.parse::<u32>().ok());
+            let mut ids = owner.splitn(2, ':');
+            let (Some(uid), Some(gid)) = (parse(ids.next()), parse(ids.next())) else {
+                anyhow::bail!("--owner {owner:?}: expected UID:GID, numeric");
+            };
+            let files = kubeplex::upstream::disk::prepare_dir(dir, uid, gid)
+                .with_context(|| format!("state directory {}", dir.display()))?;
+            println!("{}: mode 0700, owner {uid}:{gid}, {files} files", dir.display());
+            return Ok(());
+        }
         #[cfg(feature = "sim")]
         Command::Demo(a) => Some(demo::config(a)?),
         #[cfg(feature = "sim")]
@@ -120,7 +141,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command {
             Command::Serve(a) => run_serve(config.context("serve without settings")?, &a).await,
-            Command::Config(_) => Ok(()),
+            Command::Config(_) | Command::StateDir { .. } => Ok(()),
             #[cfg(feature = "sim")]
             Command::Sim(a) => demo::run_sim(a).await,
             #[cfg(feature = "sim")]

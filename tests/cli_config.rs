@@ -268,3 +268,46 @@ async fn a_cache_the_upstream_does_not_serve_stops_start_up() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn state_dir_prepares_a_private_directory_for_kubeplexs_user() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = temp_dir("state-dir");
+    let states = dir.join("var/lib/kubeplex");
+    // What the process itself runs as: chown to oneself works for any user; as root (an init
+    // container) the nonroot image user is tried too.
+    let me = std::fs::metadata(&dir).unwrap();
+    let mut owners = vec![(me.uid(), me.gid())];
+    if me.uid() == 0 {
+        owners.push((65532, 65532));
+    }
+    for (uid, gid) in owners {
+        std::fs::create_dir_all(&states).unwrap();
+        std::fs::write(states.join("core_v1_pods_json.state"), b"x").unwrap();
+        std::fs::set_permissions(&states, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let owner = format!("{uid}:{gid}");
+        let (code, stdout, stderr) =
+            run(&["state-dir", states.to_str().unwrap(), "--owner", &owner], &[]).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains(&format!("owner {owner}, 1 files")), "{stdout}");
+        let m = std::fs::metadata(&states).unwrap();
+        assert_eq!((m.mode() & 0o777, m.uid(), m.gid()), (0o700, uid, gid));
+        let f = std::fs::metadata(states.join("core_v1_pods_json.state")).unwrap();
+        assert_eq!((f.uid(), f.gid()), (uid, gid));
+    }
+    // Created when missing.
+    let fresh = dir.join("fresh");
+    let owner = format!("{}:{}", me.uid(), me.gid());
+    assert_eq!(run(&["state-dir", fresh.to_str().unwrap(), "--owner", &owner], &[]).await.0, 0);
+    assert!(fresh.is_dir());
+    // A link is refused; so is an owner that is not UID:GID.
+    let link = dir.join("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&fresh, &link).unwrap();
+    let out = run(&["state-dir", link.to_str().unwrap(), "--owner", &owner], &[]).await;
+    assert_one_line_failure(&out, "state directory");
+    assert!(out.2.contains("symbolic link"), "{}", out.2);
+    let out = run(&["state-dir", fresh.to_str().unwrap(), "--owner", "nonroot"], &[]).await;
+    assert_one_line_failure(&out, "--owner \"nonroot\": expected UID:GID");
+    let _ = std::fs::remove_dir_all(&dir);
+}

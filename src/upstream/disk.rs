@@ -279,6 +279,27 @@ impl DiskStates {
     }
 }
 
+/// Makes `dir` a state directory for the user `uid`:`gid` — created if missing, mode 0700,
+/// owned by them, as are the regular files in it (`kubeplex state-dir`: a root init container
+/// prepares a `hostPath` for a kubeplex that does not run as root). A symbolic link is refused:
+/// the directory is reached by whoever can write its parent.
+pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> std::io::Result<usize> {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(format!("{} is a symbolic link", dir.display())));
+    }
+    create_private_dir(dir)?;
+    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::os::unix::fs::lchown(entry.path(), Some(uid), Some(gid))?;
+            files += 1;
+        }
+    }
+    Ok(files)
+}
+
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
