@@ -3,6 +3,8 @@
 //! - a cache whose load would take the caches past `cacheMemoryBudget` is not started: its
 //!   reads pass through (the apiserver answers them, byte for byte), the refusal is counted and
 //!   shown in `/debug/caches` and `/readyz?verbose`; caches that fit go on serving;
+//! - a cache that grows past the budget by watch events is refused the same way (caches started
+//!   on demand before configured ones): its watchers end, its reads pass through;
 //! - a cache whose first load fails (the apiserver down) does not hold its reads for the whole
 //!   sync wait: they get the upstream's answer at once, and the cache syncs when it is back.
 
@@ -135,6 +137,60 @@ async fn a_cache_over_the_memory_budget_is_refused_and_its_reads_pass_through() 
         "{text}"
     );
     assert!(text.ends_with("readyz check passed\n"), "{text}");
+    proxy.shutdown(Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_that_grows_past_the_budget_by_watch_events_is_refused() {
+    let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
+    let measure = kubeplex(&sim, None).await;
+    let cms = "/api/v1/configmaps?resourceVersion=0";
+    assert_eq!(get(&measure.addr.to_string(), cms).await.status, 200);
+    let debug = debug_caches(&measure).await;
+    let (pods_bytes, cm_bytes) = (bytes_of(&debug, "pods/v1"), bytes_of(&debug, "configmaps/v1"));
+    measure.shutdown(Duration::from_secs(2)).await;
+
+    // Both fit, with 8 KiB to spare.
+    let budget = pods_bytes + cm_bytes + 8192;
+    let proxy = kubeplex(&sim, Some(budget)).await;
+    let addr = proxy.addr.to_string();
+    let cm_labels = ["resource=\"configmaps/v1\"", "encoding=\"json\""];
+    assert_eq!(get(&addr, cms).await.status, 200);
+    let mut open = support::watch(&addr, &format!("{cms}&watch=1"), "application/json").await;
+    assert_eq!(open.status, 200);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(scrape(&proxy, "kubeplex_cache_budget_refused_total", &cm_labels), 0, "it fits");
+
+    // The configmaps grow by 16 KiB, through watch events.
+    for i in 0..4 {
+        let data = "x".repeat(4096);
+        sim.create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i}"), "namespace": "team-0"},
+            "data": {"blob": data}
+        }))
+        .unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    while scrape(&proxy, "kubeplex_cache_budget_refused_total", &cm_labels) == 0 {
+        assert!(Instant::now() < until, "the grown cache was never refused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its watcher ended (to resume through the apiserver); its reads pass through, byte for
+    // byte; the configured pods cache, which fits alone, goes on serving.
+    assert!(open.ends_within(Duration::from_secs(5)).await, "the refused cache's watch ended");
+    let from_cache = ["resource=\"configmaps\"", "source=\"cache\""];
+    let cached_before = scrape(&proxy, "kubeplex_requests_total", &from_cache);
+    let direct = get(&sim.addr().to_string(), cms).await;
+    let through = get(&addr, cms).await;
+    assert_eq!(through.status, 200);
+    assert_eq!(through.body, direct.body, "the apiserver's own answer");
+    assert_eq!(scrape(&proxy, "kubeplex_requests_total", &from_cache), cached_before);
+    let debug = debug_caches(&proxy).await;
+    assert_eq!(debug["refused"][0]["resource"], "configmaps/v1", "{debug}");
+    assert!(debug["caches"].as_array().unwrap().iter().any(|c| c["resource"] == "pods/v1"));
+    let pods = ["resource=\"pods/v1\""];
+    assert_eq!(scrape(&proxy, "kubeplex_cache_budget_refused_total", &pods), 0);
     proxy.shutdown(Duration::from_secs(2)).await;
 }
 

@@ -54,7 +54,7 @@ impl CacheMetrics {
         let budget_refused = IntCounterVec::new(
             Opts::new(
                 "kubeplex_cache_budget_refused_total",
-                "Cache loads refused because they would have taken the caches past the memory budget (the cache is retried later with backoff).",
+                "Caches refused by the memory budget: a load that would have taken the caches past it, or a cache that grew past it by watch events (the largest first). Its reads pass through; it is retried later with backoff.",
             ),
             &["resource", "encoding"],
         )?;

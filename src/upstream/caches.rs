@@ -85,7 +85,7 @@ impl Default for FreshnessConfig {
 
 mod budget;
 
-pub use budget::RefusedStatus;
+pub use budget::{RefusedStatus, ENFORCE_EVERY as BUDGET_CHECK_EVERY};
 
 type CacheKey = (String, String, String, Encoding);
 

@@ -5,8 +5,10 @@
 //! `kubeplex_cache_budget_refused_total`. A configured (pinned) cache is started again when its
 //! refusal ends; others when they are next read. Readiness does not wait for refused caches.
 //!
-//! What is weighed is the objects' bytes (`kubeplex_cache_bytes`), the bulk of a cache's memory;
-//! growth by watch events between loads is not refused (the next relist is weighed).
+//! What is weighed is the objects' bytes (`kubeplex_cache_bytes`), the bulk of a cache's memory.
+//! Growth by watch events between loads is checked every [`ENFORCE_EVERY`]: while all caches
+//! together are past the budget, the largest is refused the same way — caches started on demand
+//! before configured ones — until the rest fit.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -17,6 +19,9 @@ use super::{CacheKey, Caches, Feed};
 use crate::cache::resource::ResourceCache;
 use crate::cache::Encoding;
 use crate::wire::resource::ResourceInfo;
+
+/// How often growth by watch events is checked against the budget.
+pub const ENFORCE_EVERY: Duration = Duration::from_secs(1);
 
 const RETRY_FIRST: Duration = Duration::from_secs(30);
 const RETRY_MAX: Duration = Duration::from_secs(600);
@@ -60,7 +65,7 @@ impl Weighed {
                     // Its cold readers are woken and pass through; then the cache (and this
                     // reflector) stops.
                     self.cache.load_failed();
-                    caches.refuse(&self.key, &self.cache, bytes);
+                    caches.refuse(&self.key, &self.cache, bytes, "its load would take");
                     return;
                 }
             }
@@ -84,7 +89,29 @@ impl Caches {
         fits
     }
 
-    fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize) {
+    /// Refuses the caches that grew past the budget by watch events, largest first (those
+    /// started on demand before the configured ones), until the others fit. Run periodically.
+    pub fn enforce_budget(&self) {
+        let Some(limit) = self.config.memory_budget else { return };
+        let mut running: Vec<(CacheKey, Arc<ResourceCache>, usize)> = {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter().map(|(k, c)| (k.clone(), c.cache.clone(), c.bytes())).collect()
+        };
+        let mut total: usize = running.iter().map(|(_, _, b)| *b).sum();
+        if total <= limit {
+            return;
+        }
+        running.sort_by_key(|(_, c, bytes)| (c.is_pinned(), std::cmp::Reverse(*bytes)));
+        for (key, cache, bytes) in running {
+            if total <= limit {
+                break;
+            }
+            total -= bytes;
+            self.refuse(&key, &cache, bytes, "it grew by watch events and takes");
+        }
+    }
+
+    fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize, why: &str) {
         let live = self.map.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
         let backoff = {
             let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
@@ -102,7 +129,7 @@ impl Caches {
         };
         let labels = [cache.label(), cache.encoding().as_str()];
         self.metrics.budget_refused.with_label_values(&labels).inc();
-        tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: its load would take the caches past the memory budget; its reads pass through");
+        tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: {why} the caches past the memory budget; its reads pass through");
         if let Some(live) = live {
             // Aborts this cache's reflector, the caller: the last thing it does.
             live.stop();
