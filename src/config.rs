@@ -186,6 +186,12 @@ pub struct Settings {
     /// The file's key is `caches`.
     #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',', help_heading = "Caches")]
     pub caches: Vec<String>,
+    /// Caches of namespaced resources list and watch only this namespace, and answer only
+    /// reads within it; other reads of those resources pass through. For a sidecar whose
+    /// ServiceAccount has a Role in its namespace rather than a ClusterRole. Unset:
+    /// cluster-wide.
+    #[arg(long, env = "KUBEPLEX_CACHE_NAMESPACE", help_heading = "Caches")]
+    pub cache_namespace: Option<String>,
     /// How long the upstream's discovery answers are used before they are refreshed; while
     /// the upstream cannot be reached, the last answers are kept (reads go on being served
     /// from the caches through an outage of any length).
@@ -624,6 +630,11 @@ impl Settings {
             kubeplex::serve::CacheSpec::parse(spec)
                 .map_err(|e| ConfigError(format!("caches: {spec:?}: {e}")))?;
         }
+        if let Some(ns) = s.cache_namespace.as_deref().filter(|ns| !is_dns_label(ns)) {
+            return Err(ConfigError(format!(
+                "cacheNamespace: {ns:?} is not a namespace name (a DNS label: at most 63 of a-z, 0-9 and '-', starting and ending with a letter or digit)"
+            )));
+        }
         let positive = [
             ("shutdownGracePeriod", s.shutdown_grace_period),
             ("discoveryTtl", s.discovery_ttl),
@@ -675,6 +686,7 @@ impl Settings {
             discovery_ttl: s.discovery_ttl.0,
             memory_budget: (s.cache_memory_budget > 0)
                 .then(|| usize::try_from(s.cache_memory_budget).unwrap_or(usize::MAX)),
+            namespace: s.cache_namespace.clone(),
             disk: kubeplex::upstream::disk::DiskConfig {
                 dir: s.disk_state_dir.clone(),
                 interval: s.disk_state_interval.0,
@@ -922,3 +934,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+/// A namespace's name: an RFC 1123 label, as the apiserver validates it.
+fn is_dns_label(s: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|&c| alnum(c) || c == b'-')
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+}

@@ -44,6 +44,7 @@ async fn kubeplex(sim: &Sim, budget: Option<usize>) -> Proxy {
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: budget,
+        namespace: None,
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let proxy = Proxy::start(upstream, local, Some(local), caches).await.unwrap();

@@ -67,6 +67,7 @@ async fn kubeplex(sim: &Sim, work: &Path, states: &Path) -> Proxy {
             max_bytes: 64 << 20,
         },
         memory_budget: None,
+        namespace: None,
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::start(upstream, local, Some(local), caches).await.expect("kubeplex starts")

@@ -40,6 +40,7 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         discovery_ttl: DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
+        namespace: None,
     };
     let proxy = Proxy::start_guarded(
         prometheus::Registry::new(),

@@ -35,6 +35,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
+        namespace: None,
     };
     let hyper = Proxy::start_with(
         upstream,

@@ -88,6 +88,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
+        namespace: None,
     };
     let proxy =
         Proxy::start(up, "127.0.0.1:0".parse().expect("addr"), None, caches).await.expect("proxy");

@@ -39,6 +39,11 @@ pub enum EventKind {
 
 pub struct ResourceCache {
     info: Arc<ResourceInfo>,
+    /// Where it lists and watches: the cluster-wide collection, or one namespace's
+    /// ([`ResourceCache::scoped`]).
+    collection: String,
+    /// The namespace it is limited to, if any.
+    scope: Option<String>,
     encoding: Encoding,
     store: RwLock<Store>,
     /// The RV the store has reached; not-older-than readers wait on it.
@@ -95,6 +100,9 @@ pub const STALE_AFTER: Duration = Duration::from_secs(150);
 pub struct CacheStatus {
     pub resource: String,
     pub encoding: &'static str,
+    /// The namespace it is limited to (`cacheNamespace`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     pub synced: bool,
     pub complete: bool,
     pub pinned: bool,
@@ -157,6 +165,8 @@ impl ResourceCache {
         let encoder =
             Arc::new(Encoder::new(encoding, &info.api_version(), &info.kind, info.is_builtin()));
         ResourceCache {
+            collection: info.collection_path(),
+            scope: None,
             info,
             encoding,
             store: RwLock::new(store),
@@ -212,8 +222,25 @@ impl ResourceCache {
         self.encoding
     }
 
+    /// Limits a cache of a namespaced resource to `namespace`: it lists and watches that
+    /// namespace's collection only, and answers only reads within it (`CachesConfig::namespace`).
+    /// A cluster-scoped resource is not affected.
+    pub fn scoped(mut self, namespace: Option<&str>) -> Self {
+        if let (Some(ns), true) = (namespace, self.info.namespaced) {
+            self.collection = self.info.namespaced_collection_path(ns);
+            self.scope = Some(ns.to_string());
+        }
+        self
+    }
+
+    /// The namespace this cache is limited to, if any.
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// Where the cache lists and watches upstream.
     pub fn collection_path(&self) -> String {
-        self.info.collection_path()
+        self.collection.clone()
     }
 
     /// Synced: a complete list has been loaded; before that every request passes through.
@@ -356,6 +383,7 @@ impl ResourceCache {
         CacheStatus {
             resource: self.label.clone(),
             encoding: self.encoding.as_str(),
+            namespace: self.scope.clone(),
             synced: self.is_synced(),
             complete: self.is_complete(),
             pinned: self.is_pinned(),

@@ -148,6 +148,9 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
         ("watchQueue: 0\n", "watchQueue: must be at least 1"),
         ("watchBookmarkInterval: 0s\n", "watchBookmarkInterval: must be more than 0s"),
         ("reviewTimeout: 0s\n", "reviewTimeout: must be more than 0s"),
+        ("cacheNamespace: Team-0\n", "cacheNamespace: \"Team-0\" is not a namespace name"),
+        ("cacheNamespace: \"\"\n", "cacheNamespace: \"\" is not a namespace name"),
+        ("cacheNamespace: a-\n", "cacheNamespace: \"a-\" is not a namespace name"),
         ("apiVersion: v1\n", "apiVersion: \"v1\" is not"),
         ("kind: Pod\n", "kind: \"Pod\" is not"),
         ("logLevel: \"info,[\"\n", "logLevel: "),
@@ -165,7 +168,7 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
 fn resolved_settings_reach_each_part() {
     let text = "mode: node\ntlsCertFile: /c\ntlsPrivateKeyFile: /k\naccessReviewDeniedTtl: 3s\n\
                 caches: [pods]\nwatchHistoryMib: 2\ncacheSyncWait: 0s\nshutdownGracePeriod: 1m\n\
-                authOutageGrace: 0s\nreviewTimeout: 3s\n";
+                authOutageGrace: 0s\nreviewTimeout: 3s\ncacheNamespace: team-0\n";
     let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
     let Mode::Node(node) = &c.mode else { panic!("not node mode: {:?}", c.mode) };
     assert_eq!(node.reviews.denied_ttl, std::time::Duration::from_secs(3));
@@ -173,6 +176,7 @@ fn resolved_settings_reach_each_part() {
     assert_eq!(node.reviews.timeout, std::time::Duration::from_secs(3));
     assert!(node.anonymous);
     assert_eq!(c.caches.preload, ["pods"]);
+    assert_eq!(c.caches.namespace.as_deref(), Some("team-0"));
     assert_eq!(c.caches.watch.history_bytes, 2 << 20);
     assert_eq!(c.caches.freshness.sync_wait, std::time::Duration::ZERO);
     assert_eq!(c.shutdown_grace_period, std::time::Duration::from_secs(60));

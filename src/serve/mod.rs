@@ -242,7 +242,7 @@ impl Proxy {
         // Caches' states on disk (when configured) are read before anything serves: their
         // resources are known to discovery before it answers, and each waits for its cache's
         // first load (`upstream::disk`).
-        let disk = DiskStates::new(&caches.disk, &metrics.registry)?;
+        let disk = DiskStates::new(&caches.disk, caches.namespace.as_deref(), &metrics.registry)?;
         let from_disk = match &disk {
             Some(d) => {
                 let d = d.clone();
@@ -474,6 +474,13 @@ async fn from_cache(
         || (rp.namespace.is_some() && !info.namespaced)
     {
         return None;
+    }
+    // Caches limited to one namespace hold nothing of the others: what reaches past it (another
+    // namespace, every namespace) is the upstream's to answer.
+    if let Some(scope) = state.caches.namespace().filter(|_| info.namespaced) {
+        if rp.namespace.as_deref() != Some(scope) {
+            return None;
+        }
     }
     // Node mode: nothing from the cache reaches a client the upstream would refuse. Asked
     // before the cache is (a 403 comes before a 404, as in the apiserver).

@@ -44,6 +44,10 @@ pub struct CachesConfig {
     /// At most this many bytes of objects in all caches together (`None`: no limit); see
     /// [`budget`].
     pub memory_budget: Option<usize>,
+    /// Caches of namespaced resources list and watch this namespace only, and answer only
+    /// reads within it (a sidecar whose ServiceAccount has a Role there, not a ClusterRole);
+    /// other reads of those resources pass through. `None`: cluster-wide.
+    pub namespace: Option<String>,
 }
 
 /// How long reads wait for the cache rather than passing through.
@@ -202,13 +206,16 @@ impl Caches {
         if self.is_refused(&key) {
             return None;
         }
-        let cache = Arc::new(ResourceCache::new(
-            info.clone(),
-            encoding,
-            self.config.limits,
-            self.config.watch,
-            self.metrics.clone(),
-        ));
+        let cache = Arc::new(
+            ResourceCache::new(
+                info.clone(),
+                encoding,
+                self.config.limits,
+                self.config.watch,
+                self.metrics.clone(),
+            )
+            .scoped(self.config.namespace.as_deref()),
+        );
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let freshness = Arc::new(Freshness::new(
             self.upstream.clone(),
@@ -234,7 +241,8 @@ impl Caches {
             apply,
         };
         let feed = move |event| weighed.feed(event);
-        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed);
+        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
+            .within(cache.collection_path());
         let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
@@ -255,6 +263,11 @@ impl Caches {
         let live = Arc::new(Live { cache, freshness, tasks: Mutex::new(vec![reflector, sweeper]) });
         map.insert(key, live.clone());
         Some(live)
+    }
+
+    /// The namespace the caches of namespaced resources are limited to, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.config.namespace.as_deref()
     }
 
     /// How reads wait for these caches.

@@ -27,6 +27,8 @@ use prometheus::{IntCounterVec, Opts, Registry};
 use super::feed::{self, Feed};
 use crate::cache::persist::{self, DiskState};
 use crate::cache::resource::{unix_now, ResourceCache};
+use crate::cache::Encoding;
+use crate::wire::resource::ResourceInfo;
 
 /// Where and how often caches are written; `dir: None` turns it off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,11 +73,20 @@ pub struct DiskStates {
     metrics: DiskMetrics,
     /// Per file: the RV last written and the file's size.
     written: Mutex<HashMap<String, (u64, u64)>>,
+    /// The namespace caches are limited to (`CachesConfig::namespace`), if any.
+    namespace: Option<String>,
 }
 
 impl DiskStates {
     /// `None` when turned off.
-    pub fn new(config: &DiskConfig, registry: &Registry) -> Result<Option<Arc<Self>>, DiskError> {
+    /// `namespace`: the one the caches are limited to, if any; it is part of a namespaced
+    /// resource's file name, so that a state of one namespace is never read back as another's
+    /// or as the whole cluster's.
+    pub fn new(
+        config: &DiskConfig,
+        namespace: Option<&str>,
+        registry: &Registry,
+    ) -> Result<Option<Arc<Self>>, DiskError> {
         let Some(dir) = config.dir.clone() else { return Ok(None) };
         let io = |error| DiskError::Io { path: dir.clone(), error };
         create_private_dir(&dir).map_err(io)?;
@@ -108,7 +119,18 @@ impl DiskStates {
             max_bytes: config.max_bytes,
             metrics: DiskMetrics { writes, loads },
             written: Mutex::new(HashMap::new()),
+            namespace: namespace.map(str::to_string),
         })))
+    }
+
+    /// The state file of a cache: `persist::file_name`, with the namespace for a namespaced
+    /// resource when caches are limited to one (`..._json.ns-team-0.state`).
+    fn file_name(&self, info: &ResourceInfo, encoding: Encoding) -> String {
+        let name = persist::file_name(info, encoding);
+        match (&self.namespace, info.namespaced) {
+            (Some(ns), true) => format!("{}.ns-{ns}.state", name.trim_end_matches(".state")),
+            _ => name,
+        }
     }
 
     pub fn interval(&self) -> Duration {
@@ -139,7 +161,7 @@ impl DiskStates {
             match read {
                 Ok(state)
                     if path.file_name().and_then(|n| n.to_str())
-                        == Some(persist::file_name(&state.info, state.encoding).as_str()) =>
+                        == Some(self.file_name(&state.info, state.encoding).as_str()) =>
                 {
                     tracing::info!(path = %path.display(), objects = state.objects.len(), rv = state.resource_version, "cache state read from disk");
                     self.metrics.loads.with_label_values(&["ok"]).inc();
@@ -164,7 +186,7 @@ impl DiskStates {
         if !cache.is_synced() || !cache.is_complete() || cache.disk_state_written().is_some() {
             return Ok(false);
         }
-        let name = persist::file_name(cache.info(), cache.encoding());
+        let name = self.file_name(cache.info(), cache.encoding());
         let state = cache.current();
         let rv = state.resource_version();
         let (others, last) = {
@@ -328,4 +350,38 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(resource: &str, namespaced: bool) -> ResourceInfo {
+        ResourceInfo {
+            group: String::new(),
+            version: "v1".into(),
+            resource: resource.into(),
+            kind: String::new(),
+            namespaced,
+            verbs: vec!["list".into(), "watch".into()],
+        }
+    }
+
+    #[test]
+    fn a_namespace_limited_state_is_named_for_its_namespace() {
+        let dir = std::env::temp_dir().join(format!("kubeplex-disk-names-{}", std::process::id()));
+        let config = DiskConfig { dir: Some(dir.clone()), ..DiskConfig::default() };
+        let registry = Registry::new();
+        let wide = DiskStates::new(&config, None, &registry).unwrap().unwrap();
+        let team0 = DiskStates::new(&config, Some("team-0"), &registry).unwrap().unwrap();
+        let (cms, nodes) = (info("configmaps", true), info("nodes", false));
+        assert_eq!(wide.file_name(&cms, Encoding::Json), "core_v1_configmaps_json.state");
+        // Never read back as the whole cluster's, nor as another namespace's.
+        assert_eq!(
+            team0.file_name(&cms, Encoding::Json),
+            "core_v1_configmaps_json.ns-team-0.state"
+        );
+        assert_eq!(team0.file_name(&nodes, Encoding::Protobuf), "core_v1_nodes_protobuf.state");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -101,6 +101,8 @@ impl ReflectError {
 pub struct Reflector<F> {
     upstream: Arc<Upstream>,
     info: Arc<ResourceInfo>,
+    /// Where it lists and watches (the cluster-wide collection unless [`Reflector::within`]).
+    collection: String,
     encoding: Encoding,
     /// `resource/version (encoding)`, for logs.
     describe: String,
@@ -124,6 +126,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let describe = format!("{}/{} ({})", info.label(), info.version, encoding.as_str());
         Reflector {
             upstream,
+            collection: info.collection_path(),
             info,
             encoding,
             describe,
@@ -132,6 +135,12 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             streaming: true,
             whole: AtomicBool::new(true),
         }
+    }
+
+    /// Lists and watches `collection` (a cache's path, which may be one namespace's) instead.
+    pub fn within(mut self, collection: String) -> Self {
+        self.collection = collection;
+        self
     }
 
     /// A load is being requested now: its skips count against it.
@@ -290,7 +299,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 
     async fn list_pages(&self) -> Result<u64, ReflectError> {
-        let base = self.info.collection_path();
+        let base = self.collection.clone();
         let mut objects = Vec::new();
         let mut list_rv: Option<u64> = None;
         let mut token: Option<String> = None;
@@ -328,7 +337,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.calls.watch.inc();
         let path = format!(
             "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.info.collection_path()
+            self.collection.clone()
         );
         self.stream(&path, rv, &mut None).await
     }
@@ -339,7 +348,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.calls.watchlist.inc();
         let path = format!(
             "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.info.collection_path()
+            self.collection.clone()
         );
         let mut initial = Some(Vec::new());
         self.load_started();

@@ -67,6 +67,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
         discovery_ttl: options.discovery_ttl,
         disk: options.disk.clone(),
         memory_budget: None,
+        namespace: None,
     };
     let tls = kubeplex_net::TlsConfig::new(dir.join("serving.crt"), dir.join("serving.key"))
         .with_client_ca(dir.join("client-ca.crt"));

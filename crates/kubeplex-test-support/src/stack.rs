@@ -98,6 +98,7 @@ impl Stack {
             discovery_ttl,
             disk: Default::default(),
             memory_budget: None,
+            namespace: None,
         };
         let proxy = Proxy::start(
             upstream,
@@ -217,5 +218,6 @@ pub fn default_caches(preload: &[&str]) -> CachesConfig {
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
+        namespace: None,
     }
 }

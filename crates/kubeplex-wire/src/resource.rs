@@ -62,6 +62,18 @@ impl ResourceInfo {
         }
     }
 
+    /// The collection path within one namespace (`/api/v1/namespaces/NS/pods`).
+    pub fn namespaced_collection_path(&self, namespace: &str) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}/namespaces/{namespace}/{}", self.version, self.resource)
+        } else {
+            format!(
+                "/apis/{}/{}/namespaces/{namespace}/{}",
+                self.group, self.version, self.resource
+            )
+        }
+    }
+
     pub fn supports(&self, verb: &str) -> bool {
         self.verbs.iter().any(|v| v == verb)
     }
