@@ -309,8 +309,8 @@ pub struct Settings {
         help_heading = "Guardrails"
     )]
     pub max_request_body_bytes: u64,
-    /// A request head must arrive whole within this (a slow client is closed), as the
-    /// apiserver's ReadHeaderTimeout; 0s: no limit.
+    /// A request head must arrive whole within this from its first byte (a slow client is
+    /// closed), as the apiserver's ReadHeaderTimeout; 0s: no limit.
     #[arg(
         long,
         env = "KUBEPLEX_HEADER_READ_TIMEOUT",

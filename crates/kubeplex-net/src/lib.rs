@@ -6,6 +6,7 @@
 
 pub mod identity;
 pub mod limits;
+mod timed;
 pub mod tls;
 
 pub use identity::{ClientCert, RejectedClientCert};
@@ -20,6 +21,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// answers with, what the upstream client sends).
 pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -177,12 +179,25 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    // Request heads timed as Go's server times them (`timed`), knowing which requests are
+    // being served.
+    let phases = Arc::new(timed::Phases::default());
+    let served = phases.clone();
     let svc = hyper::service::service_fn(move |req| {
+        let in_flight = served.begin();
+        let phases = served.clone();
         let fut = handler(req);
-        async move { Ok::<_, Infallible>(fut.await) }
+        async move {
+            let resp = fut.await;
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                phases.upgrade();
+            }
+            Ok::<_, Infallible>(resp.map(|body| timed::Tracked::new(body, in_flight)))
+        }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     limits.apply(&mut builder);
+    let io = timed::Timed::new(io, phases, limits.idle_timeout, limits.header_read_timeout);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
 
 /// Hears of a listener's connections (for metrics).
@@ -21,11 +20,11 @@ pub trait ConnObserver: Send + Sync {
 pub struct Limits {
     /// Open connections at most; 0: no cap.
     pub max_connections: usize,
-    /// A request head must arrive whole within this from when it is awaited (a slow-loris
-    /// client is closed); `None`: no limit.
+    /// A request head must arrive whole within this from its first byte (a slow-loris client
+    /// is closed); `None`: no limit.
     pub header_read_timeout: Option<Duration>,
-    /// An HTTP/1.1 keep-alive connection with no request for this long is closed (the lean
-    /// server; hyper bounds the wait by `header_read_timeout`). `None`: no limit.
+    /// An HTTP/1.1 keep-alive connection with no request for this long is closed. `None`: no
+    /// limit.
     pub idle_timeout: Option<Duration>,
     /// Largest request head (HTTP/1.1) or header list (HTTP/2); a larger one gets 431 Request
     /// Header Fields Too Large. 0: hyper's default.
@@ -62,11 +61,8 @@ impl Limits {
         }
     }
 
-    /// Sets hyper's side of the limits.
+    /// Sets hyper's side of the limits (the head and idle timeouts are `timed::Timed`'s).
     pub(crate) fn apply(&self, builder: &mut auto::Builder<hyper_util::rt::TokioExecutor>) {
-        if let Some(timeout) = self.header_read_timeout {
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(timeout);
-        }
         if self.max_header_bytes > 0 {
             // hyper refuses a read buffer under 8 KiB; the head must fit in it, or 431.
             builder.http1().max_buf_size(self.max_header_bytes.max(8192));
