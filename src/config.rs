@@ -171,6 +171,16 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub auth_outage_grace: Duration,
+    /// Node mode: in an outage, a last answer stands in only if it was given within its TTL
+    /// plus this of the apiserver's last answer (agents re-review their watches every 5-10
+    /// minutes). A revocation made this long before an outage may not be seen during it.
+    #[arg(
+        long,
+        env = "KUBEPLEX_AUTH_OUTAGE_RECENT",
+        default_value = "15m",
+        help_heading = "Node mode"
+    )]
+    pub auth_outage_recent: Duration,
     /// Node mode: how long a TokenReview or SubjectAccessReview may take before the apiserver
     /// counts as not answering.
     #[arg(
@@ -740,6 +750,7 @@ impl Settings {
                     allowed_ttl: self.access_review_allowed_ttl.0,
                     denied_ttl: self.access_review_denied_ttl.0,
                     outage_grace: self.auth_outage_grace.0,
+                    outage_recent: self.auth_outage_recent.0,
                     timeout: self.review_timeout.0,
                     ..ReviewConfig::default()
                 };

@@ -168,12 +168,14 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
 fn resolved_settings_reach_each_part() {
     let text = "mode: node\ntlsCertFile: /c\ntlsPrivateKeyFile: /k\naccessReviewDeniedTtl: 3s\n\
                 caches: [pods]\nwatchHistoryMib: 2\ncacheSyncWait: 0s\nshutdownGracePeriod: 1m\n\
-                authOutageGrace: 0s\nreviewTimeout: 3s\ncacheNamespace: team-0\n";
+                authOutageGrace: 0s\nreviewTimeout: 3s\ncacheNamespace: team-0\n\
+                authOutageRecent: 2m\n";
     let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
     let Mode::Node(node) = &c.mode else { panic!("not node mode: {:?}", c.mode) };
     assert_eq!(node.reviews.denied_ttl, std::time::Duration::from_secs(3));
     assert_eq!(node.reviews.outage_grace, std::time::Duration::ZERO, "0s turns it off");
     assert_eq!(node.reviews.timeout, std::time::Duration::from_secs(3));
+    assert_eq!(node.reviews.outage_recent, std::time::Duration::from_secs(120));
     assert!(node.anonymous);
     assert_eq!(c.caches.preload, ["pods"]);
     assert_eq!(c.caches.namespace.as_deref(), Some("team-0"));

@@ -12,16 +12,21 @@
 //! through, and the upstream decides).
 //!
 //! **Through upstream outages** (no connection, or 502/503/504: nothing there to decide), the
-//! last answer for the same token or the same (user, read) is used instead, if it was still
-//! within its TTL when the upstream last answered anything — the last moment kubeplex knows the
-//! cluster's policy — and for at most `outage_grace` after that moment. The reasoning: the
-//! caches stop at that same moment (their watches end with the upstream), so a client sees only
-//! the state it was entitled to see when the outage began; without it, every node-mode read
-//! would pass through to a dead upstream and fail, and the caches would serve nobody. What it
-//! costs: a revocation made during the outage (through another apiserver kubeplex cannot reach)
-//! takes effect when kubeplex reaches the upstream again, or after `outage_grace`. A token
-//! that is a JWT is not used past its `exp`. While the upstream is unreachable, a review is
-//! tried at most once per [`RETRY_INTERVAL`], so reads do not each wait for a connect timeout.
+//! last answer for the same token or the same (user, read) is used instead, if it was recent
+//! when the upstream last answered anything — within its TTL plus `outage_recent` (15 min) of
+//! that moment, the last one at which kubeplex knows the cluster's policy — and for at most
+//! `outage_grace` after it. `outage_recent` is there because agents ask rarely: an informer
+//! reviews its watch when it re-establishes it, every 5 to 10 minutes, and its list only when
+//! it starts, so the answer an agent restarted during an outage needs is seldom still within
+//! its TTL. The reasoning: the caches stop at the moment the upstream stops answering (their
+//! watches end with it), so a client sees at most the state of that moment, which it was
+//! entitled to see a little earlier; without this, every node-mode read would pass through to
+//! a dead upstream and fail, and the caches would serve nobody. What it costs: a revocation
+//! made less than `outage_recent` before the outage, or during it (through an apiserver
+//! kubeplex cannot reach), takes effect when kubeplex reaches the upstream again, or after
+//! `outage_grace`. A token that is a JWT is not used past its `exp`. While the upstream is
+//! unreachable, a review is tried at most once per [`RETRY_INTERVAL`], so reads do not each
+//! wait for a connect timeout.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -135,6 +140,9 @@ pub struct ReviewConfig {
     /// How long after the upstream last answered the last answers may be used while it cannot
     /// be reached; zero: never (reads then pass through, and fail as the upstream does).
     pub outage_grace: Duration,
+    /// How long past its TTL, when the upstream last answered, a last answer may still stand
+    /// in during an outage (see the module's documentation).
+    pub outage_recent: Duration,
     /// How long a review may take before it counts as the upstream not answering.
     pub timeout: Duration,
 }
@@ -148,6 +156,7 @@ impl Default for ReviewConfig {
             denied_ttl: Duration::from_secs(10),
             max_entries: 10_000,
             outage_grace: Duration::from_secs(24 * 3600),
+            outage_recent: Duration::from_secs(15 * 60),
             timeout: Duration::from_secs(10),
         }
     }
@@ -266,7 +275,8 @@ struct Known<T> {
     expires_at: Instant,
 }
 
-/// The last answers are kept `outage_grace` past their TTL.
+/// The last answers are kept `outage_recent` + `outage_grace` past their TTL: as long as an
+/// outage may use them.
 struct Grace(Duration);
 
 impl<K, T> moka::Expiry<K, Known<T>> for Grace {
@@ -316,8 +326,8 @@ impl Reviews {
             upstream,
             tokens: cache(&config, Ttl(config)),
             access: cache(&config, Ttl(config)),
-            known_tokens: cache(&config, Grace(config.outage_grace)),
-            known_access: cache(&config, Grace(config.outage_grace)),
+            known_tokens: cache(&config, Grace(config.outage_recent + config.outage_grace)),
+            known_access: cache(&config, Grace(config.outage_recent + config.outage_grace)),
             outage: Mutex::new(None),
             restored_answer: Mutex::new(None),
             config,
@@ -429,7 +439,7 @@ impl Reviews {
     fn usable(&self, expires_at: Instant, began: Option<Instant>) -> bool {
         let Some(began) = began else { return false };
         !self.config.outage_grace.is_zero()
-            && expires_at >= began
+            && expires_at + self.config.outage_recent >= began
             && began.elapsed() <= self.config.outage_grace
     }
 
@@ -525,7 +535,7 @@ impl Reviews {
 
     /// Takes in the answers [`Reviews::export`] saved, to stand in for reviews (by the same
     /// rule) while the upstream cannot be reached after a restart. Answers past their use
-    /// (`outage_grace` after their TTL) are dropped; how many were taken in.
+    /// (`outage_recent` + `outage_grace` after their TTL) are dropped; how many were taken in.
     pub async fn import(&self, bytes: &[u8]) -> Result<usize, String> {
         let saved: Saved = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         let clock = Clock::now();
@@ -534,7 +544,8 @@ impl Reviews {
         };
         let live = |expires_at_ms: u64| {
             clock.instant(expires_at_ms).filter(|e| {
-                e.checked_add(self.config.outage_grace).is_some_and(|end| end > clock.instant)
+                e.checked_add(self.config.outage_recent + self.config.outage_grace)
+                    .is_some_and(|end| end > clock.instant)
             })
         };
         let mut taken = 0;

@@ -337,24 +337,38 @@ async fn the_last_answers_stand_in_for_reviews_while_the_upstream_is_unreachable
 }
 
 #[tokio::test]
-async fn an_answer_already_expired_when_the_upstream_last_answered_is_not_used() {
+async fn an_answer_no_longer_recent_when_the_upstream_last_answered_is_not_used() {
+    // Recent: within its TTL plus `outage_recent` (here 100 ms) of the upstream's last answer.
+    let config = ReviewConfig { outage_recent: Duration::from_millis(100), ..short_ttls() };
     let server = ReviewServer::start().await;
-    let (reviews, _metrics, _dir) = server.reviews(short_ttls());
+    let (reviews, _metrics, _dir) = server.reviews(config);
     assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    // The upstream answers something else after that grant expired: the policy it answers
-    // with from then on may no longer grant it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The upstream answers something else well after that grant expired: the policy it
+    // answers with from then on may no longer grant it.
     assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
     server.down.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.is_err());
-    assert!(reviews.authenticate("good").await.is_ok(), "current when it last answered");
+    assert!(reviews.authenticate("good").await.is_ok(), "recent when it last answered");
+
+    // With the default 15 minutes, the same grant stands in: an agent that reviewed its watch
+    // a few minutes before the outage (past the TTL) is answered through it.
+    let server = ReviewServer::start().await;
+    let (reviews, _metrics, _dir) = server.reviews(short_ttls());
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
+    server.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
 }
 
 #[tokio::test]
 async fn the_last_answers_are_used_for_the_outage_grace_at_most_and_never_when_it_is_zero() {
     let server = ReviewServer::start().await;
     let config = ReviewConfig { outage_grace: Duration::from_millis(600), ..short_ttls() };
+    // (The grace runs from the upstream's last answer, whatever the answers' age.)
     let (reviews, _metrics, _dir) = server.reviews(config);
     assert!(reviews.authorize(&reader(), &list_configmaps("fx2")).await.unwrap().allowed);
     server.down.store(true, Ordering::SeqCst);
@@ -435,7 +449,11 @@ async fn saved_answers_stand_in_after_a_restart_during_an_outage() {
 
     // Saved answers whose use is over (their TTL and the grace both past) are not taken in;
     // a damaged file is refused whole.
-    let short_grace = ReviewConfig { outage_grace: Duration::from_millis(100), ..short_ttls() };
+    let short_grace = ReviewConfig {
+        outage_grace: Duration::from_millis(100),
+        outage_recent: Duration::ZERO,
+        ..short_ttls()
+    };
     let (late, _metrics, _dir3) = server.reviews(short_grace);
     assert_eq!(late.import(&saved).await, Ok(0));
     assert!(late.import(b"{\"tokens\": [").await.is_err());
