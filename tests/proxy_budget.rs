@@ -85,17 +85,23 @@ fn upstream_lists(sim: &Sim, resource: &str) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cache_over_the_memory_budget_is_refused_and_its_reads_pass_through() {
-    let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
-    // What the two caches weigh, measured by an unbudgeted kubeplex.
-    let measure = kubeplex(&sim, None).await;
+/// What the pods and configmaps caches weigh, measured by an unbudgeted kubeplex.
+async fn weigh(sim: &Sim) -> (usize, usize) {
+    let measure = kubeplex(sim, None).await;
     let cms = "/api/v1/configmaps?resourceVersion=0";
     assert_eq!(get(&measure.addr.to_string(), cms).await.status, 200);
     let debug = debug_caches(&measure).await;
     let (pods_bytes, cm_bytes) = (bytes_of(&debug, "pods/v1"), bytes_of(&debug, "configmaps/v1"));
     assert!(pods_bytes > 0 && cm_bytes > 0, "{debug}");
     measure.shutdown(Duration::from_secs(2)).await;
+    (pods_bytes, cm_bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_over_the_memory_budget_is_refused_and_its_reads_pass_through() {
+    let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
+    let (pods_bytes, cm_bytes) = weigh(&sim).await;
+    let cms = "/api/v1/configmaps?resourceVersion=0";
 
     // Room for the pods and half the configmaps.
     let budget = pods_bytes + cm_bytes / 2;
@@ -144,12 +150,8 @@ async fn a_cache_over_the_memory_budget_is_refused_and_its_reads_pass_through() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_that_grows_past_the_budget_by_watch_events_is_refused() {
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
-    let measure = kubeplex(&sim, None).await;
+    let (pods_bytes, cm_bytes) = weigh(&sim).await;
     let cms = "/api/v1/configmaps?resourceVersion=0";
-    assert_eq!(get(&measure.addr.to_string(), cms).await.status, 200);
-    let debug = debug_caches(&measure).await;
-    let (pods_bytes, cm_bytes) = (bytes_of(&debug, "pods/v1"), bytes_of(&debug, "configmaps/v1"));
-    measure.shutdown(Duration::from_secs(2)).await;
 
     // Both fit, with 8 KiB to spare.
     let budget = pods_bytes + cm_bytes + 8192;

@@ -13,11 +13,10 @@ use kubeplex_test_support as support;
 
 use std::time::Duration;
 
-use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
 use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::review::ReviewConfig;
 use serde_json::json;
-use support::node::{Node, NodeOptions, KUBEPLEX_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
+use support::node::{Node, NodeOptions, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
 use support::tls::{Credentials, TlsClient};
 
 /// Review TTLs far shorter than the outage.
@@ -36,21 +35,6 @@ fn short_reviews() -> ReviewConfig {
 const DISCOVERY_TTL: Duration = Duration::from_secs(1);
 /// How long the apiserver is down: several times every TTL.
 const OUTAGE: Duration = Duration::from_secs(4);
-
-/// The cluster of [`support::node::policy`] after the reader's RoleBinding was deleted.
-fn reader_revoked() -> Auth {
-    Auth::new()
-        .proxy_service_account(
-            KUBEPLEX_TOKEN,
-            "kube-system",
-            "kubeplex",
-            vec![Rule::read(&[""], &["pods", "configmaps", "nodes", "namespaces"])],
-        )
-        .service_account_token(READER_TOKEN, "team-0", "reader")
-        .token(VIEWER_TOKEN, UserInfo::new("viewer"))
-        .grant(Subject::user("viewer"), None, vec![Rule::read(&[""], &["configmaps", "pods"])])
-        .token(NOBODY_TOKEN, UserInfo::new("nobody"))
-}
 
 /// The reads made before the outage, by whom, and what they should get (allowed or refused).
 fn reads() -> Vec<(&'static str, &'static str, u16)> {
@@ -148,7 +132,7 @@ async fn node_clients_read_what_they_were_allowed_through_an_outage_and_are_revi
     // --- The apiserver goes away for several times every TTL. Meanwhile, through another
     // apiserver, the reader's RoleBinding is deleted and a configmap is created.
     node.sim.stop_serving();
-    node.sim.set_auth(Some(reader_revoked()));
+    node.sim.set_auth(Some(support::node::policy_without_reader_grant()));
     node.sim
         .create(json!({
             "apiVersion": "v1", "kind": "ConfigMap",

@@ -197,50 +197,60 @@ impl ReviewMetrics {
 
 type TokenKey = [u8; 32];
 
-/// Which TTL an answer gets.
+/// An answer a review gives, as it is cached and counted.
+trait Answer: Clone + Send + Sync + 'static {
+    /// The metrics' `kind`: `token` or `access`.
+    const KIND: &'static str;
+    /// The metrics' `result`.
+    fn result(&self) -> &'static str;
+    /// How long it is used.
+    fn ttl(&self, config: &ReviewConfig) -> Duration;
+}
+
+impl Answer for TokenIdentity {
+    const KIND: &'static str = "token";
+
+    fn result(&self) -> &'static str {
+        match self {
+            TokenIdentity::User(_) => "authenticated",
+            TokenIdentity::Invalid => "invalid",
+        }
+    }
+
+    fn ttl(&self, config: &ReviewConfig) -> Duration {
+        match self {
+            TokenIdentity::User(_) => config.token_ttl,
+            TokenIdentity::Invalid => config.invalid_token_ttl,
+        }
+    }
+}
+
+impl Answer for Decision {
+    const KIND: &'static str = "access";
+
+    fn result(&self) -> &'static str {
+        if self.allowed {
+            "allowed"
+        } else {
+            "denied"
+        }
+    }
+
+    fn ttl(&self, config: &ReviewConfig) -> Duration {
+        if self.allowed {
+            config.allowed_ttl
+        } else {
+            config.denied_ttl
+        }
+    }
+}
+
+/// Each answer gets its TTL.
 struct Ttl(ReviewConfig);
 
-impl Ttl {
-    fn token(&self, v: &TokenIdentity) -> Duration {
-        match v {
-            TokenIdentity::User(_) => self.0.token_ttl,
-            TokenIdentity::Invalid => self.0.invalid_token_ttl,
-        }
-    }
-
-    fn access(&self, v: &Decision) -> Duration {
-        if v.allowed {
-            self.0.allowed_ttl
-        } else {
-            self.0.denied_ttl
-        }
-    }
-}
-
-impl moka::Expiry<TokenKey, TokenIdentity> for Ttl {
-    fn expire_after_create(&self, _: &TokenKey, v: &TokenIdentity, _: Instant) -> Option<Duration> {
-        Some(self.token(v))
-    }
-}
-
-impl moka::Expiry<AccessKey, Decision> for Ttl {
-    fn expire_after_create(&self, _: &AccessKey, v: &Decision, _: Instant) -> Option<Duration> {
-        Some(self.access(v))
-    }
-}
-
-fn token_result(v: &TokenIdentity) -> &'static str {
-    match v {
-        TokenIdentity::User(_) => "authenticated",
-        TokenIdentity::Invalid => "invalid",
-    }
-}
-
-fn access_result(v: &Decision) -> &'static str {
-    if v.allowed {
-        "allowed"
-    } else {
-        "denied"
+impl<K, V: Answer> moka::Expiry<K, V> for Ttl {
+    fn expire_after_create(&self, _: &K, v: &V, _: Instant) -> Option<Duration> {
+        Some(v.ttl(&self.0))
     }
 }
 
@@ -341,47 +351,8 @@ impl Reviews {
             .as_ref()
             .try_into()
             .unwrap_or([0; 32]);
-        let usable = |known: Option<Known<TokenIdentity>>, began| {
-            known.filter(|k| self.usable(k.expires_at, began) && !jwt_expired(token))
-        };
-        if let Some(began) = self.skip_review() {
-            if let Some(answer) = self.tokens.get(&key).await {
-                self.count("token", token_result(&answer), "cache");
-                return Ok(answer);
-            }
-            if let Some(known) = usable(self.known_tokens.get(&key).await, began) {
-                self.count("token", token_result(&known.value), "last_known");
-                return Ok(known.value);
-            }
-        }
-        let reviewed = AtomicBool::new(false);
-        let answer = self
-            .tokens
-            .try_get_with(key, async {
-                reviewed.store(true, Ordering::Relaxed);
-                let answer = self.token_review(token).await?;
-                let ttl = Ttl(self.config).token(&answer);
-                let known = Known { value: answer.clone(), expires_at: Instant::now() + ttl };
-                self.known_tokens.insert(key, known).await;
-                Ok(answer)
-            })
-            .await
-            .map_err(|e: Arc<ReviewError>| (*e).clone());
-        let source = if reviewed.load(Ordering::Relaxed) { "review" } else { "cache" };
-        match answer {
-            Ok(answer) => {
-                self.count("token", token_result(&answer), source);
-                Ok(answer)
-            }
-            Err(e) => {
-                if let Some(known) = usable(self.known_tokens.get(&key).await, self.began(&e)) {
-                    self.count("token", token_result(&known.value), "last_known");
-                    return Ok(known.value);
-                }
-                self.count("token", "error", source);
-                Err(e)
-            }
-        }
+        let review = self.token_review(token);
+        self.decide(&self.tokens, &self.known_tokens, key, || !jwt_expired(token), review).await
     }
 
     /// Whether `user` may do `attributes`.
@@ -391,28 +362,45 @@ impl Reviews {
         attributes: &ResourceAttributes,
     ) -> Result<Decision, ReviewError> {
         let key = (user.clone(), attributes.clone());
-        let usable = |known: Option<Known<Decision>>, began| {
-            known.filter(|k| self.usable(k.expires_at, began))
+        let review = self.access_review(user, attributes);
+        self.decide(&self.access, &self.known_access, key, || true, review).await
+    }
+
+    /// The answer for `key`: from `current` while within its TTL, else from `review` (one at
+    /// a time per key), kept in `known` too; when the upstream cannot be reached, the last
+    /// answer from `known` if it may stand in (the module's rule, and `may_stand_in`).
+    async fn decide<K, V>(
+        &self,
+        current: &moka::future::Cache<K, V>,
+        known: &moka::future::Cache<K, Known<V>>,
+        key: K,
+        may_stand_in: impl Fn() -> bool,
+        review: impl std::future::Future<Output = Result<V, ReviewError>>,
+    ) -> Result<V, ReviewError>
+    where
+        K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+        V: Answer,
+    {
+        let last_known = |k: Option<Known<V>>, began| {
+            k.filter(|k| self.usable(k.expires_at, began) && may_stand_in()).map(|k| k.value)
         };
         if let Some(began) = self.skip_review() {
-            if let Some(answer) = self.access.get(&key).await {
-                self.count("access", access_result(&answer), "cache");
+            if let Some(answer) = current.get(&key).await {
+                self.count(V::KIND, answer.result(), "cache");
                 return Ok(answer);
             }
-            if let Some(known) = usable(self.known_access.get(&key).await, began) {
-                self.count("access", access_result(&known.value), "last_known");
-                return Ok(known.value);
+            if let Some(answer) = last_known(known.get(&key).await, began) {
+                self.count(V::KIND, answer.result(), "last_known");
+                return Ok(answer);
             }
         }
         let reviewed = AtomicBool::new(false);
-        let answer = self
-            .access
+        let answer = current
             .try_get_with(key.clone(), async {
                 reviewed.store(true, Ordering::Relaxed);
-                let answer = self.access_review(user, attributes).await?;
-                let ttl = Ttl(self.config).access(&answer);
-                let known = Known { value: answer.clone(), expires_at: Instant::now() + ttl };
-                self.known_access.insert(key.clone(), known).await;
+                let answer = review.await?;
+                let expires_at = Instant::now() + answer.ttl(&self.config);
+                known.insert(key.clone(), Known { value: answer.clone(), expires_at }).await;
                 Ok(answer)
             })
             .await
@@ -420,17 +408,19 @@ impl Reviews {
         let source = if reviewed.load(Ordering::Relaxed) { "review" } else { "cache" };
         match answer {
             Ok(answer) => {
-                self.count("access", access_result(&answer), source);
+                self.count(V::KIND, answer.result(), source);
                 Ok(answer)
             }
-            Err(e) => {
-                if let Some(known) = usable(self.known_access.get(&key).await, self.began(&e)) {
-                    self.count("access", access_result(&known.value), "last_known");
-                    return Ok(known.value);
+            Err(e) => match last_known(known.get(&key).await, self.began(&e)) {
+                Some(answer) => {
+                    self.count(V::KIND, answer.result(), "last_known");
+                    Ok(answer)
                 }
-                self.count("access", "error", source);
-                Err(e)
-            }
+                None => {
+                    self.count(V::KIND, "error", source);
+                    Err(e)
+                }
+            },
         }
     }
 

@@ -31,6 +31,16 @@ pub const VIEWER_TOKEN: &str = "viewer-token";
 /// The cluster's identities: kubeplex's ServiceAccount, a namespace-scoped reader, a
 /// cluster-wide viewer, a token with no rights, an admin (`system:masters`).
 pub fn policy() -> Auth {
+    // A namespace-scoped reader: configmaps and pods of team-0 only.
+    policy_without_reader_grant().grant(
+        Subject::service_account("team-0", "reader"),
+        Some("team-0"),
+        vec![Rule::read(&[""], &["configmaps", "pods"])],
+    )
+}
+
+/// [`policy`] after the reader's RoleBinding was deleted (a revocation).
+pub fn policy_without_reader_grant() -> Auth {
     Auth::new()
         .proxy_service_account(
             KUBEPLEX_TOKEN,
@@ -38,13 +48,7 @@ pub fn policy() -> Auth {
             "kubeplex",
             vec![Rule::read(&[""], &["pods", "configmaps", "nodes", "namespaces"])],
         )
-        // A namespace-scoped reader: configmaps and pods of team-0 only.
         .service_account_token(READER_TOKEN, "team-0", "reader")
-        .grant(
-            Subject::service_account("team-0", "reader"),
-            Some("team-0"),
-            vec![Rule::read(&[""], &["configmaps", "pods"])],
-        )
         // A cluster-wide reader of pods and configmaps (a ClusterRole).
         .token(VIEWER_TOKEN, UserInfo::new("viewer"))
         .grant(Subject::user("viewer"), None, vec![Rule::read(&[""], &["configmaps", "pods"])])
