@@ -197,12 +197,13 @@ where
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     limits.apply(&mut builder);
-    let io = timed::Timed::new(io, phases, limits.idle_timeout, limits.header_read_timeout);
+    let io = timed::Timed::new(io, phases.clone(), limits.idle_timeout, limits.header_read_timeout);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
         () = drain.signaled() => {}
+        () = timed::idle_http2(&phases, limits.idle_timeout) => {}
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;

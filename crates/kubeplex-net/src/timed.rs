@@ -9,8 +9,10 @@
 //! request is being served (the handler was called and its response body is not finished):
 //! then nothing is timed, as Go does not time a request being served. An idle connection is
 //! closed quietly (end of stream); a head not finished in time is an error (hyper closes the
-//! connection without an answer, as Go does). HTTP/2 (its preface) and upgraded connections
-//! (a 101 answer: exec, attach, port-forward) are never timed.
+//! connection without an answer, as Go does). Upgraded connections (a 101 answer: exec, attach,
+//! port-forward) are never timed. HTTP/2 connections (their preface) have no heads to time;
+//! one with no stream open for the idle timeout is shut down gracefully (GOAWAY), as Go's
+//! http2 server does with `IdleTimeout` ([`idle_http2`]).
 
 use std::future::Future;
 use std::io;
@@ -27,7 +29,6 @@ use tokio::time::{Instant, Sleep};
 use crate::BoxError;
 
 /// What a connection is doing, as its service sees it.
-#[derive(Default)]
 pub(crate) struct Phases {
     /// Requests whose handler was called and whose response body is not finished.
     in_flight: AtomicUsize,
@@ -35,16 +36,35 @@ pub(crate) struct Phases {
     started: AtomicU64,
     /// Answered 101: the connection is the handler's stream now.
     upgraded: AtomicBool,
+    /// The connection speaks HTTP/2.
+    http2: AtomicBool,
+    /// Since when no request has been in flight (`None` while one is).
+    idle_since: Mutex<Option<Instant>>,
     /// The reader's, to be woken when the connection falls idle (its idle deadline starts).
     reader: Mutex<Option<Waker>>,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Phases {
+            in_flight: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            upgraded: AtomicBool::new(false),
+            http2: AtomicBool::new(false),
+            idle_since: Mutex::new(Some(Instant::now())),
+            reader: Mutex::new(None),
+        }
+    }
 }
 
 impl Phases {
     /// A request's handler is called: served until the guard (moved into its response
     /// body, [`Tracked`]) is dropped.
     pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
+        let mut idle = self.idle_since.lock().unwrap_or_else(PoisonError::into_inner);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.started.fetch_add(1, Ordering::AcqRel);
+        *idle = None;
         InFlight(self.clone())
     }
 
@@ -55,11 +75,22 @@ impl Phases {
 
     /// A response body is finished (or dropped), or its handler was.
     fn end(&self) {
+        let mut idle = self.idle_since.lock().unwrap_or_else(PoisonError::into_inner);
         if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *idle = Some(Instant::now());
+            drop(idle);
             if let Some(w) = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take() {
                 w.wake();
             }
         }
+    }
+
+    /// An HTTP/2 connection with no stream in flight: since when.
+    fn http2_idle_since(&self) -> Option<Instant> {
+        if !self.http2.load(Ordering::Acquire) {
+            return None;
+        }
+        *self.idle_since.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn busy(&self) -> bool {
@@ -145,6 +176,7 @@ impl<I> Timed<I> {
             self.looking = None;
         } else if seen.len() == H2_PREFACE.len() {
             self.off = true;
+            self.phases.http2.store(true, Ordering::Release);
             self.looking = None;
         }
     }
@@ -236,6 +268,21 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Timed<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
+/// Resolves once the connection is HTTP/2 and has had no stream in flight for `idle` (never
+/// without `idle`): the caller then shuts it down gracefully.
+pub(crate) async fn idle_http2(phases: &Phases, idle: Option<Duration>) {
+    let Some(idle) = idle else { return std::future::pending().await };
+    loop {
+        let wait = match phases.http2_idle_since() {
+            Some(since) if since.elapsed() >= idle => return,
+            Some(since) => idle - since.elapsed(),
+            // HTTP/1.1 (timed by `Timed`), not known yet, or busy: look again later.
+            None => idle,
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 

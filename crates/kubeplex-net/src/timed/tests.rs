@@ -1,6 +1,6 @@
 //! Go's head timing on hyper connections: idle keep-alive connections wait the idle timeout,
-//! heads get the header timeout from their first byte, requests being served and upgraded or
-//! HTTP/2 connections are never timed.
+//! heads get the header timeout from their first byte, requests being served and upgraded
+//! connections are never timed, idle HTTP/2 connections are closed gracefully.
 
 use std::time::Duration;
 
@@ -147,18 +147,27 @@ async fn an_upgraded_connection_is_never_timed() {
 }
 
 #[tokio::test]
-async fn an_http2_connection_is_never_timed() {
+async fn an_http2_connection_is_closed_gracefully_once_idle_for_the_idle_timeout() {
     let addr = server().await;
     let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    let get = || Request::get("http://k/").body(Full::<bytes::Bytes>::default()).unwrap();
-    assert_eq!(send.send_request(get()).await.unwrap().status(), 200);
-    tokio::time::sleep(IDLE * 2).await;
-    assert_eq!(send.send_request(get()).await.unwrap().status(), 200, "the same connection");
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let get = |path: &str| {
+        Request::get(format!("http://k{path}")).body(Full::<bytes::Bytes>::default()).unwrap()
+    };
+    assert_eq!(send.send_request(get("/")).await.unwrap().status(), 200);
+    // No heads to time: idle past the header timeout, the same connection serves.
+    tokio::time::sleep(HEADER * 2).await;
+    assert_eq!(send.send_request(get("/")).await.unwrap().status(), 200);
+    // A stream being served is not idleness: a request longer than the idle timeout completes.
+    assert_eq!(send.send_request(get("/slow")).await.unwrap().status(), 200);
+    // Idle for the idle timeout: the server says GOAWAY and the connection ends cleanly.
+    let idle = Instant::now();
+    let ended = tokio::time::timeout(IDLE * 3, conn).await.expect("closed when idle");
+    assert!(matches!(ended, Ok(Ok(()))), "a graceful close: {ended:?}");
+    assert!(idle.elapsed() >= IDLE - Duration::from_millis(50), "after {:?}", idle.elapsed());
 }
