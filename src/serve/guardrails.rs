@@ -39,12 +39,13 @@ pub const DEFAULT_MAX_INFLIGHT: usize = 400;
 pub const DEFAULT_MAX_MUTATING_INFLIGHT: usize = 200;
 /// The apiserver's `MaxRequestBodyBytes` default (3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 3 * 1024 * 1024;
-/// The apiserver's `http.Server` `ReadHeaderTimeout` ("just shy of requestTimeoutUpperBound").
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
-/// The apiserver's `IdleTimeout` (http.DefaultTransport's keep-alive timeout).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// The apiserver's `http.Server` `ReadHeaderTimeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration =
+    kubeplex_net::limits::APISERVER_HEADER_READ_TIMEOUT;
+/// The apiserver's `IdleTimeout`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = kubeplex_net::limits::APISERVER_IDLE_TIMEOUT;
 /// The apiserver's `MaxHeaderBytes`.
-pub const DEFAULT_MAX_HEADER_BYTES: usize = 1 << 20;
+pub const DEFAULT_MAX_HEADER_BYTES: usize = kubeplex_net::limits::APISERVER_MAX_HEADER_BYTES;
 /// Open client connections at most.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 

@@ -33,6 +33,22 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+/// Like [`serve`], with `limits` on the listener and its connections.
+pub async fn serve_limited<H, F, B>(listener: TcpListener, handler: H, limits: Limits)
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn_limits = limits.clone();
+    accept_limited(listener, Drain::never(), &limits, move |stream| {
+        let (handler, limits) = (handler.clone(), conn_limits.clone());
+        async move { with_hyper_limited(stream, handler, Drain::never(), &limits).await }
+    })
+    .await
+}
+
 /// Serves HTTP/1.1 and HTTP/2 (prior knowledge) on `listener` with hyper until the calling task
 /// is aborted. Every connection is a task owned by this one, so aborting it ends them all;
 /// upgrades (exec, attach, port-forward) are allowed through.

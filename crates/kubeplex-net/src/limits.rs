@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use hyper_util::server::conn::auto;
 
+/// kube-apiserver's `http.Server` `ReadHeaderTimeout` ("just shy of requestTimeoutUpperBound").
+pub const APISERVER_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout` (http.DefaultTransport's keep-alive timeout).
+pub const APISERVER_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// kube-apiserver's `MaxHeaderBytes`.
+pub const APISERVER_MAX_HEADER_BYTES: usize = 1 << 20;
+
 /// Hears of a listener's connections (for metrics).
 pub trait ConnObserver: Send + Sync {
     fn opened(&self);
@@ -46,6 +53,18 @@ impl Drop for Open {
 impl Limits {
     pub fn none() -> Limits {
         Limits::default()
+    }
+
+    /// kube-apiserver's own (k8s.io/apiserver `SecureServingInfo.Serve`), with no cap on
+    /// connections.
+    pub fn apiserver() -> Limits {
+        Limits {
+            max_connections: 0,
+            header_read_timeout: Some(APISERVER_HEADER_READ_TIMEOUT),
+            idle_timeout: Some(APISERVER_IDLE_TIMEOUT),
+            max_header_bytes: APISERVER_MAX_HEADER_BYTES,
+            observer: None,
+        }
     }
 
     pub(crate) fn opened(&self) -> Open {

@@ -98,8 +98,15 @@ impl Objects for SimState {
 
 /// Serves connections from `listener` until the returned task is aborted; aborting it drops
 /// every open connection with it.
+/// Serves the fake apiserver with kube-apiserver's listener limits (header and idle timeouts,
+/// head size: `Limits::apiserver`), so that it is no kinder to idle or slow clients.
 pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(kubeplex_net::serve(listener, move |req| handle(state.clone(), req)))
+    let limits = kubeplex_net::Limits::apiserver();
+    tokio::spawn(kubeplex_net::serve_limited(
+        listener,
+        move |req| handle(state.clone(), req),
+        limits,
+    ))
 }
 
 async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {
