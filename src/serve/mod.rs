@@ -347,14 +347,16 @@ impl Proxy {
                 }
             });
         }
-        let budget = state.caches.clone();
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(crate::upstream::caches::BUDGET_CHECK_EVERY);
-            loop {
-                tick.tick().await;
-                budget.enforce_budget();
-            }
-        });
+        if state.caches.has_budget() {
+            let budget = state.caches.clone();
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(crate::upstream::caches::BUDGET_CHECK_EVERY);
+                loop {
+                    tick.tick().await;
+                    budget.enforce_budget();
+                }
+            });
+        }
         let reaper = state.caches.clone();
         tasks.spawn(async move {
             let mut tick = tokio::time::interval(reap_every);

@@ -89,6 +89,11 @@ impl Caches {
         fits
     }
 
+    /// Whether there is a memory budget.
+    pub fn has_budget(&self) -> bool {
+        self.config.memory_budget.is_some()
+    }
+
     /// Refuses the caches that grew past the budget by watch events, largest first (those
     /// started on demand before the configured ones), until the others fit. Run periodically.
     pub fn enforce_budget(&self) {
