@@ -164,7 +164,12 @@ impl<I> Timed<I> {
             Waiting::Request => self.idle,
             Waiting::Head => self.header,
         };
-        self.deadline = after.map(|d| Box::pin(tokio::time::sleep_until(Instant::now() + d)));
+        match (after, self.deadline.as_mut()) {
+            // One timer per connection, reset for each wait.
+            (Some(d), Some(timer)) => timer.as_mut().reset(Instant::now() + d),
+            (Some(d), None) => self.deadline = Some(Box::pin(tokio::time::sleep(d))),
+            (None, _) => self.deadline = None,
+        }
     }
 
     /// Looks at the connection's first bytes for HTTP/2's preface.
@@ -198,7 +203,6 @@ impl<I: AsyncRead + Unpin> AsyncRead for Timed<I> {
         if started != this.started {
             this.started = started;
             this.waiting = Waiting::Nothing;
-            this.deadline = None;
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
@@ -217,7 +221,6 @@ impl<I: AsyncRead + Unpin> AsyncRead for Timed<I> {
                 this.phases.remember(cx.waker());
                 if this.phases.busy() {
                     this.waiting = Waiting::Nothing;
-                    this.deadline = None;
                     return Poll::Pending;
                 }
                 if this.waiting == Waiting::Nothing {
