@@ -314,6 +314,8 @@ pub struct Reviews {
     known_tokens: moka::future::Cache<TokenKey, Known<TokenIdentity>>,
     known_access: moka::future::Cache<AccessKey, Known<Decision>>,
     outage: Mutex<Option<Outage>>,
+    /// Whether `outage` is `Some`: read without the lock by every decision.
+    in_outage: AtomicBool,
     /// When the upstream last answered before the restart whose saved answers were imported.
     restored_answer: Mutex<Option<Instant>>,
     metrics: ReviewMetrics,
@@ -339,6 +341,7 @@ impl Reviews {
             known_tokens: cache(&config, Grace(config.outage_recent + config.outage_grace)),
             known_access: cache(&config, Grace(config.outage_recent + config.outage_grace)),
             outage: Mutex::new(None),
+            in_outage: AtomicBool::new(false),
             restored_answer: Mutex::new(None),
             config,
             metrics,
@@ -437,6 +440,9 @@ impl Reviews {
     /// upstream last answered (no review is sent). Otherwise `None`, and a review may be tried
     /// (the next [`RETRY_INTERVAL`] of reads will not).
     fn skip_review(&self) -> Option<Option<Instant>> {
+        if !self.in_outage.load(Ordering::Acquire) {
+            return None;
+        }
         let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
         let o = outage.as_mut()?;
         if o.tried.elapsed() < RETRY_INTERVAL {
@@ -458,10 +464,14 @@ impl Reviews {
     /// Records how a review request went: unreachable (the outage begins or goes on) or
     /// answered (it ends).
     fn reached(&self, answered: bool) {
+        if answered && !self.in_outage.load(Ordering::Acquire) {
+            return;
+        }
         let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
         match (answered, outage.as_mut()) {
             (true, Some(_)) => {
                 *outage = None;
+                self.in_outage.store(false, Ordering::Release);
                 tracing::info!("reviews reach the upstream again");
             }
             (true, None) => {}
@@ -469,6 +479,7 @@ impl Reviews {
             (false, None) => {
                 let began = self.last_answered();
                 *outage = Some(Outage { began, tried: Instant::now() });
+                self.in_outage.store(true, Ordering::Release);
                 tracing::warn!(
                     last_answered_seconds_ago = began.map(|b| b.elapsed().as_secs()),
                     grace_seconds = self.config.outage_grace.as_secs(),
