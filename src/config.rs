@@ -640,7 +640,9 @@ impl Settings {
             kubeplex::serve::CacheSpec::parse(spec)
                 .map_err(|e| ConfigError(format!("caches: {spec:?}: {e}")))?;
         }
-        if let Some(ns) = s.cache_namespace.as_deref().filter(|ns| !is_dns_label(ns)) {
+        if let Some(ns) =
+            s.cache_namespace.as_deref().filter(|ns| !kubeplex::cache::select::is_dns1123_label(ns))
+        {
             return Err(ConfigError(format!(
                 "cacheNamespace: {ns:?} is not a namespace name (a DNS label: at most 63 of a-z, 0-9 and '-', starting and ending with a letter or digit)"
             )));
@@ -945,14 +947,3 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests;
-
-/// A namespace's name: an RFC 1123 label, as the apiserver validates it.
-fn is_dns_label(s: &str) -> bool {
-    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|&c| alnum(c) || c == b'-')
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-}

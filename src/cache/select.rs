@@ -293,7 +293,7 @@ fn single_key(query: &Query<'_>) -> Option<String> {
 }
 
 /// `validation.IsDNS1123Label`, which `ValidateNamespaceName` applies.
-fn is_dns1123_label(s: &str) -> bool {
+pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     (1..=63).contains(&b.len())
