@@ -233,11 +233,6 @@ impl ResourceCache {
         self
     }
 
-    /// The namespace this cache is limited to, if any.
-    pub fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
-    }
-
     /// Where the cache lists and watches upstream.
     pub fn collection_path(&self) -> String {
         self.collection.clone()
