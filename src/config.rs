@@ -31,6 +31,14 @@ pub const API_VERSION: &str = "config.kubeplex.io/v1alpha1";
 /// The file's `kind` (optional; when given it must be this one).
 pub const KIND: &str = "KubeplexConfiguration";
 
+/// Replaced by `nodeName` in cache specs.
+pub const NODE_NAME_PLACEHOLDER: &str = "{nodeName}";
+
+/// `validation.IsDNS1123Subdomain`, which node names are held to.
+fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(kubeplex::cache::select::is_dns1123_label)
+}
+
 /// A configuration file larger than this is refused before it is parsed (the examples are a
 /// few hundred bytes; no setting needs more).
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -192,10 +200,17 @@ pub struct Settings {
     pub review_timeout: Duration,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
-    /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache.
-    /// The file's key is `caches`.
+    /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,
+    /// and optionally `?fieldSelector=…&labelSelector=…` to cache only what those select (as a
+    /// list's query writes them; `{nodeName}` is replaced by nodeName). The file's key is
+    /// `caches`.
     #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',', help_heading = "Caches")]
     pub caches: Vec<String>,
+    /// The node this kubeplex serves (a node-local DaemonSet sets it from the downward API's
+    /// `spec.nodeName`): `{nodeName}` in a cache's selectors is replaced by it, so that a node
+    /// caches its own pods (`pods:protobuf?fieldSelector=spec.nodeName={nodeName}`).
+    #[arg(long, env = "KUBEPLEX_NODE_NAME", help_heading = "Caches")]
+    pub node_name: Option<String>,
     /// Caches of namespaced resources list and watch only this namespace, and answer only
     /// reads within it; other reads of those resources pass through. For a sidecar whose
     /// ServiceAccount has a Role in its namespace rather than a ClusterRole. Unset:
@@ -636,9 +651,25 @@ impl Settings {
         if let Some(k) = s.kind.as_deref().filter(|k| *k != KIND) {
             return Err(ConfigError(format!("kind: {k:?} is not {KIND:?}")));
         }
+        if let Some(name) = s.node_name.as_deref().filter(|n| !is_dns1123_subdomain(n)) {
+            return Err(ConfigError(format!(
+                "nodeName: {name:?} is not a node name (a DNS subdomain: at most 253 of a-z, 0-9, '-' and '.')"
+            )));
+        }
+        let mut preload = Vec::with_capacity(s.caches.len());
         for spec in &s.caches {
-            kubeplex::serve::CacheSpec::parse(spec)
+            let expanded = match (spec.contains(NODE_NAME_PLACEHOLDER), s.node_name.as_deref()) {
+                (false, _) => spec.clone(),
+                (true, Some(node)) => spec.replace(NODE_NAME_PLACEHOLDER, node),
+                (true, None) => {
+                    return Err(ConfigError(format!(
+                        "caches: {spec:?}: {NODE_NAME_PLACEHOLDER} needs nodeName (--node-name, KUBEPLEX_NODE_NAME; the downward API's spec.nodeName)"
+                    )))
+                }
+            };
+            kubeplex::serve::CacheSpec::parse(&expanded)
                 .map_err(|e| ConfigError(format!("caches: {spec:?}: {e}")))?;
+            preload.push(expanded);
         }
         if let Some(ns) =
             s.cache_namespace.as_deref().filter(|ns| !kubeplex::cache::select::is_dns1123_label(ns))
@@ -688,7 +719,7 @@ impl Settings {
                 max_snapshot_age: s.snapshot_window.0,
             },
             idle_timeout: s.cache_idle_timeout.0,
-            preload: s.caches.clone(),
+            preload,
             watch,
             freshness: FreshnessConfig {
                 sync_wait: s.cache_sync_wait.0,

@@ -94,14 +94,20 @@ async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_
     std::fs::create_dir_all(&dir.0).unwrap();
     let own = "/api/v1/namespaces/team-0/configmaps?resourceVersion=0";
 
-    // Cluster-wide caches: the list is refused, so nothing comes from the cache.
+    // Without a namespace limit, a read of one namespace starts a cache of that namespace alone
+    // (never a wider one: `upstream::caches`, "What a cache may cost"), which the Role fills.
     let wide = sidecar(&sim, &dir.0, None).await;
     let addr = wide.addr.to_string();
     for _ in 0..3 {
         let r = get(&addr, own).await;
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     }
-    assert_eq!(served(&wide, "cache"), 0, "a Role cannot fill a cluster-wide cache");
+    assert_eq!(served(&wide, "cache"), 3, "a read of one namespace cached for that namespace");
+    // A read of every namespace would need a cluster-wide cache, which the Role cannot fill:
+    // the apiserver's own 403 for kubeplex's identity, passed through.
+    let all = get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(all.status, 403, "{}", String::from_utf8_lossy(&all.body));
+    assert_eq!(served(&wide, "cache"), 3);
     wide.shutdown(Duration::from_secs(2)).await;
 
     // Limited to team-0.

@@ -12,6 +12,8 @@
 //! - `relist`: a relist's differences as watch events;
 //! - [`resource`]: one cache's state behind its locks — the store, the RV readers wait on, load
 //!   epochs, the fan-out — which the live layer (`upstream::caches`, the reflector) feeds;
+//! - [`scope`]: what part of a resource a cache holds (namespace, selectors), and whether a
+//!   read lies within it;
 //! - [`metrics`]: the caches' Prometheus series, registered into the process's registry.
 //!
 //! No I/O and no tasks: the modules above `resource` are plain data the caller serialises;
@@ -26,11 +28,13 @@ pub mod object;
 pub mod persist;
 mod relist;
 pub mod resource;
+pub mod scope;
 pub mod select;
 pub mod store;
 
 pub use index::{FieldIndex, Indexes};
 pub use object::{CachedObject, Encoding, ObjectError};
+pub use scope::Scope;
 pub use select::{select, Page, Query};
 pub use store::{Applied, ApplyError, Change, Snapshot, SnapshotError, Store, StoreLimits};
 

@@ -23,6 +23,7 @@ use ring::digest;
 use serde::{Deserialize, Serialize};
 
 use super::object::{CachedObject, Encoding, ObjectError};
+use super::scope::Scope;
 use crate::wire::resource::ResourceInfo;
 
 const MAGIC: &[u8; 8] = b"KPXSTATE";
@@ -66,6 +67,21 @@ struct Header {
     objects: usize,
     /// Unix seconds.
     written_at: u64,
+    /// The cache's scope; absent for the whole resource (and in files written before scopes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<ScopeHeader>,
+}
+
+/// A cache's scope as its header writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ScopeHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label_selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    field_selector: Option<String>,
 }
 
 /// A cache's state as read back from disk.
@@ -75,6 +91,8 @@ pub struct DiskState {
     /// served before discovery answers again).
     pub info: ResourceInfo,
     pub encoding: Encoding,
+    /// The scope of the cache it was written from.
+    pub scope: Scope,
     pub resource_version: u64,
     /// Unix seconds.
     pub written_at: u64,
@@ -85,6 +103,7 @@ pub struct DiskState {
 pub fn encode<'a>(
     info: &ResourceInfo,
     encoding: Encoding,
+    scope: &Scope,
     rv: u64,
     written_at: u64,
     count: usize,
@@ -101,6 +120,11 @@ pub fn encode<'a>(
         resource_version: rv,
         objects: count,
         written_at,
+        scope: (*scope != Scope::everything()).then(|| ScopeHeader {
+            namespace: scope.namespace().map(str::to_string),
+            label_selector: scope.label_selector(),
+            field_selector: scope.field_selector(),
+        }),
     };
     let header = serde_json::to_vec(&header).unwrap_or_default();
     let mut out = BytesMut::new();
@@ -156,6 +180,17 @@ pub fn decode(
         namespaced: header.namespaced,
         verbs: header.verbs,
     };
+    let scope = match &header.scope {
+        None => Scope::everything(),
+        Some(s) => Scope::parse(
+            &info.group,
+            &info.resource,
+            s.namespace.as_deref(),
+            s.label_selector.as_deref(),
+            s.field_selector.as_deref(),
+        )
+        .map_err(|e| PersistError::Header(format!("scope: {e}")))?,
+    };
     if let Some((want, want_encoding)) = expect {
         let same = want.group == info.group
             && want.version == info.version
@@ -197,16 +232,29 @@ pub fn decode(
     Ok(DiskState {
         info,
         encoding,
+        scope,
         resource_version: header.resource_version,
         written_at: header.written_at,
         objects,
     })
 }
 
-/// The file name of a cache's state: one per (group, version, resource, encoding), readable.
-pub fn file_name(info: &ResourceInfo, encoding: Encoding) -> String {
+/// The file name of a cache's state: one per (group, version, resource, encoding, scope),
+/// readable — `core_v1_pods_protobuf.state`; one namespace's `..._json.ns-team-0.state`; with
+/// selectors, a digest of the scope (`..._protobuf.s-1a2b3c4d5e6f.state`), since selectors hold
+/// characters no file name should.
+pub fn file_name(info: &ResourceInfo, encoding: Encoding, scope: &Scope) -> String {
     let group = if info.group.is_empty() { "core" } else { &info.group };
-    format!("{group}_{}_{}_{}.state", info.version, info.resource, encoding.as_str())
+    let base = format!("{group}_{}_{}_{}", info.version, info.resource, encoding.as_str());
+    match (scope.has_selectors(), scope.namespace().filter(|_| info.namespaced)) {
+        (false, None) => format!("{base}.state"),
+        (false, Some(ns)) => format!("{base}.ns-{ns}.state"),
+        (true, _) => {
+            let sum = digest::digest(&digest::SHA256, scope.to_string().as_bytes());
+            let short: String = sum.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect();
+            format!("{base}.s-{short}.state")
+        }
+    }
 }
 
 fn describe(info: &ResourceInfo, encoding: Encoding) -> String {

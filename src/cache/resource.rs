@@ -22,6 +22,7 @@ use super::frames::Encoder;
 use super::index;
 use super::metrics::CacheMetrics as Metrics;
 pub use super::object::Encoding;
+use super::scope::Scope;
 use super::store::{Snapshot, SnapshotError, Store, StoreLimits};
 use crate::wire::resource::ResourceInfo;
 
@@ -42,8 +43,9 @@ pub struct ResourceCache {
     /// Where it lists and watches: the cluster-wide collection, or one namespace's
     /// ([`ResourceCache::scoped`]).
     collection: String,
-    /// The namespace it is limited to, if any.
-    scope: Option<String>,
+    /// What part of the resource it holds: its list and watch are scoped to it, and it answers
+    /// only reads within it.
+    scope: Scope,
     encoding: Encoding,
     store: RwLock<Store>,
     /// The RV the store has reached; not-older-than readers wait on it.
@@ -100,9 +102,15 @@ pub const STALE_AFTER: Duration = Duration::from_secs(150);
 pub struct CacheStatus {
     pub resource: String,
     pub encoding: &'static str,
-    /// The namespace it is limited to (`cacheNamespace`), if any.
+    /// The namespace it is limited to (`cacheNamespace`, or the reads that started it), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// The label selector its list and watch carry, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    /// The field selector its list and watch carry, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<String>,
     pub synced: bool,
     pub complete: bool,
     pub pinned: bool,
@@ -166,7 +174,7 @@ impl ResourceCache {
             Arc::new(Encoder::new(encoding, &info.api_version(), &info.kind, info.is_builtin()));
         ResourceCache {
             collection: info.collection_path(),
-            scope: None,
+            scope: Scope::everything(),
             info,
             encoding,
             store: RwLock::new(store),
@@ -215,27 +223,42 @@ impl ResourceCache {
     }
 
     pub fn describe(&self) -> String {
-        format!("{} ({})", self.label, self.encoding.as_str())
+        if self.scope == Scope::everything() {
+            format!("{} ({})", self.label, self.encoding.as_str())
+        } else {
+            format!("{} ({}, {})", self.label, self.encoding.as_str(), self.scope)
+        }
     }
 
     pub fn encoding(&self) -> Encoding {
         self.encoding
     }
 
-    /// Limits a cache of a namespaced resource to `namespace`: it lists and watches that
-    /// namespace's collection only, and answers only reads within it (`CachesConfig::namespace`).
-    /// A cluster-scoped resource is not affected.
-    pub fn scoped(mut self, namespace: Option<&str>) -> Self {
-        if let (Some(ns), true) = (namespace, self.info.namespaced) {
+    /// Limits the cache to `scope`: it lists and watches that namespace's collection (a
+    /// namespace is ignored for a cluster-scoped resource) with its selectors, and answers only
+    /// reads within it.
+    pub fn scoped(mut self, scope: Scope) -> Self {
+        if let (Some(ns), true) = (scope.namespace(), self.info.namespaced) {
             self.collection = self.info.namespaced_collection_path(ns);
-            self.scope = Some(ns.to_string());
         }
+        self.scope = scope;
         self
+    }
+
+    /// What part of the resource the cache holds.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
     }
 
     /// Where the cache lists and watches upstream.
     pub fn collection_path(&self) -> String {
         self.collection.clone()
+    }
+
+    /// The scope's selectors, to append to a list's or watch's query of
+    /// [`ResourceCache::collection_path`] (`&labelSelector=…&fieldSelector=…`; empty without).
+    pub fn selector_query(&self) -> String {
+        self.scope.query()
     }
 
     /// Synced: a complete list has been loaded; before that every request passes through.
@@ -245,6 +268,11 @@ impl ResourceCache {
 
     pub fn resource_version(&self) -> u64 {
         *self.rv_tx.borrow()
+    }
+
+    /// Objects held.
+    pub fn object_count(&self) -> usize {
+        self.read().len()
     }
 
     /// Bytes of object data held (what the memory budget counts).
@@ -378,7 +406,9 @@ impl ResourceCache {
         CacheStatus {
             resource: self.label.clone(),
             encoding: self.encoding.as_str(),
-            namespace: self.scope.clone(),
+            namespace: self.scope.namespace().map(str::to_string),
+            label_selector: self.scope.label_selector(),
+            field_selector: self.scope.field_selector(),
             synced: self.is_synced(),
             complete: self.is_complete(),
             pinned: self.is_pinned(),
@@ -410,10 +440,12 @@ impl ResourceCache {
         self.gauges.publish(store);
     }
 
-    /// Ends every watcher (the cache is being stopped) and removes its metric series.
-    pub fn close(&self) {
+    /// Ends every watcher (the cache is being stopped) and takes its share out of its metric
+    /// series; `others`: how many other caches of the same resource and encoding still run
+    /// (the series are removed with the last one).
+    pub fn close(&self, others: usize) {
         self.fanout().close_all(Closed::Stopped);
-        Gauges::remove(&self.metrics, &self.label, self.encoding);
+        self.gauges.remove(&self.metrics, &self.label, self.encoding, others);
     }
 }
 

@@ -133,6 +133,36 @@ fn file_errors_are_one_line_with_the_line_and_the_key() {
 }
 
 #[test]
+fn cache_scopes_take_the_node_name_and_the_apiservers_selectors() {
+    let text =
+        "nodeName: node-7\ncaches:\n  - pods:protobuf?fieldSelector=spec.nodeName={nodeName}\n  \
+                - discovery.k8s.io/v1/endpointslices:protobuf?labelSelector=!b,!a\n  - services\n";
+    let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
+    assert_eq!(
+        c.caches.preload,
+        [
+            "pods:protobuf?fieldSelector=spec.nodeName=node-7",
+            "discovery.k8s.io/v1/endpointslices:protobuf?labelSelector=!b,!a",
+            "services"
+        ]
+    );
+    let spec = kubeplex::serve::CacheSpec::parse(&c.caches.preload[1]).unwrap();
+    assert_eq!(spec.label_selector.as_deref(), Some("!a,!b"), "as the apiserver sorts them");
+    assert_eq!(spec.field_selector, None);
+    // On the command line a comma separates caches: a selector's are written %2C.
+    let (s, _) = Settings::defaults()
+        .overlay_command_line(&matches(&[
+            "--node-name=n1",
+            "--cache=pods?fieldSelector=spec.nodeName%3D{nodeName}%2Cstatus.phase!%3DFailed,nodes",
+        ]))
+        .unwrap();
+    let c = s.resolve().unwrap();
+    let spec = kubeplex::serve::CacheSpec::parse(&c.caches.preload[0]).unwrap();
+    assert_eq!(spec.field_selector.as_deref(), Some("spec.nodeName=n1,status.phase!=Failed"));
+    assert_eq!(c.caches.preload[1], "nodes");
+}
+
+#[test]
 fn resolve_refuses_what_cannot_run_naming_the_key() {
     let cases = [
         ("mode: node\n", "mode: node needs tlsCertFile"),
@@ -145,6 +175,19 @@ fn resolve_refuses_what_cannot_run_naming_the_key() {
             "caches: [apps/1/deployments]\n",
             "caches: \"apps/1/deployments\": \"1\" is not an API version",
         ),
+        (
+            "caches: [\"pods?fieldSelector=spec.nope=x\"]\n",
+            "caches: \"pods?fieldSelector=spec.nope=x\": field label not supported: spec.nope",
+        ),
+        (
+            "caches: [\"pods?labelSelecter=a\"]\n",
+            "caches: \"pods?labelSelecter=a\": unknown parameter",
+        ),
+        (
+            "caches: [\"pods?fieldSelector=spec.nodeName={nodeName}\"]\n",
+            "caches: \"pods?fieldSelector=spec.nodeName={nodeName}\": {nodeName} needs nodeName",
+        ),
+        ("nodeName: Node_1\n", "nodeName: \"Node_1\" is not a node name"),
         ("watchQueue: 0\n", "watchQueue: must be at least 1"),
         ("watchBookmarkInterval: 0s\n", "watchBookmarkInterval: must be more than 0s"),
         ("reviewTimeout: 0s\n", "reviewTimeout: must be more than 0s"),

@@ -24,7 +24,7 @@ use http::{header, HeaderMap, Response};
 use super::body::{self, Body, JSON, PROTOBUF};
 use super::fresh;
 use super::resources::ResourceInfo;
-use super::ProxyState;
+use super::{CachedRead, ProxyState};
 use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
@@ -57,12 +57,11 @@ enum Shape {
 /// Answers the request from the cache, or returns `None` to have it passed through.
 pub async fn try_answer(
     state: &Arc<ProxyState>,
-    info: &Arc<ResourceInfo>,
-    rp: &ResourcePath,
-    opts: &ListOptions,
+    read: &CachedRead<'_>,
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Response<Body>> {
+    let (info, rp, opts) = (read.info, read.rp, read.opts);
     let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
@@ -75,12 +74,12 @@ pub async fn try_answer(
     if neg.pretty(pretty.as_deref(), user_agent) {
         return None;
     }
-    let read = if rp.name.is_some() { Read::Get } else { Read::List };
+    let kind = if rp.name.is_some() { Read::Get } else { Read::List };
     // --- Tables (kubectl get): the JSON cache, printed (table.rs).
     let (encoding, shape) = match super::table::requested(info, &neg, opts) {
         Some(include) => (Encoding::Json, Shape::Table(include)),
         None => {
-            let (encoding, metadata) = cache_form(info, &neg, read)?;
+            let (encoding, metadata) = cache_form(info, &neg, kind)?;
             (encoding, if metadata { Shape::Metadata } else { Shape::Object })
         }
     };
@@ -95,8 +94,9 @@ pub async fn try_answer(
     {
         return None;
     }
-    // `None`: the memory budget refuses this cache; the read passes through.
-    let cache = state.caches.get_or_start(info, encoding)?;
+    // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
+    // read passes through.
+    let cache = read.cache(state, encoding).await?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

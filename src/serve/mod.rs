@@ -41,11 +41,13 @@ use self::identity::{Identity, NodeAuth};
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
 use self::stack::{Class, Classified};
+use crate::cache::Scope;
 use crate::upstream::caches::{Caches, CachesConfig};
 use crate::upstream::disk::DiskStates;
+use crate::upstream::review as upstream_user;
 use crate::upstream::review::{ReviewConfig, Reviews};
 use crate::upstream::Upstream;
-use crate::wire::request::ApiPath;
+use crate::wire::request::{ApiPath, ListOptions, ResourcePath};
 
 /// Shared by every connection.
 pub struct ProxyState {
@@ -256,8 +258,10 @@ impl Proxy {
         let resources =
             Resources::new(upstream.clone(), caches.discovery_ttl, metrics.discovery.clone());
         resources.seed(from_disk.iter().map(|s| s.info.clone()));
-        let restarted: Vec<_> =
-            from_disk.iter().map(|s| (Arc::new(s.info.clone()), s.encoding)).collect();
+        let restarted: Vec<_> = from_disk
+            .iter()
+            .map(|s| (Arc::new(s.info.clone()), s.encoding, s.scope.clone()))
+            .collect();
         let caches = Caches::with_disk(
             upstream.clone(),
             metrics.cache.clone(),
@@ -279,8 +283,8 @@ impl Proxy {
         });
         check_preload(&state.resources, &preload).await?;
         // What was cached before the restart starts again, with its disk state standing by.
-        for (info, encoding) in restarted {
-            let _ = state.caches.get_or_start(&info, encoding);
+        for (info, encoding, scope) in restarted {
+            let _ = state.caches.get_or_start(&info, encoding, scope);
         }
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -484,31 +488,92 @@ async fn from_cache(
             return None;
         }
     }
-    // Node mode: nothing from the cache reaches a client the upstream would refuse. Asked
-    // before the cache is (a 403 comes before a 404, as in the apiserver).
-    if let (Some(node), Some(user)) = (&state.node, identity.user()) {
-        match node.authorize_read(&user, class, rp, req.headers()).await {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(refusal) => return Some((*refusal, Source::Denied)),
-        }
-    }
+    // The part of the resource the read can see: a cache whose scope contains it answers.
+    let scope = Scope::parse(
+        &rp.group,
+        &rp.resource,
+        rp.namespace.as_deref(),
+        opts.label_selector.as_deref(),
+        opts.field_selector.as_deref(),
+    )
+    .ok()?;
+    let scope = match &rp.name {
+        Some(name) => scope.named(name),
+        None => scope,
+    };
+    // Node mode: nothing from the cache reaches a client the upstream would refuse; asked once
+    // the cache could answer, before any cache is read or started.
+    let gate = Gate { node: state.node.as_deref().zip(identity.user()), class, rp };
+    let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate };
     let answer = if opts.watch {
-        watch::try_watch(state, &info, rp, opts, req.headers(), req.uri().query()).await
+        watch::try_watch(state, &read, req.headers(), req.uri().query()).await
     } else {
-        cached::try_answer(state, &info, rp, opts, req.headers(), req.uri().query()).await
+        cached::try_answer(state, &read, req.headers(), req.uri().query()).await
     };
     answer.map(|resp| (resp, Source::Cache))
 }
 
+/// A read the cache may answer, as the cache paths (`cached`, `watch`) take it.
+pub(crate) struct CachedRead<'a> {
+    pub info: &'a Arc<crate::wire::resource::ResourceInfo>,
+    pub rp: &'a ResourcePath,
+    pub opts: &'a ListOptions,
+    /// What it can see: the cache that answers must contain it.
+    pub scope: &'a Scope,
+    pub gate: &'a Gate<'a>,
+}
+
+impl CachedRead<'_> {
+    /// The cache that answers this read in `encoding` (`Caches::for_read`: a running one whose
+    /// scope contains it, or one started for it), once the client may read it (node mode).
+    /// `None`: the read passes through — and no review is asked for a read that would pass
+    /// through anyway (a named object no running cache holds).
+    pub async fn cache(
+        &self,
+        state: &ProxyState,
+        encoding: crate::cache::Encoding,
+    ) -> Option<Arc<crate::upstream::caches::Live>> {
+        let caches = &state.caches;
+        if self.scope.name().is_some() {
+            caches.containing(self.info, encoding, self.scope)?;
+        }
+        if !self.gate.open().await {
+            return None;
+        }
+        caches.for_read(self.info, encoding, self.scope)
+    }
+}
+
+/// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`): only a
+/// grant opens it; a denial or a failed review sends the read upstream, where the apiserver
+/// answers it — a refusal included — as it would without kubeplex.
+pub(crate) struct Gate<'a> {
+    node: Option<(&'a NodeAuth, upstream_user::UserInfo)>,
+    class: &'a Class,
+    rp: &'a ResourcePath,
+}
+
+impl Gate<'_> {
+    pub async fn open(&self) -> bool {
+        match &self.node {
+            None => true,
+            Some((node, user)) => node.may_read_cached(user, self.class, self.rp).await,
+        }
+    }
+}
+
 /// A cache named in the configuration: `resource` (core/v1) or `group/version/resource`,
-/// optionally followed by `:protobuf` or `:json` (the default).
+/// optionally followed by `:protobuf` or `:json` (the default), and optionally by its scope's
+/// selectors as a list's query carries them: `?fieldSelector=…&labelSelector=…` (a node's own
+/// pods: `pods:protobuf?fieldSelector=spec.nodeName=NODE`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheSpec {
     pub group: String,
     pub version: String,
     pub resource: String,
     pub encoding: crate::cache::resource::Encoding,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
 }
 
 impl CacheSpec {
@@ -516,6 +581,10 @@ impl CacheSpec {
     /// the wrong shape is refused at start-up, not found out while readiness waits forever).
     pub fn parse(spec: &str) -> Result<CacheSpec, String> {
         use crate::cache::resource::Encoding;
+        let (spec, query) = match spec.split_once('?') {
+            Some((s, q)) => (s, Some(q)),
+            None => (spec, None),
+        };
         let (path, encoding) = match spec.split_once(':') {
             Some((p, "protobuf")) => (p, Encoding::Protobuf),
             Some((p, "json")) => (p, Encoding::Json),
@@ -546,12 +615,58 @@ impl CacheSpec {
         if !label(version, false) || !version.starts_with('v') {
             return Err(format!("{version:?} is not an API version (like v1)"));
         }
+        let (mut label_selector, mut field_selector) = (None, None);
+        for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match key.as_ref() {
+                "labelSelector" => &mut label_selector,
+                "fieldSelector" => &mut field_selector,
+                other => {
+                    return Err(format!(
+                        "unknown parameter {other:?} after '?' (labelSelector or fieldSelector)"
+                    ))
+                }
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(format!("{key} given twice"));
+            }
+        }
+        // The selectors as the apiserver would read them: one it would refuse is refused here.
+        let scope = crate::cache::Scope::parse(
+            group,
+            resource,
+            None,
+            label_selector.as_deref(),
+            field_selector.as_deref(),
+        )
+        .map_err(|e| {
+            format!("{e} (in --cache and KUBEPLEX_CACHES, write a selector's commas as %2C)")
+        })?;
         Ok(CacheSpec {
             group: group.to_string(),
             version: version.to_string(),
             resource: resource.to_string(),
             encoding,
+            label_selector: scope.label_selector(),
+            field_selector: scope.field_selector(),
         })
+    }
+
+    /// The cache's scope, within `namespace` (the one caches are limited to) for a namespaced
+    /// resource.
+    pub fn scope(
+        &self,
+        info: &crate::wire::resource::ResourceInfo,
+        namespace: Option<&str>,
+    ) -> crate::cache::Scope {
+        let namespace = namespace.filter(|_| info.namespaced);
+        crate::cache::Scope::parse(
+            &self.group,
+            &self.resource,
+            namespace,
+            self.label_selector.as_deref(),
+            self.field_selector.as_deref(),
+        )
+        .unwrap_or_else(|_| crate::cache::Scope::new(namespace, None, None))
     }
 }
 
@@ -594,18 +709,20 @@ async fn check_preload(resources: &Resources, specs: &[String]) -> anyhow::Resul
 /// Starts a cache named in the configuration ([`CacheSpec`]). Retries until the upstream's
 /// discovery answers.
 async fn preload_cache(state: &Arc<ProxyState>, spec: &str) {
-    let CacheSpec { group, version, resource, encoding } = match CacheSpec::parse(spec) {
+    let parsed = match CacheSpec::parse(spec) {
         Ok(parsed) => parsed,
         Err(e) => {
             tracing::error!(spec, "cache spec: {e}");
             return;
         }
     };
+    let CacheSpec { group, version, resource, encoding, .. } = &parsed;
     let mut delay = Duration::from_millis(200);
     loop {
-        if let Some(info) = state.resources.lookup(&group, &version, &resource).await {
+        if let Some(info) = state.resources.lookup(group, version, resource).await {
+            let scope = parsed.scope(&info, state.caches.namespace());
             // Refused by the memory budget: started again by `retry_refused`, pinned.
-            if let Some(cache) = state.caches.get_or_start(&info, encoding) {
+            if let Some(cache) = state.caches.get_or_start(&info, *encoding, scope) {
                 cache.pin();
             }
             return;

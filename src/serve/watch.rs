@@ -36,7 +36,7 @@ use super::body::{self, Body, BoxError};
 use super::cached::Read;
 use super::fresh;
 use super::resources::ResourceInfo;
-use super::ProxyState;
+use super::{CachedRead, ProxyState};
 use crate::cache::fanout::{Filter, Next, Queue};
 use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
@@ -54,12 +54,11 @@ const CHUNK: usize = 64 * 1024;
 /// Answers a watch from the cache, or returns `None` to have it passed through.
 pub async fn try_watch(
     state: &Arc<ProxyState>,
-    info: &Arc<ResourceInfo>,
-    rp: &ResourcePath,
-    opts: &ListOptions,
+    read: &CachedRead<'_>,
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Response<Body>> {
+    let (info, rp, opts) = (read.info, read.rp, read.opts);
     let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let endpoint = if info.is_builtin() { Endpoint::BuiltIn } else { Endpoint::CustomResource };
@@ -76,8 +75,9 @@ pub async fn try_watch(
     };
     // --- end Tables
     let filter = filter(info, encoding, rp, opts)?;
-    // `None`: the memory budget refuses this cache; the read passes through.
-    let cache = state.caches.get_or_start(info, encoding)?;
+    // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
+    // read passes through.
+    let cache = read.cache(state, encoding).await?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

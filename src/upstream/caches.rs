@@ -1,8 +1,26 @@
 //! The caches that are running: each one's state (`cache::resource::ResourceCache`), the
 //! reflector task that feeds it from the upstream, the sweeper that ends slow watchers, and
-//! the freshness proofs of its reads. [`Caches`] starts them on first use (one per resource
-//! and encoding, whatever the number of callers) and stops the ones nobody has read for a
-//! while. This is the live layer between the pure state (`cache`) and the serving side.
+//! the freshness proofs of its reads. [`Caches`] starts them (one per resource, encoding and
+//! scope, whatever the number of callers) and stops the ones nobody has read for a while. This
+//! is the live layer between the pure state (`cache`) and the serving side.
+//!
+//! **What a cache may cost.** kubeplex exists to take load off the apiserver, so a cache is only
+//! started where it costs the upstream no more than its readers would directly (DESIGN.md §7).
+//! A cache of scope S (a namespace, label and field selectors: `cache::Scope`) costs one list of
+//! S and every event of S for as long as it runs; a reader of scope R costs, directly, its own
+//! list of R and, while it watches, the events of R. Hence:
+//! 1. a read within a running cache's scope is served from it: no further upstream cost;
+//! 2. otherwise a cache is started with exactly the read's scope, never a wider one: it costs
+//!    what this first reader would directly, and every later reader of that scope is saved (a
+//!    node's pods by `spec.nodeName`, not every pod of the cluster);
+//! 3. a read of one named object (a get, or a list or watch by `metadata.name=`) never starts a
+//!    cache: a cache of one object saves nothing until a second reader of it comes, and a wider
+//!    one would cost more than the reader. It is served by a running cache that holds it (a
+//!    configured `nodes?fieldSelector=metadata.name=NODE`), else passed through;
+//! 4. configured caches (`caches:`) are the operator's choice, scope included.
+//!
+//! A list read alone (no watch after it) is the one reader that costs less directly than the
+//! cache it starts, by the cache's events until it is stopped for idleness (`cacheIdleTimeout`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -21,7 +39,7 @@ use crate::cache::metrics::CacheMetrics;
 use crate::cache::persist::DiskState;
 use crate::cache::resource::ResourceCache;
 use crate::cache::store::StoreLimits;
-use crate::cache::Encoding;
+use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
 
 /// Tunables of the caches (see `config`).
@@ -91,7 +109,16 @@ mod budget;
 
 pub use budget::{RefusedStatus, ENFORCE_EVERY as BUDGET_CHECK_EVERY};
 
-type CacheKey = (String, String, String, Encoding);
+type CacheKey = (String, String, String, Encoding, Scope);
+
+/// At most this many caches of one resource and encoding are started by reads (each scope its
+/// own): clients choosing selectors cannot make kubeplex hold watches without bound. Past it,
+/// reads of new scopes pass through (costing the upstream what they would directly).
+pub const MAX_SCOPES_PER_RESOURCE: usize = 64;
+
+fn key_of(info: &ResourceInfo, encoding: Encoding, scope: Scope) -> CacheKey {
+    (info.group.clone(), info.version.clone(), info.resource.clone(), encoding, scope)
+}
 
 /// See `cache::resource::STALE_AFTER`.
 const UPSTREAM_QUIET: Duration = crate::cache::resource::STALE_AFTER;
@@ -113,12 +140,13 @@ impl std::ops::Deref for Live {
 }
 
 impl Live {
-    /// Aborts its tasks and ends its watchers.
-    fn stop(&self) {
+    /// Aborts its tasks and ends its watchers; `others`: how many caches of the same resource
+    /// and encoding still run.
+    fn stop(&self, others: usize) {
         for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             task.abort();
         }
-        self.cache.close();
+        self.cache.close(others);
     }
 }
 
@@ -181,8 +209,7 @@ impl Caches {
     pub fn stash(&self, states: Vec<DiskState>) {
         let mut stashed = self.stashed.lock().unwrap_or_else(|p| p.into_inner());
         for state in states {
-            let i = &state.info;
-            let key = (i.group.clone(), i.version.clone(), i.resource.clone(), state.encoding);
+            let key = key_of(&state.info, state.encoding, state.scope.clone());
             stashed.insert(key, state);
         }
     }
@@ -193,11 +220,76 @@ impl Caches {
         map.values().map(|live| live.cache.clone()).collect()
     }
 
-    /// The cache for a resource in an encoding, started (list+watch upstream) if it is not
-    /// running yet. Only one is ever started per key, whatever the number of callers.
+    /// The scope a configured cache of `info` has when its spec names none: the whole
+    /// resource, or the namespace caches are limited to (`cacheNamespace`).
+    pub fn default_scope(&self, info: &ResourceInfo) -> Scope {
+        match (&self.config.namespace, info.namespaced) {
+            (Some(ns), true) => Scope::new(Some(ns), None, None),
+            _ => Scope::everything(),
+        }
+    }
+
+    /// The cache that answers a read of scope `read` in `encoding` (module documentation,
+    /// "What a cache may cost"): the narrowest running cache whose scope contains it; else a
+    /// new cache of exactly `read`, unless the read names one object or the resource has
+    /// [`MAX_SCOPES_PER_RESOURCE`] caches. `None`: the read passes through.
+    pub fn for_read(
+        &self,
+        info: &Arc<ResourceInfo>,
+        encoding: Encoding,
+        read: &Scope,
+    ) -> Option<Arc<Live>> {
+        if let Some(live) = self.containing(info, encoding, read) {
+            return Some(live);
+        }
+        if read.name().is_some() || self.scopes_of(info, encoding) >= MAX_SCOPES_PER_RESOURCE {
+            return None;
+        }
+        self.get_or_start(info, encoding, read.clone())
+    }
+
+    /// The narrowest running cache of `info` in `encoding` whose scope contains `read`.
+    pub fn containing(
+        &self,
+        info: &ResourceInfo,
+        encoding: Encoding,
+        read: &Scope,
+    ) -> Option<Arc<Live>> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let live = map
+            .iter()
+            .filter(|((g, v, r, e, scope), _)| {
+                (g, v, r, *e) == (&info.group, &info.version, &info.resource, encoding)
+                    && scope.contains(read)
+            })
+            // The narrowest: fewest objects to filter, and the one the read is most likely of.
+            .min_by_key(|(_, live)| live.object_count())
+            .map(|(_, live)| live.clone())?;
+        live.touch();
+        Some(live)
+    }
+
+    /// How many caches of `info` in `encoding` run.
+    fn scopes_of(&self, info: &ResourceInfo, encoding: Encoding) -> usize {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        Self::same_resource(&map, &key_of(info, encoding, Scope::everything()))
+    }
+
+    /// How many caches in `map` are of `key`'s resource and encoding, whatever their scope.
+    fn same_resource(map: &HashMap<CacheKey, Arc<Live>>, key: &CacheKey) -> usize {
+        map.keys().filter(|k| (&k.0, &k.1, &k.2, k.3) == (&key.0, &key.1, &key.2, key.3)).count()
+    }
+
+    /// The cache of a resource in an encoding and scope, started (list+watch upstream) if it
+    /// is not running yet. Only one is ever started per key, whatever the number of callers.
     /// `None` while the memory budget refuses it: its reads pass through.
-    pub fn get_or_start(&self, info: &Arc<ResourceInfo>, encoding: Encoding) -> Option<Arc<Live>> {
-        let key = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
+    pub fn get_or_start(
+        &self,
+        info: &Arc<ResourceInfo>,
+        encoding: Encoding,
+        scope: Scope,
+    ) -> Option<Arc<Live>> {
+        let key = key_of(info, encoding, scope.clone());
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = map.get(&key) {
             c.touch();
@@ -214,7 +306,7 @@ impl Caches {
                 self.config.watch,
                 self.metrics.clone(),
             )
-            .scoped(self.config.namespace.as_deref()),
+            .scoped(scope),
         );
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let freshness = Arc::new(Freshness::new(
@@ -242,7 +334,7 @@ impl Caches {
         };
         let feed = move |event| weighed.feed(event);
         let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
-            .within(cache.collection_path());
+            .within(cache.collection_path(), cache.selector_query());
         let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
@@ -278,27 +370,32 @@ impl Caches {
     /// Stops caches idle longer than the configured timeout. Run periodically.
     pub fn reap_idle(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, c| {
-            // A cache that has not heard from the upstream for a while may be all there is
-            // of that resource during an outage: it is kept until the upstream is back.
-            let cut_off = c.upstream_silent_for() > UPSTREAM_QUIET;
-            let keep = c.is_pinned()
-                || c.idle_for() < self.config.idle_timeout
-                || c.has_watchers()
-                || cut_off;
-            if !keep {
-                c.stop();
+        let idle: Vec<CacheKey> = map
+            .iter()
+            .filter(|(_, c)| {
+                // A cache that has not heard from the upstream for a while may be all there
+                // is of that resource during an outage: it is kept until the upstream is back.
+                let cut_off = c.upstream_silent_for() > UPSTREAM_QUIET;
+                !(c.is_pinned()
+                    || c.idle_for() < self.config.idle_timeout
+                    || c.has_watchers()
+                    || cut_off)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in idle {
+            if let Some(c) = map.remove(&key) {
+                c.stop(Self::same_resource(&map, &key));
                 tracing::info!(resource = %c.describe(), "idle cache stopped");
             }
-            keep
-        });
+        }
     }
 
     /// Stops every cache (shutdown).
     pub fn stop_all(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         for c in map.values() {
-            c.stop();
+            c.stop(0);
         }
         map.clear();
     }
@@ -321,7 +418,18 @@ impl Caches {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let mut all: Vec<_> = map.values().map(|c| c.status()).collect();
         drop(map);
-        all.sort_by(|a, b| (&a.resource, a.encoding).cmp(&(&b.resource, b.encoding)));
+        all.sort_by(|a, b| {
+            let key = |s: &crate::cache::resource::CacheStatus| {
+                (
+                    s.resource.clone(),
+                    s.encoding,
+                    s.namespace.clone(),
+                    s.label_selector.clone(),
+                    s.field_selector.clone(),
+                )
+            };
+            key(a).cmp(&key(b))
+        });
         all
     }
 

@@ -27,7 +27,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 use super::feed::{self, Feed};
 use crate::cache::persist::{self, DiskState};
 use crate::cache::resource::{unix_now, ResourceCache};
-use crate::cache::Encoding;
+use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
 
 /// Where and how often caches are written; `dir: None` turns it off.
@@ -123,14 +123,27 @@ impl DiskStates {
         })))
     }
 
-    /// The state file of a cache: `persist::file_name`, with the namespace for a namespaced
-    /// resource when caches are limited to one (`..._json.ns-team-0.state`).
-    fn file_name(&self, info: &ResourceInfo, encoding: Encoding) -> String {
-        let name = persist::file_name(info, encoding);
-        match (&self.namespace, info.namespaced) {
-            (Some(ns), true) => format!("{}.ns-{ns}.state", name.trim_end_matches(".state")),
-            _ => name,
+    /// The state file of a cache: `persist::file_name`, by its scope.
+    fn file_name(&self, info: &ResourceInfo, encoding: Encoding, scope: &Scope) -> String {
+        persist::file_name(info, encoding, scope)
+    }
+
+    /// A state read back from `name`, checked to be the file of its own cache. A file written
+    /// before states carried their scope, named for the namespace caches are limited to, is
+    /// that namespace's.
+    fn own_file(&self, name: &str, mut state: DiskState) -> Option<DiskState> {
+        if name == self.file_name(&state.info, state.encoding, &state.scope) {
+            return Some(state);
         }
+        let ns = self.namespace.as_deref().filter(|_| state.info.namespaced)?;
+        let legacy = Scope::new(Some(ns), None, None);
+        if state.scope != Scope::everything()
+            || name != self.file_name(&state.info, state.encoding, &legacy)
+        {
+            return None;
+        }
+        state.scope = legacy;
+        Some(state)
     }
 
     pub fn interval(&self) -> Duration {
@@ -158,16 +171,14 @@ impl DiskStates {
             let read = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|bytes| {
                 persist::decode(Bytes::from(bytes), None).map_err(|e| e.to_string())
             });
-            match read {
-                Ok(state)
-                    if path.file_name().and_then(|n| n.to_str())
-                        == Some(self.file_name(&state.info, state.encoding).as_str()) =>
-                {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            match read.map(|state| self.own_file(name, state)) {
+                Ok(Some(state)) => {
                     tracing::info!(path = %path.display(), objects = state.objects.len(), rv = state.resource_version, "cache state read from disk");
                     self.metrics.loads.with_label_values(&["ok"]).inc();
                     states.push(state);
                 }
-                Ok(_) => {
+                Ok(None) => {
                     tracing::warn!(path = %path.display(), "state file holds another cache's state; skipped");
                     self.metrics.loads.with_label_values(&["invalid"]).inc();
                 }
@@ -186,7 +197,7 @@ impl DiskStates {
         if !cache.is_synced() || !cache.is_complete() || cache.disk_state_written().is_some() {
             return Ok(false);
         }
-        let name = self.file_name(cache.info(), cache.encoding());
+        let name = self.file_name(cache.info(), cache.encoding(), cache.scope());
         let state = cache.current();
         let rv = state.resource_version();
         let (others, last) = {
@@ -200,6 +211,7 @@ impl DiskStates {
         let bytes = persist::encode(
             cache.info(),
             cache.encoding(),
+            cache.scope(),
             rv,
             unix_now(),
             state.len(),
@@ -368,20 +380,31 @@ mod tests {
     }
 
     #[test]
-    fn a_namespace_limited_state_is_named_for_its_namespace() {
+    fn a_state_is_named_for_its_scope() {
         let dir = std::env::temp_dir().join(format!("kubeplex-disk-names-{}", std::process::id()));
         let config = DiskConfig { dir: Some(dir.clone()), ..DiskConfig::default() };
         let registry = Registry::new();
-        let wide = DiskStates::new(&config, None, &registry).unwrap().unwrap();
-        let team0 = DiskStates::new(&config, Some("team-0"), &registry).unwrap().unwrap();
-        let (cms, nodes) = (info("configmaps", true), info("nodes", false));
-        assert_eq!(wide.file_name(&cms, Encoding::Json), "core_v1_configmaps_json.state");
-        // Never read back as the whole cluster's, nor as another namespace's.
+        let disk = DiskStates::new(&config, None, &registry).unwrap().unwrap();
+        let (cms, nodes, pods) =
+            (info("configmaps", true), info("nodes", false), info("pods", true));
+        let team0 = Scope::new(Some("team-0"), None, None);
+        let all = Scope::everything();
+        assert_eq!(disk.file_name(&cms, Encoding::Json, &all), "core_v1_configmaps_json.state");
+        // Never read back as the whole cluster's, nor as another namespace's or scope's.
         assert_eq!(
-            team0.file_name(&cms, Encoding::Json),
+            disk.file_name(&cms, Encoding::Json, &team0),
             "core_v1_configmaps_json.ns-team-0.state"
         );
-        assert_eq!(team0.file_name(&nodes, Encoding::Protobuf), "core_v1_nodes_protobuf.state");
+        assert_eq!(
+            disk.file_name(&nodes, Encoding::Protobuf, &all),
+            "core_v1_nodes_protobuf.state"
+        );
+        let node = |n: &str| Scope::parse("", "pods", None, None, Some(n)).unwrap();
+        let (n1, n2) = (node("spec.nodeName=n1"), node("spec.nodeName=n2"));
+        let name = disk.file_name(&pods, Encoding::Protobuf, &n1);
+        assert!(name.starts_with("core_v1_pods_protobuf.s-") && name.ends_with(".state"), "{name}");
+        assert_ne!(name, disk.file_name(&pods, Encoding::Protobuf, &n2));
+        assert_eq!(name, disk.file_name(&pods, Encoding::Protobuf, &node("spec.host=n1")));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -357,9 +357,11 @@ impl Freshness {
         let Some(cache) = self.cache.upgrade() else { return false };
         let Some((epoch, from)) = cache.probe_start() else { return false };
         self.calls.proof_watch.inc();
+        // Scoped as the cache's own watch is: it must see exactly the events the cache will.
         let path = format!(
-            "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}",
-            cache.collection_path()
+            "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}{}",
+            cache.collection_path(),
+            cache.selector_query()
         );
         let deadline = Instant::now() + Duration::from_secs(PROBE_TIMEOUT_SECONDS) + PROBE_MARGIN;
         let Some(req) = request(&path, ACCEPT_METADATA_WATCH) else { return false };

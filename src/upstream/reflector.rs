@@ -103,6 +103,8 @@ pub struct Reflector<F> {
     info: Arc<ResourceInfo>,
     /// Where it lists and watches (the cluster-wide collection unless [`Reflector::within`]).
     collection: String,
+    /// The scope's selectors, appended to every list's and watch's query (`&labelSelector=…`).
+    selectors: String,
     encoding: Encoding,
     /// `resource/version (encoding)`, for logs.
     describe: String,
@@ -127,6 +129,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         Reflector {
             upstream,
             collection: info.collection_path(),
+            selectors: String::new(),
             info,
             encoding,
             describe,
@@ -137,9 +140,11 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         }
     }
 
-    /// Lists and watches `collection` (a cache's path, which may be one namespace's) instead.
-    pub fn within(mut self, collection: String) -> Self {
+    /// Lists and watches `collection` (a cache's path, which may be one namespace's) instead,
+    /// with `selectors` (a cache's scope: `&labelSelector=…&fieldSelector=…`, or empty).
+    pub fn within(mut self, collection: String, selectors: String) -> Self {
         self.collection = collection;
+        self.selectors = selectors;
         self
     }
 
@@ -304,7 +309,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let mut list_rv: Option<u64> = None;
         let mut token: Option<String> = None;
         loop {
-            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}");
+            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}{}", self.selectors);
             if let Some(t) = &token {
                 path.push_str("&continue=");
                 path.extend(form_urlencoded::byte_serialize(t.as_bytes()));
@@ -336,8 +341,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     async fn watch(&self, rv: u64) -> Result<u64, ReflectError> {
         self.calls.watch.inc();
         let path = format!(
-            "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.collection.clone()
+            "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
+            self.collection, self.selectors
         );
         self.stream(&path, rv, &mut None).await
     }
@@ -347,8 +352,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     async fn stream_list(&self) -> Result<u64, ReflectError> {
         self.calls.watchlist.inc();
         let path = format!(
-            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}",
-            self.collection.clone()
+            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
+            self.collection, self.selectors
         );
         let mut initial = Some(Vec::new());
         self.load_started();

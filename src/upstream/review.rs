@@ -6,7 +6,9 @@
 //!
 //! Answers are cached, bounded in number, with short TTLs and shorter ones for refusals (the
 //! webhook authorizer's rule: a grant may be used a little longer than a denial is remembered),
-//! and concurrent identical reviews share one request. Tokens are keyed by their SHA-256, never
+//! and concurrent identical reviews share one request. A remembered refusal only ever sends a
+//! request to the upstream (`serve::identity`): a caller that would refuse a client on it asks
+//! again ([`Reviews::authorize_afresh`]). Tokens are keyed by their SHA-256, never
 //! kept. A review that fails (an unexpected answer, the upstream refusing kubeplex) is not cached
 //! and is an error: the caller must then not answer from the cache (it passes the request
 //! through, and the upstream decides).
@@ -205,6 +207,8 @@ trait Answer: Clone + Send + Sync + 'static {
     fn result(&self) -> &'static str;
     /// How long it is used.
     fn ttl(&self, config: &ReviewConfig) -> Duration;
+    /// Whether it refuses (a denial, an invalid token).
+    fn refuses(&self) -> bool;
 }
 
 impl Answer for TokenIdentity {
@@ -222,6 +226,10 @@ impl Answer for TokenIdentity {
             TokenIdentity::User(_) => config.token_ttl,
             TokenIdentity::Invalid => config.invalid_token_ttl,
         }
+    }
+
+    fn refuses(&self) -> bool {
+        matches!(self, TokenIdentity::Invalid)
     }
 }
 
@@ -242,6 +250,10 @@ impl Answer for Decision {
         } else {
             config.denied_ttl
         }
+    }
+
+    fn refuses(&self) -> bool {
+        !self.allowed
     }
 }
 
@@ -367,6 +379,28 @@ impl Reviews {
         let key = (user.clone(), attributes.clone());
         let review = self.access_review(user, attributes);
         self.decide(&self.access, &self.known_access, key, || true, review).await
+    }
+
+    /// [`Reviews::authorize`] for a caller that refuses the client on a denial: a remembered
+    /// grant is used, but a remembered denial is not — the upstream is asked again, so that a
+    /// refusal never outlives the upstream's own (and in an outage, only a grant stands in).
+    pub async fn authorize_afresh(
+        &self,
+        user: &UserInfo,
+        attributes: &ResourceAttributes,
+    ) -> Result<Decision, ReviewError> {
+        let key = (user.clone(), attributes.clone());
+        if self.access.get(&key).await.is_some_and(|d| d.refuses()) {
+            self.access.invalidate(&key).await;
+        }
+        let review = self.access_review(user, attributes);
+        match self.decide(&self.access, &self.known_access, key, || true, review).await {
+            // A last answer standing in through an outage is a remembered one too.
+            Ok(d) if d.refuses() && self.in_outage.load(Ordering::Acquire) => {
+                Err(ReviewError::Transport("the upstream cannot be reached".into()))
+            }
+            answered => answered,
+        }
     }
 
     /// The answer for `key`: from `current` while within its TTL, else from `review` (one at

@@ -240,10 +240,12 @@ async fn the_client_mix_reaches_the_upstream_once_per_cache_through_kubeplex() {
     let proxy = through["proxy_calls"].as_object().expect("kubeplex's calls");
     let passed: Vec<_> = proxy.keys().filter(|k| k.ends_with("passed through")).collect();
     assert!(passed.is_empty(), "passed through: {passed:?}: {through}");
-    // The caches the mix needs, by resource: pods in JSON (agents, kubectl's Tables) and in
-    // protobuf (kubelets); services and endpointslices in protobuf; configmaps in JSON.
+    // The caches the mix needs, by resource: pods in JSON (agents, kubectl's Tables: every
+    // pod) and in protobuf, one per node (each kubelet's `spec.nodeName`: a cache of every pod
+    // for each node would cost the upstream more than its kubelet directly); services and
+    // endpointslices in protobuf (kube-proxy's selector); configmaps in JSON.
     for (resource, caches) in
-        [("pods", 2), ("services", 1), ("endpointslices", 1), ("configmaps", 1)]
+        [("pods", 1 + 4), ("services", 1), ("endpointslices", 1), ("configmaps", 1)]
     {
         let of = |key: &&String| {
             key.split(['/', '.', ' ']).next() == Some(resource) && !key.ends_with("passed through")

@@ -30,6 +30,7 @@ fn file() -> Vec<u8> {
     encode(
         &pods_info(),
         Encoding::Json,
+        &Scope::everything(),
         13,
         1_700_000_000,
         objs.len(),
@@ -55,7 +56,8 @@ fn a_state_comes_back_byte_for_byte_and_indexed() {
 #[test]
 fn an_empty_state_is_a_state() {
     let info = pods_info();
-    let bytes = encode(&info, Encoding::Protobuf, 7, 1, 0, std::iter::empty());
+    let bytes =
+        encode(&info, Encoding::Protobuf, &Scope::everything(), 7, 1, 0, std::iter::empty());
     let state = decode(Bytes::from(bytes), Some((&info, Encoding::Protobuf))).unwrap();
     assert!(state.objects.is_empty());
     assert_eq!(state.resource_version, 7);

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::{CacheKey, Caches, Feed};
 use crate::cache::resource::ResourceCache;
-use crate::cache::Encoding;
+use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
 
 /// How often growth by watch events is checked against the budget.
@@ -34,6 +34,7 @@ pub(super) struct Refusal {
     bytes: usize,
     info: Arc<ResourceInfo>,
     encoding: Encoding,
+    scope: Scope,
 }
 
 /// What `/debug/caches` shows of a refused cache.
@@ -41,6 +42,8 @@ pub(super) struct Refusal {
 pub struct RefusedStatus {
     pub resource: String,
     pub encoding: &'static str,
+    /// Its scope (`*`: the whole resource).
+    pub scope: String,
     /// The bytes of the load that was refused.
     pub bytes: usize,
     pub pinned: bool,
@@ -117,7 +120,11 @@ impl Caches {
     }
 
     fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize, why: &str) {
-        let live = self.map.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        let (live, others) = {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            let live = map.remove(key);
+            (live, Self::same_resource(&map, key))
+        };
         let backoff = {
             let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
             let backoff = refused.get(key).map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_MAX));
@@ -128,6 +135,7 @@ impl Caches {
                 bytes,
                 info: Arc::new(cache.info().clone()),
                 encoding: cache.encoding(),
+                scope: cache.scope().clone(),
             };
             refused.insert(key.clone(), refusal);
             backoff
@@ -137,7 +145,7 @@ impl Caches {
         tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: {why} the caches past the memory budget; its reads pass through");
         if let Some(live) = live {
             // Aborts this cache's reflector, the caller: the last thing it does.
-            live.stop();
+            live.stop(others);
         }
     }
 
@@ -155,17 +163,17 @@ impl Caches {
 
     /// Starts again the configured caches whose refusal has ended. Run periodically.
     pub fn retry_refused(&self) {
-        let due: Vec<(Arc<ResourceInfo>, Encoding)> = {
+        let due: Vec<(Arc<ResourceInfo>, Encoding, Scope)> = {
             let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
             refused
                 .values()
                 .filter(|r| r.pinned && now >= r.until)
-                .map(|r| (r.info.clone(), r.encoding))
+                .map(|r| (r.info.clone(), r.encoding, r.scope.clone()))
                 .collect()
         };
-        for (info, encoding) in due {
-            if let Some(cache) = self.get_or_start(&info, encoding) {
+        for (info, encoding, scope) in due {
+            if let Some(cache) = self.get_or_start(&info, encoding, scope) {
                 cache.pin();
             }
         }
@@ -180,6 +188,7 @@ impl Caches {
             .map(|r| RefusedStatus {
                 resource: format!("{}/{}", r.info.label(), r.info.version),
                 encoding: r.encoding.as_str(),
+                scope: r.scope.to_string(),
                 bytes: r.bytes,
                 pinned: r.pinned,
                 retry_in_seconds: r.until.saturating_duration_since(now).as_secs(),
