@@ -132,6 +132,14 @@ impl NodeAuth {
         }
     }
 
+    /// The upstream answered a read of `user`'s that was passed through with success: a
+    /// denial remembered for it is out of date (the Node authorizer's graph caught up with a
+    /// new pod, a RoleBinding was added), so the next such read is reviewed again rather than
+    /// sent upstream on the strength of the old denial.
+    pub async fn upstream_allowed(&self, user: &UserInfo, class: &Class, rp: &ResourcePath) {
+        self.reviews.forget_denial(user, &read_attributes(class, rp)).await;
+    }
+
     /// The identity a certificate-authenticated client's own `Impersonate-*` headers ask for,
     /// once the upstream agrees that the client may impersonate each part of it (the
     /// apiserver's impersonation filter: `impersonate` on `users` — or the ServiceAccount —,

@@ -40,7 +40,7 @@ use self::body::Body;
 use self::identity::{Identity, NodeAuth};
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
-use self::stack::{Class, Classified};
+use self::stack::{Class, Classified, Verb};
 use crate::cache::Scope;
 use crate::upstream::caches::{Caches, CachesConfig};
 use crate::upstream::disk::DiskStates;
@@ -412,6 +412,16 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
         return answer;
     }
     let Classified { req, identity, class } = req;
+    // Node mode: a read the cache was not granted, which the upstream then answers with
+    // success, shows a remembered denial out of date.
+    let reviewed = match (&state.node, identity.user(), &class.path) {
+        (Some(node), Some(user), ApiPath::Resource(rp))
+            if matches!(class.verb, Verb::Get | Verb::List | Verb::Watch) =>
+        {
+            Some((node.clone(), user, rp.clone()))
+        }
+        _ => None,
+    };
     let how = match identity {
         // The sidecar mode: kubeplex's identity, or the client's own credentials if it has
         // some (`passthrough::forward` decides).
@@ -444,6 +454,9 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
         None => passthrough::forward(&state.upstream, req).await,
         Some(how) => passthrough::forward_as(&state.upstream, req, how).await,
     };
+    if let Some((node, user, rp)) = reviewed.filter(|_| resp.status().is_success()) {
+        node.upstream_allowed(&user, &class, &rp).await;
+    }
     let resp = match slot {
         Some(slot) => slot.hold_until_sent(resp),
         None => resp,

@@ -381,6 +381,15 @@ impl Reviews {
         self.decide(&self.access, &self.known_access, key, || true, review).await
     }
 
+    /// Forgets a denial remembered for `user` and `attributes`, once the upstream has shown it
+    /// out of date (it answered the same read with success): the next read is reviewed again.
+    pub async fn forget_denial(&self, user: &UserInfo, attributes: &ResourceAttributes) {
+        let key = (user.clone(), attributes.clone());
+        if self.access.get(&key).await.is_some_and(|d| d.refuses()) {
+            self.access.invalidate(&key).await;
+        }
+    }
+
     /// [`Reviews::authorize`] for a caller that refuses the client on a denial: a remembered
     /// grant is used, but a remembered denial is not — the upstream is asked again, so that a
     /// refusal never outlives the upstream's own (and in an outage, only a grant stands in).
@@ -389,10 +398,8 @@ impl Reviews {
         user: &UserInfo,
         attributes: &ResourceAttributes,
     ) -> Result<Decision, ReviewError> {
+        self.forget_denial(user, attributes).await;
         let key = (user.clone(), attributes.clone());
-        if self.access.get(&key).await.is_some_and(|d| d.refuses()) {
-            self.access.invalidate(&key).await;
-        }
         let review = self.access_review(user, attributes);
         match self.decide(&self.access, &self.known_access, key, || true, review).await {
             // A last answer standing in through an outage is a remembered one too.

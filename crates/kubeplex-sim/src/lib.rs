@@ -107,6 +107,12 @@ impl SimBuilder {
         self
     }
 
+    /// How far the Node authorizer's graph lags the store (`SimConfig::node_graph_lag`).
+    pub fn node_graph_lag(mut self, d: Duration) -> Self {
+        self.config.node_graph_lag = d;
+        self
+    }
+
     pub fn retention(mut self, r: Retention) -> Self {
         self.retention = r;
         self
@@ -150,6 +156,8 @@ impl SimBuilder {
             }
             sim.create(obj)?;
         }
+        // The seeded cluster existed before the server started: its writes are long past.
+        state.store.settle();
         *sim.server.lock().unwrap_or_else(|p| p.into_inner()) =
             Some(spawn_server(state.clone(), listener));
         let progress_state = state.clone();

@@ -138,7 +138,12 @@ struct Inner {
     rv: u64,
     resources: HashMap<String, ResourceState>,
     retention: Retention,
+    /// When each recent write happened, oldest first (see [`Store::rv_as_of`]).
+    timeline: VecDeque<(std::time::Instant, u64)>,
 }
+
+/// How long the write timeline reaches back: more than any informer lag modelled with it.
+const TIMELINE: Duration = Duration::from_secs(10);
 
 /// Why a point-in-time read could not be served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +171,12 @@ pub struct Store {
 impl Store {
     pub fn new(retention: Retention) -> Self {
         Store {
-            inner: Mutex::new(Inner { rv: 1, resources: HashMap::new(), retention }),
+            inner: Mutex::new(Inner {
+                rv: 1,
+                resources: HashMap::new(),
+                retention,
+                timeline: VecDeque::new(),
+            }),
             rv_tx: watch::channel(1).0,
         }
     }
@@ -268,8 +278,37 @@ impl Store {
         state.cache_rv = state.cache_rv.max(event.rv);
         let _ = state.live.send(Live::Event(event.clone()));
         inner.rv = next_rv;
+        let now = std::time::Instant::now();
+        inner.timeline.push_back((now, next_rv));
+        while inner.timeline.front().is_some_and(|(at, _)| now.duration_since(*at) > TIMELINE) {
+            inner.timeline.pop_front();
+        }
         self.rv_tx.send_replace(next_rv);
         Ok(Some(event))
+    }
+
+    /// The RV the store was at, at `at` (within the last [`TIMELINE`]): what an informer that
+    /// lags the store by `now - at` has seen. Writes before [`Store::settle`] count as long
+    /// past.
+    pub fn rv_as_of(&self, at: std::time::Instant) -> u64 {
+        let inner = self.lock();
+        let mut rv = match inner.timeline.front() {
+            Some((_, first)) => first - 1,
+            None => inner.rv,
+        };
+        for (when, written) in &inner.timeline {
+            if *when > at {
+                break;
+            }
+            rv = *written;
+        }
+        rv
+    }
+
+    /// Makes every write so far long past (a seeded cluster existed before the server
+    /// started).
+    pub fn settle(&self) {
+        self.lock().timeline.clear();
     }
 
     /// Registers a watcher. `from`: `Some(rv)` resumes after rv (410 when too old, reported as
