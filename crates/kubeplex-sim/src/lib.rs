@@ -309,6 +309,15 @@ impl Sim {
         self.state.store.get(&kind, namespace, name).map(|o| o.value.clone())
     }
 
+    /// Every object of a resource, as stored now (key order).
+    pub fn list(&self, group: &str, resource: &str) -> Vec<Value> {
+        let Ok(kind) = self.resource(group, resource) else { return Vec::new() };
+        match self.state.store.snapshot(&kind, None) {
+            Ok((_, items)) => items.values().map(|o| o.value.clone()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     pub fn count(&self, group: &str, resource: &str) -> usize {
         self.resource(group, resource).map_or(0, |k| self.state.store.count(&k))
     }
