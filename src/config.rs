@@ -884,8 +884,18 @@ pub fn load(config_file: Option<&Path>, matches: &ArgMatches) -> Result<Config, 
 /// `kubeplex config check FILE`: the file alone (no variables or flags), checked.
 pub fn check(path: &Path) -> Result<Config, ConfigError> {
     let file = File::read(path)?;
-    file.settings()?.resolve().map_err(|e| file.locate(e))
+    let mut settings = file.settings()?;
+    // A node's name reaches a DaemonSet's kubeplex from the downward API when it starts
+    // (KUBEPLEX_NODE_NAME), never from the file: the caches that use it are checked with a
+    // stand-in.
+    if settings.node_name.is_none() && settings.caches.iter().any(|c| c.contains(NODE_NAME_PLACEHOLDER)) {
+        settings.node_name = Some(CHECK_NODE_NAME.to_string());
+    }
+    settings.resolve().map_err(|e| file.locate(e))
 }
+
+/// The node name `config check` puts in `{nodeName}` when the file sets none.
+const CHECK_NODE_NAME: &str = "node-name";
 
 fn internal(e: impl fmt::Display) -> ConfigError {
     ConfigError(format!("internal error reading the settings: {e}"))
