@@ -888,7 +888,9 @@ pub fn check(path: &Path) -> Result<Config, ConfigError> {
     // A node's name reaches a DaemonSet's kubeplex from the downward API when it starts
     // (KUBEPLEX_NODE_NAME), never from the file: the caches that use it are checked with a
     // stand-in.
-    if settings.node_name.is_none() && settings.caches.iter().any(|c| c.contains(NODE_NAME_PLACEHOLDER)) {
+    if settings.node_name.is_none()
+        && settings.caches.iter().any(|c| c.contains(NODE_NAME_PLACEHOLDER))
+    {
         settings.node_name = Some(CHECK_NODE_NAME.to_string());
     }
     settings.resolve().map_err(|e| file.locate(e))
