@@ -339,3 +339,73 @@ async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
     assert_eq!(ours.json()["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
     assert!(started.elapsed() >= Duration::from_millis(2900));
 }
+
+/// RVs are the cluster's: the consistent reads that arrive together — a node's agents
+/// starting, whatever resources they read — share one `limit=1` list, however many caches they
+/// wait on (one per cache before). Here four resources are busy (written every 20 ms), so each
+/// cache's own watch reaches the shared RV and no probe is needed: the burst of four reads of
+/// four resources costs the upstream one list (two when a loaded machine spreads the reads past
+/// the first list's sending, as the next one gathers the rest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_reads_of_several_resources_share_one_proof_list() {
+    let resources = ["configmaps", "pods", "secrets", "services"];
+    let stack = Stack::new(small(), &resources).await;
+    for r in ["configmaps", "pods", "services"] {
+        wait_synced(&stack, r).await;
+    }
+    let churn = {
+        let sim_addr = stack.upstream();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                for (resource, kind, spec) in [
+                    ("configmaps", "ConfigMap", json!(null)),
+                    ("secrets", "Secret", json!(null)),
+                    ("services", "Service", json!({"ports": [{"port": 80}]})),
+                    ("pods", "Pod", json!({"containers": [{"name": "c", "image": "app:1"}]})),
+                ] {
+                    let mut body = json!({"apiVersion": "v1", "kind": kind,
+                        "metadata": {"name": format!("churn-{i}")}});
+                    if !spec.is_null() {
+                        body["spec"] = spec;
+                    }
+                    let path = format!("/api/v1/namespaces/team-0/{resource}");
+                    let body = serde_json::to_vec(&body).unwrap();
+                    let headers = [("Content-Type", JSON)];
+                    request(&sim_addr, http::Method::POST, &path, &headers, Some(body)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let proofs = |verb: &'static str| {
+        let stack = &stack;
+        async move {
+            stack.metric_sum("kubeplex_upstream_calls_total", &[&format!("verb=\"{verb}\"")]).await
+        }
+    };
+    let (lists, probes) = (proofs("proof_list").await, proofs("proof_watch").await);
+    let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5";
+    let cache_before = stack.served_from("cache").await;
+    let started = Instant::now();
+    join_all(resources.iter().map(|r| {
+        let (addr, path) = (stack.addr(), format!("/api/v1/namespaces/team-0/{r}?{wl}"));
+        async move {
+            let mut w = watch(&addr, &path, JSON).await;
+            loop {
+                let line = w.next_line_within(Duration::from_secs(5)).await.expect("event");
+                if line.windows(10).any(|w| w == b"\"BOOKMARK\"") {
+                    return;
+                }
+            }
+        }
+    }))
+    .await;
+    let took = started.elapsed();
+    churn.abort();
+    assert_eq!(stack.served_from("cache").await - cache_before, 4, "all four from the caches");
+    assert!(took < PROVEN_WITHIN, "took {took:?}");
+    let shared = proofs("proof_list").await - lists;
+    assert!((1..=2).contains(&shared), "{shared} proof lists for four resources' reads");
+    assert_eq!(proofs("proof_watch").await - probes, 0, "busy caches need no probe");
+}

@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::disk::{DiskConfig, DiskStates};
 use super::feed::{self, Feed};
-use super::freshness::Freshness;
+use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
 use super::reflector::Reflector;
 use super::Upstream;
@@ -166,6 +166,8 @@ pub struct Caches {
     refused: Mutex<HashMap<CacheKey, budget::Refusal>>,
     /// Itself, for the feeds of its caches (the budget's check at each load).
     me: Weak<Caches>,
+    /// The upstream's current RV, shared by every cache's freshness proofs.
+    clock: Arc<Clock>,
 }
 
 impl Caches {
@@ -197,6 +199,7 @@ impl Caches {
             stashed: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
             me: me.clone(),
+            clock: Clock::new(),
         })
     }
 
@@ -314,6 +317,7 @@ impl Caches {
             Arc::downgrade(&cache),
             self.config.freshness,
             calls.clone(),
+            self.clock.clone(),
         ));
         // The reflector's events are applied to the cache as they are read (`upstream::feed`);
         // with a state directory, a state read from disk stands by for the first load.

@@ -9,9 +9,9 @@
 //!
 //! 1. **The upstream's current RV R**: a LIST with `limit=1` and resourceVersion unset is a
 //!    consistent read; its `metadata.resourceVersion` is etcd's current revision, and afterwards
-//!    the apiserver's own watch cache has reached R. One such list is shared by every read that
-//!    arrived before it was sent (single-flight: readers arriving later need a later one; one is
-//!    in flight at a time, the next one gathers everyone waiting meanwhile).
+//!    the apiserver's own watch cache of that resource has reached R. RVs are the cluster's, so
+//!    one such list is shared by every read that arrived before it was sent, of whichever cache
+//!    ([`Clock`]: one is in flight at a time, the next one gathers everyone waiting meanwhile).
 //! 2. **The cache reaching R**: when the cache's own watch brings it to R (a busy resource) the
 //!    proof is done. Otherwise a **probe**: a WATCH from the cache's RV C with
 //!    `allowWatchBookmarks=true&timeoutSeconds=3` gets every event of the resource in (C, R′]
@@ -21,6 +21,10 @@
 //!    the resource lies between it and R′: the cache is at R′ ([`ResourceCache::mark_progress`]).
 //!    One probe runs per cache at a time, shared by every read waiting on it. A probe reads
 //!    metadata only (`PartialObjectMetadata`), so it costs the upstream a few bytes per event.
+//!    The bookmark carries the probed resource's watch-cache RV, which reaches R only once the
+//!    apiserver has asked etcd for that resource's progress: when R came from a list of another
+//!    resource, a list of this one comes first ([`Clock::progress`]; one per resource, shared by
+//!    all its caches, and none when a list of it already reached R).
 //!
 //! A read that cannot be proven within its budget passes through (always correct).
 //!
@@ -38,6 +42,10 @@ use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+mod clock;
+
+pub use clock::Clock;
 
 use super::caches::FreshnessConfig;
 use super::metrics::CallCounters;
@@ -120,10 +128,10 @@ pub struct Freshness {
     config: FreshnessConfig,
     /// Its upstream calls, counted by verb (`proof_list`, `proof_watch`).
     calls: CallCounters,
-    /// The current-RV list that readers can still join: its request has not been sent.
-    next_fetch: Mutex<Option<Shared<Option<u64>>>>,
-    /// Held while a current-RV list is in flight: one at a time.
-    fetching: tokio::sync::Mutex<()>,
+    /// The upstream's current RV, shared with every other cache's proofs.
+    clock: Arc<Clock>,
+    /// `group/resource`: whose watch cache at the apiserver a list of this cache moves.
+    resource: String,
     /// The probe under way; its result says whether it moved the cache.
     probe: Mutex<Option<Shared<bool>>>,
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
@@ -137,14 +145,19 @@ impl Freshness {
         cache: Weak<ResourceCache>,
         config: FreshnessConfig,
         calls: CallCounters,
+        clock: Arc<Clock>,
     ) -> Self {
+        let resource = cache
+            .upgrade()
+            .map(|c| format!("{}/{}", c.info().group, c.info().resource))
+            .unwrap_or_default();
         Freshness {
             upstream,
             cache,
             config,
             calls,
-            next_fetch: Mutex::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            clock,
+            resource,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
         }
@@ -168,7 +181,7 @@ impl Freshness {
         if cache.loaded_since(arrived) {
             return Ok(Proof::Load);
         }
-        let current = tokio::time::timeout_at(deadline, self.current_rv())
+        let current = tokio::time::timeout_at(deadline, self.current_rv(arrived))
             .await
             .ok()
             .flatten()
@@ -180,32 +193,19 @@ impl Freshness {
         self.reach(cache, current, deadline, probe_worth_it).await
     }
 
-    /// The upstream's current RV, from a consistent `limit=1` list sent after this call.
-    pub async fn current_rv(self: &Arc<Self>) -> Option<u64> {
-        let mut rx = {
-            let mut slot = self.next_fetch.lock().unwrap_or_else(|p| p.into_inner());
-            match &*slot {
-                Some(rx) => rx.clone(),
-                None => {
-                    let (tx, rx) = watch::channel(None);
-                    *slot = Some(rx.clone());
-                    let this = self.clone();
-                    tokio::spawn(async move {
-                        let rv = this.fetch_current_rv().await;
-                        let _ = tx.send(Some(rv));
-                    });
-                    rx
-                }
-            }
-        };
-        let got = rx.wait_for(Option::is_some).await.ok()?;
-        (*got).flatten()
+    /// The upstream's current RV, from a consistent `limit=1` list sent after this call (of
+    /// this cache's resource, or shared with another's: [`Clock::current_rv`]).
+    pub async fn current_rv(self: &Arc<Self>, arrived: std::time::Instant) -> Option<u64> {
+        self.clock.current_rv(&self.resource, arrived, self.fetch()).await
+    }
+
+    /// This cache's consistent `limit=1` list, to be sent by the clock.
+    fn fetch(self: &Arc<Self>) -> clock::Fetch {
+        let this = self.clone();
+        Box::new(move || Box::pin(async move { this.fetch_current_rv().await }))
     }
 
     async fn fetch_current_rv(&self) -> Option<u64> {
-        let _turn = self.fetching.lock().await;
-        // From here on the request is (about to be) sent: a read arriving now needs the next.
-        self.next_fetch.lock().unwrap_or_else(|p| p.into_inner()).take();
         let cache = self.cache.upgrade()?;
         self.calls.proof_list.inc();
         let path = format!("{}?limit=1", cache.collection_path());
@@ -272,7 +272,8 @@ impl Freshness {
         }
         if !self.budget().is_zero() {
             let proof_deadline = deadline.min(Instant::now() + self.budget());
-            let current = tokio::time::timeout_at(proof_deadline, self.current_rv()).await;
+            let now = std::time::Instant::now();
+            let current = tokio::time::timeout_at(proof_deadline, self.current_rv(now)).await;
             if matches!(current, Ok(Some(current)) if current >= rv) {
                 if let Ok(proof) = self.probe_until(cache, rv, proof_deadline, || true).await {
                     return Ok(proof);
@@ -294,6 +295,12 @@ impl Freshness {
     ) -> Result<Proof, NotProven> {
         if !self.probing() && !probe_worth_it() {
             return Err(NotProven::Declined);
+        }
+        // The probe's bookmark carries this resource's watch-cache RV: the apiserver must have
+        // asked etcd for its progress to `rv` first.
+        let progressed = self.clock.progress(&self.resource, rv, || self.fetch());
+        if !matches!(tokio::time::timeout_at(deadline, progressed).await, Ok(true)) {
+            return Err(NotProven::Timeout);
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
