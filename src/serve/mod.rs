@@ -41,13 +41,14 @@ use self::identity::{Identity, NodeAuth};
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
 use self::stack::{Class, Classified, Verb};
+use crate::cache::Encoding;
 use crate::cache::Scope;
-use crate::upstream::caches::{Caches, CachesConfig};
+use crate::upstream::caches::{Caches, CachesConfig, Live};
 use crate::upstream::disk::DiskStates;
-use crate::upstream::review as upstream_user;
-use crate::upstream::review::{ReviewConfig, Reviews};
+use crate::upstream::review::{ReviewConfig, Reviews, UserInfo};
 use crate::upstream::Upstream;
 use crate::wire::request::{ApiPath, ListOptions, ResourcePath};
+use crate::wire::resource::ResourceInfo;
 
 /// Shared by every connection.
 pub struct ProxyState {
@@ -528,7 +529,7 @@ async fn from_cache(
 
 /// A read the cache may answer, as the cache paths (`cached`, `watch`) take it.
 pub(crate) struct CachedRead<'a> {
-    pub info: &'a Arc<crate::wire::resource::ResourceInfo>,
+    pub info: &'a Arc<ResourceInfo>,
     pub rp: &'a ResourcePath,
     pub opts: &'a ListOptions,
     /// What it can see: the cache that answers must contain it.
@@ -541,11 +542,7 @@ impl CachedRead<'_> {
     /// scope contains it, or one started for it), once the client may read it (node mode).
     /// `None`: the read passes through — and no review is asked for a read that would pass
     /// through anyway (a named object no running cache holds).
-    pub async fn cache(
-        &self,
-        state: &ProxyState,
-        encoding: crate::cache::Encoding,
-    ) -> Option<Arc<crate::upstream::caches::Live>> {
+    pub async fn cache(&self, state: &ProxyState, encoding: Encoding) -> Option<Arc<Live>> {
         let caches = &state.caches;
         if self.scope.name().is_some() {
             caches.containing(self.info, encoding, self.scope)?;
@@ -561,7 +558,7 @@ impl CachedRead<'_> {
 /// grant opens it; a denial or a failed review sends the read upstream, where the apiserver
 /// answers it — a refusal included — as it would without kubeplex.
 pub(crate) struct Gate<'a> {
-    node: Option<(&'a NodeAuth, upstream_user::UserInfo)>,
+    node: Option<(&'a NodeAuth, UserInfo)>,
     class: &'a Class,
     rp: &'a ResourcePath,
 }
@@ -666,11 +663,7 @@ impl CacheSpec {
 
     /// The cache's scope, within `namespace` (the one caches are limited to) for a namespaced
     /// resource.
-    pub fn scope(
-        &self,
-        info: &crate::wire::resource::ResourceInfo,
-        namespace: Option<&str>,
-    ) -> crate::cache::Scope {
+    pub fn scope(&self, info: &ResourceInfo, namespace: Option<&str>) -> crate::cache::Scope {
         let namespace = namespace.filter(|_| info.namespaced);
         crate::cache::Scope::parse(
             &self.group,
