@@ -105,9 +105,33 @@ async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_
     assert_eq!(served(&wide, "cache"), 3, "a read of one namespace cached for that namespace");
     // A read of every namespace would need a cluster-wide cache, which the Role cannot fill:
     // the apiserver's own 403 for kubeplex's identity, passed through.
+    let refused_lists = || {
+        sim.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{code=\"403\""))
+            .filter(|l| l.contains("resource=\"configmaps\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let before = refused_lists();
     let all = get(&addr, "/api/v1/configmaps?resourceVersion=0").await;
     assert_eq!(all.status, 403, "{}", String::from_utf8_lossy(&all.body));
     assert_eq!(served(&wide, "cache"), 3);
+    // The refused cache is stopped and not tried again for a while: the apiserver saw the
+    // cache's refused load and the read's own refusal, and no list every few seconds after.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for _ in 0..3 {
+        assert_eq!(get(&addr, "/api/v1/configmaps?resourceVersion=0").await.status, 403);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(refused_lists() - before, 2 + 3, "one refused load, and the reads' own refusals");
+    let admin = wide.admin_addr.unwrap().to_string();
+    let debug = get(&admin, "/debug/caches").await.json();
+    let refused = debug["refused"].as_array().cloned().unwrap_or_default();
+    assert!(
+        refused.iter().any(|r| r["resource"] == "configmaps/v1" && r["reason"] == "forbidden"),
+        "{debug}"
+    );
     wide.shutdown(Duration::from_secs(2)).await;
 
     // Limited to team-0.

@@ -291,7 +291,7 @@ impl DiskStates {
         let served = self.metrics.loads.with_label_values(&["served"]);
         move |event| {
             let outcome = match &event {
-                Feed::LoadFailed { unreachable } => Some(*unreachable),
+                Feed::LoadFailed { unreachable, .. } => Some(*unreachable),
                 Feed::Loaded { .. } => Some(false),
                 _ => None,
             };

@@ -20,8 +20,9 @@ pub enum Feed {
     /// be consistent for every read that arrived before then.
     LoadStarted { requested: Instant },
     /// The load ended without a complete state; nothing was replaced. `unreachable`: the
-    /// upstream gave no answer (no connection, a 5xx, a 429), rather than refusing it.
-    LoadFailed { unreachable: bool },
+    /// upstream gave no answer (no connection, a 5xx, a 429), rather than refusing it;
+    /// `forbidden`: it refused kubeplex the list (401, 403).
+    LoadFailed { unreachable: bool, forbidden: bool },
     /// A load's complete state at `rv`. `whole` is false when objects had to be skipped (the
     /// state is not whole; the cache must not answer until a later load is).
     Loaded { objects: Vec<CachedObject>, rv: u64, whole: bool },

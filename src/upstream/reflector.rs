@@ -95,6 +95,12 @@ impl ReflectError {
             ReflectError::Gone | ReflectError::Decode(_) => false,
         }
     }
+
+    /// The upstream refused kubeplex itself (401, 403): kubeplex's own identity may not list
+    /// this, which retrying soon will not change.
+    pub fn forbidden(&self) -> bool {
+        matches!(self, ReflectError::Status { status: 401 | 403, .. })
+    }
 }
 
 /// The list+watch loop of one (resource, encoding); `F` receives what it learns.
@@ -182,8 +188,11 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                         failures = 0;
                         State::Watch { rv }
                     }
-                    // 4xx other than 410/429: the upstream does not do streaming lists.
-                    Err(ReflectError::Status { status, .. }) if (400..500).contains(&status) => {
+                    // 4xx other than 410/429 and a refusal: the upstream does not do streaming
+                    // lists.
+                    Err(e @ ReflectError::Status { status, .. })
+                        if (400..500).contains(&status) && !e.forbidden() =>
+                    {
                         tracing::info!(resource = %self.describe, status, "no streaming lists upstream; using paged lists");
                         self.streaming = false;
                         State::List
@@ -298,7 +307,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.load_started();
         let result = self.list_pages().await;
         if let Err(e) = &result {
-            (self.feed)(Feed::LoadFailed { unreachable: e.unreachable() });
+            (self.feed)(Feed::LoadFailed {
+                unreachable: e.unreachable(),
+                forbidden: e.forbidden(),
+            });
         }
         result
     }
@@ -361,8 +373,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself
             // completed and `Loaded` already ended it; this only clears a load left open).
-            let unreachable = result.as_ref().err().is_some_and(ReflectError::unreachable);
-            (self.feed)(Feed::LoadFailed { unreachable });
+            let err = result.as_ref().err();
+            let unreachable = err.is_some_and(ReflectError::unreachable);
+            let forbidden = err.is_some_and(ReflectError::forbidden);
+            (self.feed)(Feed::LoadFailed { unreachable, forbidden });
         }
         let last = result?;
         if initial.is_some() {

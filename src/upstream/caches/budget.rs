@@ -5,6 +5,10 @@
 //! `kubeplex_cache_budget_refused_total`. A configured (pinned) cache is started again when its
 //! refusal ends; others when they are next read. Readiness does not wait for refused caches.
 //!
+//! A cache whose load the upstream refuses kubeplex (401, 403: its own RBAC does not let it list
+//! what a client reads) is refused the same way, without the budget: retrying at once would only
+//! cost the apiserver a refused list every few seconds, and the reads pass through meanwhile.
+//!
 //! What is weighed is the objects' bytes (`kubeplex_cache_bytes`), the bulk of a cache's memory.
 //! Growth by watch events between loads is checked every [`ENFORCE_EVERY`]: while all caches
 //! together are past the budget, the largest is refused the same way — caches started on demand
@@ -35,6 +39,25 @@ pub(super) struct Refusal {
     info: Arc<ResourceInfo>,
     encoding: Encoding,
     scope: Scope,
+    why: Why,
+}
+
+/// Why a cache was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    /// Its objects would take the caches past the memory budget.
+    Budget,
+    /// The upstream refused kubeplex the list (401, 403).
+    Forbidden,
+}
+
+impl Why {
+    fn as_str(self) -> &'static str {
+        match self {
+            Why::Budget => "memory_budget",
+            Why::Forbidden => "forbidden",
+        }
+    }
 }
 
 /// What `/debug/caches` shows of a refused cache.
@@ -44,6 +67,8 @@ pub struct RefusedStatus {
     pub encoding: &'static str,
     /// Its scope (`*`: the whole resource).
     pub scope: String,
+    /// `memory_budget`, or `forbidden` (the upstream refused kubeplex the list).
+    pub reason: &'static str,
     /// The bytes of the load that was refused.
     pub bytes: usize,
     pub pinned: bool,
@@ -68,12 +93,18 @@ impl Weighed {
                     // Its cold readers are woken and pass through; then the cache (and this
                     // reflector) stops.
                     self.cache.load_failed();
-                    caches.refuse(&self.key, &self.cache, bytes, "its load would take");
+                    caches.refuse(&self.key, &self.cache, bytes, Why::Budget);
                     return;
                 }
             }
         }
-        (self.apply)(event)
+        let forbidden = matches!(event, Feed::LoadFailed { forbidden: true, .. });
+        (self.apply)(event);
+        if forbidden {
+            if let Some(caches) = self.caches.upgrade() {
+                caches.refuse(&self.key, &self.cache, 0, Why::Forbidden);
+            }
+        }
     }
 }
 
@@ -115,11 +146,11 @@ impl Caches {
                 break;
             }
             total -= bytes;
-            self.refuse(&key, &cache, bytes, "it grew by watch events and takes");
+            self.refuse(&key, &cache, bytes, Why::Budget);
         }
     }
 
-    fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize, why: &str) {
+    fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize, why: Why) {
         let (live, others) = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             let live = map.remove(key);
@@ -136,13 +167,21 @@ impl Caches {
                 info: Arc::new(cache.info().clone()),
                 encoding: cache.encoding(),
                 scope: cache.scope().clone(),
+                why,
             };
             refused.insert(key.clone(), refusal);
             backoff
         };
-        let labels = [cache.label(), cache.encoding().as_str()];
-        self.metrics.budget_refused.with_label_values(&labels).inc();
-        tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: {why} the caches past the memory budget; its reads pass through");
+        match why {
+            Why::Budget => {
+                let labels = [cache.label(), cache.encoding().as_str()];
+                self.metrics.budget_refused.with_label_values(&labels).inc();
+                tracing::warn!(resource = %cache.describe(), bytes, budget = self.config.memory_budget.unwrap_or(0), retry_in = ?backoff, "cache refused: it would take the caches past the memory budget; its reads pass through");
+            }
+            Why::Forbidden => {
+                tracing::warn!(resource = %cache.describe(), retry_in = ?backoff, "cache stopped: the upstream refuses kubeplex the list (its RBAC); its reads pass through");
+            }
+        }
         if let Some(live) = live {
             // Aborts this cache's reflector, the caller: the last thing it does.
             live.stop(others);
@@ -189,6 +228,7 @@ impl Caches {
                 resource: format!("{}/{}", r.info.label(), r.info.version),
                 encoding: r.encoding.as_str(),
                 scope: r.scope.to_string(),
+                reason: r.why.as_str(),
                 bytes: r.bytes,
                 pinned: r.pinned,
                 retry_in_seconds: r.until.saturating_duration_since(now).as_secs(),
