@@ -58,15 +58,18 @@ async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
     let addr = stack.addr();
     let path = "/api/v1/configmaps?resourceVersion=0";
     let answers = join_all((0..50).map(|_| get_accept(&addr, path, JSON))).await;
-    // The cache's own load (a streaming list) is the only read of configmaps upstream.
-    let loads = stack.upstream_calls_of("configmaps", "LIST")
-        + stack.upstream_calls_of("configmaps", "WATCH");
+    // The cache's own load is the only read of configmaps upstream: a paged list (as a list
+    // would read it directly) and the watch after it.
+    let (lists, watches) = (
+        stack.upstream_calls_of("configmaps", "LIST"),
+        stack.upstream_calls_of("configmaps", "WATCH"),
+    );
     let direct = get_accept(&stack.upstream(), path, JSON).await;
     for a in &answers {
         assert_eq!(a.status, 200);
         assert!(a.body == direct.body, "a cold list differs from the apiserver's");
     }
-    assert_eq!(loads, 1, "one upstream load for 50 cold lists");
+    assert_eq!((lists, watches), (1, 1), "one upstream load for 50 cold lists");
     assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
     assert_eq!(stack.served_from("cache").await, 50);
     let waited = stack.metric_sum("kubeplex_cache_sync_waits_total", &["result=\"synced\""]).await;
@@ -201,7 +204,10 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
 
 #[tokio::test]
 async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    // Enough configmaps in the other namespaces that reloading the cache would cost more than
+    // this read of one namespace directly: the proof is a list and a probe.
+    let shape = ClusterShape { configmaps: 300, ..small() };
+    let stack = Stack::new(shape, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     let current = move_cluster_on(&stack, "wl");
     let path = format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10");
@@ -408,4 +414,56 @@ async fn consistent_reads_of_several_resources_share_one_proof_list() {
     let shared = proofs("proof_list").await - lists;
     assert!((1..=2).contains(&shared), "{shared} proof lists for four resources' reads");
     assert_eq!(proofs("proof_watch").await - probes, 0, "busy caches need no probe");
+}
+
+/// A consistent WatchList of a small cache it covers (a kubelet's own pods, its Node) is proven
+/// by reloading the cache: one streaming list of the cache's scope, which is what the WatchList
+/// costs the apiserver directly, answered at once — not a list and a probe (two or three
+/// requests and ~1.5 s). Watchers already on the cache see nothing of it but real changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_reloading_it() {
+    let stack = Stack::new(small(), &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
+    wait_synced(&stack, "pods").await;
+    let current = move_cluster_on(&stack, "reload");
+    let pb = "application/vnd.kubernetes.protobuf";
+    let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
+    let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&{wl}");
+    // Someone already watching the cache.
+    let mut old = watch(&stack.addr(), "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&watch=1&resourceVersion=0&timeoutSeconds=10", JSON).await;
+    let watchlists = || stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"watchlist\""]);
+    let (loads, probes) = (
+        watchlists().await,
+        stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"proof_watch\""]).await,
+    );
+    let started = Instant::now();
+    let mut ours = watch(&stack.addr(), &path, pb).await;
+    let mut theirs = watch(&stack.upstream(), &path, pb).await;
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    loop {
+        let frame = ours.next_frame_within(Duration::from_secs(5)).await.expect("frame");
+        let end = frame.windows(8).any(|w| w == b"BOOKMARK");
+        got.push(frame);
+        if end {
+            break;
+        }
+    }
+    let took = started.elapsed();
+    while want.len() < got.len() {
+        want.push(theirs.next_frame_within(Duration::from_secs(5)).await.expect("frame"));
+    }
+    assert_eq!(got, want, "the state and the initial-events-end bookmark, byte for byte");
+    assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
+    assert_eq!(watchlists().await - loads, 1, "one streaming list: the reload");
+    let probed = stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"proof_watch\""]).await;
+    assert_eq!(probed, probes, "no probe");
+    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &["proof=\"reload\""]).await, 1);
+    assert!(stack.sim.current_rv() >= current);
+    // The watcher that was already there saw its initial state and then nothing: a reload
+    // that found no change sends none.
+    let mut seen = 0;
+    while let Some(e) = old.next_within(Duration::from_millis(300)).await {
+        assert_eq!(e["type"], "ADDED", "{e}");
+        seen += 1;
+    }
+    assert!(seen > 0);
 }

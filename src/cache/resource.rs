@@ -66,6 +66,8 @@ pub struct ResourceCache {
     /// for every read that arrived before then (the upstream answers a list with
     /// resourceVersion unset at its current RV).
     loaded_from: Mutex<Option<std::time::Instant>>,
+    /// Bumped whenever a load ends, applied or failed: readers waiting for a load wake.
+    loads: watch::Sender<u64>,
 
     metrics: Metrics,
     label: String,
@@ -185,6 +187,7 @@ impl ResourceCache {
             epoch: AtomicU64::new(0),
             loading: Mutex::new(None),
             loaded_from: Mutex::new(None),
+            loads: watch::channel(0).0,
 
             metrics,
             label,
@@ -331,6 +334,26 @@ impl ResourceCache {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .is_some_and(|at| at >= arrived)
+    }
+
+    /// Whether a load requested at or after `arrived` is under way.
+    pub fn loading_since(&self, arrived: std::time::Instant) -> bool {
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|at| at >= arrived)
+    }
+
+    /// Waits until the state comes from a load requested at or after `arrived`
+    /// ([`ResourceCache::loaded_since`]), until `deadline`; false when it did not (the load
+    /// failed, or none came in time).
+    pub async fn wait_loaded_since(&self, arrived: std::time::Instant, deadline: Instant) -> bool {
+        let mut loads = self.loads.subscribe();
+        loop {
+            if self.loaded_since(arrived) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, loads.changed()).await.is_err() {
+                return self.loaded_since(arrived);
+            }
+        }
     }
 
     /// The epoch and RV a freshness probe starts from, or `None` while the cache is not synced

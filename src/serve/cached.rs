@@ -103,7 +103,8 @@ pub async fn try_answer(
     if consistent {
         let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
         let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
-        if !fresh::consistent(state, &cache, arrived, worth_it).await {
+        // A small consistent list passes through rather than wait for a reload or probe.
+        if !fresh::consistent(state, &cache, arrived, worth_it, || false).await {
             return None;
         }
     }

@@ -8,9 +8,36 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::ProxyState;
+use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
+use crate::cache::select::{self, Query};
 use crate::upstream::caches::Live;
 use crate::upstream::freshness::{NotProven, Proof};
+
+/// A reload proves a cache of at most this many bytes of objects (`upstream::freshness`).
+pub const RELOAD_MAX_BYTES: usize = 1 << 20;
+/// What a reload may cost beyond the read's own objects, whatever they come to.
+const RELOAD_SLACK_BYTES: usize = 16 << 10;
+
+/// Whether reloading `cache` to prove a consistent watch costs the upstream no more than that
+/// watch would directly: the cache is small, and the read selects about all of it (a reload is
+/// one streaming list of the cache's scope; the read, directly, one of its own).
+pub fn reload_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
+    let snap = cache.current();
+    let total: usize = snap.items().values().map(|o| o.body.len()).sum();
+    if total > RELOAD_MAX_BYTES {
+        return false;
+    }
+    let query = Query {
+        namespace: filter.namespace.as_deref(),
+        namespaced,
+        label: filter.label.as_ref(),
+        field: filter.field.as_ref(),
+        ..Query::default()
+    };
+    let mine: usize = select::select(&snap, &query).items.iter().map(|o| o.body.len()).sum();
+    total <= mine + mine / 4 + RELOAD_SLACK_BYTES
+}
 
 /// The apiserver's wait for a not-older-than RV before its 504 "Too large resource version".
 pub const NOT_OLDER_THAN_WAIT: Duration = Duration::from_secs(3);
@@ -55,6 +82,7 @@ pub async fn consistent(
     cache: &Live,
     arrived: std::time::Instant,
     probe_worth_it: impl FnOnce() -> bool,
+    reload_worth_it: impl FnOnce() -> bool,
 ) -> bool {
     let freshness = &cache.freshness;
     let budget = freshness.budget();
@@ -62,7 +90,9 @@ pub async fn consistent(
         return false;
     }
     let started = std::time::Instant::now();
-    let proof = freshness.consistent(cache, arrived, Instant::now() + budget, probe_worth_it).await;
+    let deadline = Instant::now() + budget;
+    let proof =
+        freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it).await;
     observe(state, cache, "consistent", outcome(proof), started);
     proof.is_ok()
 }

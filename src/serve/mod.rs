@@ -550,7 +550,7 @@ impl CachedRead<'_> {
         if !self.gate.open().await {
             return None;
         }
-        caches.for_read(self.info, encoding, self.scope)
+        caches.for_read(self.info, encoding, self.scope, !self.opts.watch)
     }
 }
 

@@ -90,7 +90,8 @@ pub async fn try_watch(
         // Consistent (a WatchList with resourceVersion unset): the state once the cache is
         // shown to be current, else passed through.
         (Some(true), None) => {
-            if !fresh::consistent(state, &cache, arrived, || true).await {
+            let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
+            if !fresh::consistent(state, &cache, arrived, || true, reload).await {
                 return None;
             }
             (WatchFrom::State, bookmarks)
@@ -109,7 +110,8 @@ pub async fn try_watch(
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
         // resourceVersion unset: "get state and start at most recent" — consistent too.
         (None, None) => {
-            if !fresh::consistent(state, &cache, arrived, || true).await {
+            let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
+            if !fresh::consistent(state, &cache, arrived, || true, reload).await {
                 return None;
             }
             (WatchFrom::State, false)

@@ -236,11 +236,14 @@ impl Caches {
     /// "What a cache may cost"): the narrowest running cache whose scope contains it; else a
     /// new cache of exactly `read`, unless the read names one object or the resource has
     /// [`MAX_SCOPES_PER_RESOURCE`] caches. `None`: the read passes through.
+    /// `list`: the read is a list (not a watch), and a cache started for it loads as a list
+    /// does ([`Reflector::first_load_paged`]).
     pub fn for_read(
         &self,
         info: &Arc<ResourceInfo>,
         encoding: Encoding,
         read: &Scope,
+        list: bool,
     ) -> Option<Arc<Live>> {
         if let Some(live) = self.containing(info, encoding, read) {
             return Some(live);
@@ -248,7 +251,7 @@ impl Caches {
         if read.name().is_some() || self.scopes_of(info, encoding) >= MAX_SCOPES_PER_RESOURCE {
             return None;
         }
-        self.get_or_start(info, encoding, read.clone())
+        self.start(info, encoding, read.clone(), list)
     }
 
     /// The narrowest running cache of `info` in `encoding` whose scope contains `read`.
@@ -292,6 +295,17 @@ impl Caches {
         encoding: Encoding,
         scope: Scope,
     ) -> Option<Arc<Live>> {
+        self.start(info, encoding, scope, false)
+    }
+
+    /// [`Caches::get_or_start`], loading first with a paged list when `paged_first`.
+    fn start(
+        &self,
+        info: &Arc<ResourceInfo>,
+        encoding: Encoding,
+        scope: Scope,
+        paged_first: bool,
+    ) -> Option<Arc<Live>> {
         let key = key_of(info, encoding, scope.clone());
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = map.get(&key) {
@@ -312,12 +326,14 @@ impl Caches {
             .scoped(scope),
         );
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
+        let (reload, reloads) = tokio::sync::watch::channel(0);
         let freshness = Arc::new(Freshness::new(
             self.upstream.clone(),
             Arc::downgrade(&cache),
             self.config.freshness,
             calls.clone(),
             self.clock.clone(),
+            reload,
         ));
         // The reflector's events are applied to the cache as they are read (`upstream::feed`);
         // with a state directory, a state read from disk stands by for the first load.
@@ -338,7 +354,9 @@ impl Caches {
         };
         let feed = move |event| weighed.feed(event);
         let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
-            .within(cache.collection_path(), cache.selector_query());
+            .within(cache.collection_path(), cache.selector_query())
+            .first_load_paged(paged_first)
+            .reloaded_by(reloads);
         let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);

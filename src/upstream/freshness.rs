@@ -26,6 +26,14 @@
 //!    resource, a list of this one comes first ([`Clock::progress`]; one per resource, shared by
 //!    all its caches, and none when a list of it already reached R).
 //!
+//! **A reload instead of a probe, for a small cache a read covers**: when a consistent watch of
+//! a quiet cache whose objects are small and mostly the read's own (a node's own pods, its
+//! Node, the services kube-proxy watches) would need a probe, the cache is reloaded instead —
+//! one streaming list, the very request the reader would make directly, answered at once —
+//! rather than a list of its resource and a probe (two requests, ~1.5 s). Every consistent read
+//! that arrived before the reload was requested shares it; watchers of the cache get its
+//! differences as a relist's events.
+//!
 //! A read that cannot be proven within its budget passes through (always correct).
 //!
 //! Which reads use it is decided by the serving side (`serve::cached`, `serve::watch`):
@@ -87,6 +95,8 @@ pub enum Proof {
     Watch,
     /// A probe showed no event between the cache's RV and the upstream's.
     Probe,
+    /// The cache was reloaded for it.
+    Reload,
 }
 
 impl Proof {
@@ -96,6 +106,7 @@ impl Proof {
             Proof::Cache => "cache",
             Proof::Watch => "watch",
             Proof::Probe => "probe",
+            Proof::Reload => "reload",
         }
     }
 }
@@ -132,6 +143,8 @@ pub struct Freshness {
     clock: Arc<Clock>,
     /// `group/resource`: whose watch cache at the apiserver a list of this cache moves.
     resource: String,
+    /// Bumped to ask the cache's reflector for a reload (`Reflector::reloaded_by`).
+    reload: watch::Sender<u64>,
     /// The probe under way; its result says whether it moved the cache.
     probe: Mutex<Option<Shared<bool>>>,
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
@@ -146,6 +159,7 @@ impl Freshness {
         config: FreshnessConfig,
         calls: CallCounters,
         clock: Arc<Clock>,
+        reload: watch::Sender<u64>,
     ) -> Self {
         let resource = cache
             .upgrade()
@@ -158,6 +172,7 @@ impl Freshness {
             calls,
             clock,
             resource,
+            reload,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
         }
@@ -170,13 +185,15 @@ impl Freshness {
 
     /// Waits until the cache holds a state at least as new as the upstream's when the read
     /// arrived (at `arrived`); how that was shown, or why not by `deadline`. `probe_worth_it`
-    /// is asked, only when a probe of its own would be needed, whether the read is worth one.
+    /// is asked, only when a probe of its own would be needed, whether the read is worth one;
+    /// `reload_worth_it`, first, whether a reload would cost no more than the read directly.
     pub async fn consistent(
         self: &Arc<Self>,
         cache: &ResourceCache,
         arrived: std::time::Instant,
         deadline: Instant,
         probe_worth_it: impl FnOnce() -> bool,
+        reload_worth_it: impl FnOnce() -> bool,
     ) -> Result<Proof, NotProven> {
         if cache.loaded_since(arrived) {
             return Ok(Proof::Load);
@@ -190,7 +207,39 @@ impl Freshness {
         if cache.loaded_since(arrived) {
             return Ok(Proof::Load);
         }
-        self.reach(cache, current, deadline, probe_worth_it).await
+        if let Some(proof) = self.by_watch(cache, current, deadline).await {
+            return Ok(proof);
+        }
+        if reload_worth_it() {
+            return self.reload(cache, arrived, deadline).await;
+        }
+        self.probe_until(cache, current, deadline, probe_worth_it).await
+    }
+
+    /// The cache reloaded by a load requested since the read arrived: asked for unless one is
+    /// under way, and shared by every read that arrived before it was requested.
+    async fn reload(
+        &self,
+        cache: &ResourceCache,
+        arrived: std::time::Instant,
+        deadline: Instant,
+    ) -> Result<Proof, NotProven> {
+        if !cache.loading_since(arrived) {
+            self.reload.send_modify(|n| *n += 1);
+        }
+        match cache.wait_loaded_since(arrived, deadline).await {
+            true => Ok(Proof::Reload),
+            false => Err(NotProven::Timeout),
+        }
+    }
+
+    /// Whether the cache is at `rv` already, or its own watch brings it there within a moment.
+    async fn by_watch(&self, cache: &ResourceCache, rv: u64, deadline: Instant) -> Option<Proof> {
+        if cache.resource_version() >= rv {
+            return Some(Proof::Cache);
+        }
+        let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
+        cache.wait_for(rv, grace).await.ok().map(|_| Proof::Watch)
     }
 
     /// The upstream's current RV, from a consistent `limit=1` list sent after this call (of
@@ -234,25 +283,6 @@ impl Freshness {
         list.metadata.resource_version.parse().ok()
     }
 
-    /// Waits until the cache has reached `rv`, through its own watch or a probe. A probe is
-    /// joined if one is under way; a new one is started only if `probe_worth_it()`.
-    pub async fn reach(
-        self: &Arc<Self>,
-        cache: &ResourceCache,
-        rv: u64,
-        deadline: Instant,
-        probe_worth_it: impl FnOnce() -> bool,
-    ) -> Result<Proof, NotProven> {
-        if cache.resource_version() >= rv {
-            return Ok(Proof::Cache);
-        }
-        let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
-        if cache.wait_for(rv, grace).await.is_ok() {
-            return Ok(Proof::Watch);
-        }
-        self.probe_until(cache, rv, deadline, probe_worth_it).await
-    }
-
     /// Waits until the cache has reached `rv` for a not-older-than read, as the apiserver's
     /// watch cache waits until `deadline`: through its own watch, or — when the upstream is
     /// already past `rv` (an RV taken from another resource, on a quiet one) — through a probe.
@@ -263,12 +293,8 @@ impl Freshness {
         rv: u64,
         deadline: Instant,
     ) -> Result<Proof, NotProven> {
-        if cache.resource_version() >= rv {
-            return Ok(Proof::Cache);
-        }
-        let grace = deadline.saturating_duration_since(Instant::now()).min(WATCH_GRACE);
-        if cache.wait_for(rv, grace).await.is_ok() {
-            return Ok(Proof::Watch);
+        if let Some(proof) = self.by_watch(cache, rv, deadline).await {
+            return Ok(proof);
         }
         if !self.budget().is_zero() {
             let proof_deadline = deadline.min(Instant::now() + self.budget());

@@ -70,6 +70,31 @@ enum State {
     Wait { until: Instant, then: Box<State> },
 }
 
+/// How long a reload waits for more reads to ask for it (see `upstream::freshness::clock`).
+const RELOAD_GATHER: Duration = Duration::from_millis(20);
+
+/// How a watch stream ended, when it did not fail.
+#[derive(Debug)]
+enum Ended {
+    /// The upstream closed it (its timeout); the newest RV seen.
+    Closed(u64),
+    /// A reload was asked for (`Reflector::reloaded_by`).
+    Reload,
+}
+
+/// Reload requests, if the reflector takes them.
+type Reloads = Option<tokio::sync::watch::Receiver<u64>>;
+
+/// Resolves when a reload is asked for; never when none can be (no channel, or it closed).
+async fn reload_requested(reloads: &mut Reloads) -> bool {
+    if let Some(r) = reloads.as_mut() {
+        if r.changed().await.is_ok() {
+            return true;
+        }
+    }
+    std::future::pending().await
+}
+
 /// Why one list or watch attempt ended.
 #[derive(Debug, thiserror::Error)]
 pub enum ReflectError {
@@ -118,6 +143,10 @@ pub struct Reflector<F> {
     feed: F,
     /// Cleared when the upstream refuses `sendInitialEvents`.
     streaming: bool,
+    /// The first load is a paged list, not a streaming one ([`Reflector::first_load_paged`]).
+    paged_first: bool,
+    /// Reload requests ([`Reflector::reloaded_by`]).
+    reloads: Option<tokio::sync::watch::Receiver<u64>>,
     /// No object has been skipped since the last load began. A watch that ends after a skip
     /// relists, to become whole again.
     whole: AtomicBool,
@@ -142,8 +171,26 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             calls,
             feed,
             streaming: true,
+            paged_first: false,
+            reloads: None,
             whole: AtomicBool::new(true),
         }
+    }
+
+    /// Reloads (relists) whenever `requests` changes while it watches: a freshness proof for a
+    /// small cache (`upstream::freshness`). A request made during a load is honoured after it.
+    pub fn reloaded_by(mut self, requests: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.reloads = Some(requests);
+        self
+    }
+
+    /// Loads first with a paged list and then watches, as a list-then-watch client (an informer
+    /// without WatchList, `kubectl get`) would read it directly: a cache started for such a read
+    /// costs the apiserver the requests and events the reader would, no more (a streaming list
+    /// sends the state as watch events). Relists stream where the upstream can.
+    pub fn first_load_paged(mut self, paged: bool) -> Self {
+        self.paged_first = paged;
+        self
     }
 
     /// Lists and watches `collection` (a cache's path, which may be one namespace's) instead,
@@ -179,14 +226,25 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
 
     /// Runs until aborted.
     pub async fn run(mut self) {
-        let mut state = State::StreamList;
+        let mut state = if self.paged_first { State::List } else { State::StreamList };
         let mut failures: u32 = 0;
+        let mut reloads = self.reloads.take();
         loop {
+            if matches!(state, State::StreamList | State::List) {
+                // A load about to be requested answers every reload asked for until now.
+                if let Some(r) = reloads.as_mut() {
+                    r.borrow_and_update();
+                }
+            }
             state = match state {
-                State::StreamList => match self.stream_list().await {
-                    Ok(rv) => {
+                State::StreamList => match self.stream_list(&mut reloads).await {
+                    Ok(Ended::Closed(rv)) => {
                         failures = 0;
                         State::Watch { rv }
+                    }
+                    Ok(Ended::Reload) => {
+                        failures = 0;
+                        self.reload()
                     }
                     // 4xx other than 410/429 and a refusal: the upstream does not do streaming
                     // lists.
@@ -214,10 +272,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                         self.wait_after(&e, failures, State::List)
                     }
                 },
-                State::Watch { rv } => match self.watch(rv).await {
+                State::Watch { rv } => match self.watch(rv, &mut reloads).await {
+                    Ok(Ended::Reload) => {
+                        failures = 0;
+                        self.reload()
+                    }
                     // A cache that had to skip an object relists to become whole again.
                     Ok(_) if !self.whole.load(Ordering::Acquire) => self.relist(),
-                    Ok(last) => {
+                    Ok(Ended::Closed(last)) => {
                         failures = 0;
                         State::Watch { rv: last }
                     }
@@ -238,6 +300,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                 }
             };
         }
+    }
+
+    /// A reload was asked for (a freshness proof): a relist, after [`RELOAD_GATHER`], so that
+    /// the reads that come together share it.
+    fn reload(&self) -> State {
+        tracing::debug!(resource = %self.describe, "reloading for a freshness proof");
+        let now = Instant::now();
+        State::Wait { until: now + RELOAD_GATHER, then: Box::new(self.relist()) }
     }
 
     /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
@@ -348,20 +418,21 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         Ok(rv)
     }
 
-    /// One watch stream from `rv`, yielded as it arrives. Returns the newest RV seen when the
-    /// stream ends.
-    async fn watch(&self, rv: u64) -> Result<u64, ReflectError> {
+    /// One watch stream from `rv`, yielded as it arrives, until it ends (with the newest RV
+    /// seen) or a reload is asked for.
+    async fn watch(&self, rv: u64, reloads: &mut Reloads) -> Result<Ended, ReflectError> {
         self.calls.watch.inc();
         let path = format!(
             "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
             self.collection, self.selectors
         );
-        self.stream(&path, rv, &mut None).await
+        self.stream(&path, rv, &mut None, reloads).await
     }
 
     /// A streaming list: the state as ADDED events up to the initial-events-end bookmark (the
-    /// state is yielded then), then changes, on one stream. Returns the newest RV seen.
-    async fn stream_list(&self) -> Result<u64, ReflectError> {
+    /// state is yielded then), then changes, on one stream, until it ends (with the newest RV
+    /// seen) or — once the state is in — a reload is asked for.
+    async fn stream_list(&self, reloads: &mut Reloads) -> Result<Ended, ReflectError> {
         self.calls.watchlist.inc();
         let path = format!(
             "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
@@ -369,7 +440,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         );
         let mut initial = Some(Vec::new());
         self.load_started();
-        let result = self.stream(&path, 0, &mut initial).await;
+        let result = self.stream(&path, 0, &mut initial, reloads).await;
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself
             // completed and `Loaded` already ended it; this only clears a load left open).
@@ -395,7 +466,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         path: &str,
         rv: u64,
         initial: &mut Initial,
-    ) -> Result<u64, ReflectError> {
+        reloads: &mut Reloads,
+    ) -> Result<Ended, ReflectError> {
         let started = Instant::now();
         let resp = self.get(path).await?;
         let mut body = resp.into_body();
@@ -410,7 +482,18 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let deadline =
             started + Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
         loop {
-            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            let next = tokio::time::timeout_at(deadline, body.frame());
+            // A reload is taken only between frames and once a streaming list's state is in:
+            // a load is never cut short.
+            let next = if initial.is_none() {
+                tokio::select! {
+                    next = next => next,
+                    true = reload_requested(reloads) => return Ok(Ended::Reload),
+                }
+            } else {
+                next.await
+            };
+            let frame = match next {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(_) => {
@@ -453,7 +536,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         if events == 0 && started.elapsed() < Duration::from_secs(1) {
             return Err(ReflectError::Transport("watch ended immediately without events".into()));
         }
-        Ok(last)
+        Ok(Ended::Closed(last))
     }
 
     /// Yields one event (a JSON line or a protobuf frame); returns the RV it moves to (0 for

@@ -74,6 +74,7 @@ impl ResourceCache {
         *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner()) = requested;
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.set_synced(true);
+        self.loads.send_modify(|n| *n += 1);
     }
 
     /// A state read back from disk (`cache::persist`), written at `written_at` (Unix seconds),
@@ -117,6 +118,7 @@ impl ResourceCache {
         if !self.is_synced() && !self.has_loaded() {
             self.cold_failures.send_modify(|n| *n += 1);
         }
+        self.loads.send_modify(|n| *n += 1);
     }
 
     pub fn apply(&self, kind: EventKind, obj: CachedObject) {
