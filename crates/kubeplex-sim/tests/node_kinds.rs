@@ -188,6 +188,12 @@ async fn node_agent_kinds_are_served_in_json_and_protobuf() {
         let by_name =
             get_json(&sim, &format!("{collection}?fieldSelector=metadata.name%3D{name}")).await;
         assert_eq!(by_name["items"].as_array().map(Vec::len), Some(1), "{kind}");
+        // The same selection without a request (what the load tool compares clients with).
+        let (group, resource) = resource_of(collection);
+        let ns = got["metadata"]["namespace"].as_str();
+        let query = format!("fieldSelector=metadata.name%3D{name}");
+        let listed = sim.select(&group, &resource, ns, &query).map(|items| items.len());
+        assert_eq!(listed, Ok(1), "{kind}");
         let other =
             get_json(&sim, &format!("{collection}?fieldSelector=metadata.name%3Dnope")).await;
         assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{kind}");
