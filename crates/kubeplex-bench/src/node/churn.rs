@@ -37,46 +37,60 @@ pub struct Churn {
 }
 
 impl Churn {
-    /// Creates the pods of the cluster's start (`pods_per_node` per node, running, the apps in
-    /// turn) and the apps' EndpointSlices.
-    pub fn setup(spec: &NodeSpec, sim: &Sim) -> anyhow::Result<Churn> {
+    /// The pods of the cluster's start (`pods_per_node` per node, running, the apps in turn),
+    /// to seed the fake apiserver with: they exist before it serves, so even the Node
+    /// authorizer's lagging graph has them.
+    pub fn initial(spec: &NodeSpec) -> (Churn, Vec<Value>) {
         let mut churn = Churn {
             spec: spec.clone(),
             apps: vec![VecDeque::new(); spec.apps],
             created: 0,
             service_versions: vec![0; spec.apps],
         };
-        for i in 0..spec.nodes * spec.pods_per_node {
-            let a = i % spec.apps;
-            churn.create(sim, a, i % spec.nodes, true, None)?;
-        }
-        for a in 0..spec.apps {
-            sim.upsert(cluster::endpoint_slice(spec, a, churn.apps[a].make_contiguous()))
-                .map_err(|s| anyhow::anyhow!("endpointslice: {}", s.message))?;
-        }
-        Ok(churn)
+        let pods = (0..spec.nodes * spec.pods_per_node)
+            .map(|i| churn.next_pod(i % spec.apps, i % spec.nodes, true))
+            .collect();
+        (churn, pods)
     }
 
-    fn create(
-        &mut self,
-        sim: &Sim,
-        a: usize,
-        node: usize,
-        running: bool,
-        shared: Option<&Shared>,
-    ) -> anyhow::Result<()> {
+    /// Once the fake apiserver serves them: the seeded pods' uids, and the apps' EndpointSlices.
+    pub fn link(&mut self, sim: &Sim) -> anyhow::Result<()> {
+        for a in 0..self.spec.apps {
+            let ns = app_namespace(&self.spec, a);
+            for p in self.apps[a].iter_mut() {
+                let pod = sim.get("", "pods", &ns, &p.name);
+                let uid =
+                    pod.as_ref().and_then(|v| v.pointer("/metadata/uid")).and_then(Value::as_str);
+                p.uid = uid.unwrap_or("").to_string();
+            }
+            sim.upsert(cluster::endpoint_slice(&self.spec, a, self.apps[a].make_contiguous()))
+                .map_err(|s| anyhow::anyhow!("endpointslice: {}", s.message))?;
+        }
+        Ok(())
+    }
+
+    /// The next pod of app `a` on node `node`, recorded as the app's newest.
+    fn next_pod(&mut self, a: usize, node: usize, running: bool) -> Value {
         let k = self.created;
         self.created += 1;
         let (name, node) = (format!("{}-{k:06}", app_name(a)), node_name(node));
         let ip = format!("10.244.{}.{}", k / 250 % 250, k % 250 + 2);
         let mut pod = cluster::pod(&self.spec, a, &name, &node, &ip, running);
         pod["metadata"]["annotations"] = json!({"kubeplex-bench/pod-ip": ip});
-        if let Some(shared) = shared {
-            shared.bound(format!("{}/{name}", app_namespace(&self.spec, a)));
-        }
+        self.apps[a].push_back(PodRef { name, node, ip, uid: String::new() });
+        pod
+    }
+
+    /// Binds a new pod of app `a` to `node` (now: its kubelet's latency counts from here).
+    fn create(&mut self, sim: &Sim, a: usize, node: usize, shared: &Shared) -> anyhow::Result<()> {
+        let pod = self.next_pod(a, node, false);
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        shared.bound(format!("{}/{name}", app_namespace(&self.spec, a)));
         let stored = sim.create(pod).map_err(|s| anyhow::anyhow!("pod {name}: {}", s.message))?;
-        let uid = stored.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-        self.apps[a].push_back(PodRef { name, node, ip, uid });
+        let uid = stored.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        if let Some(p) = self.apps[a].back_mut() {
+            p.uid = uid.to_string();
+        }
         Ok(())
     }
 
@@ -138,7 +152,7 @@ impl Churn {
                 .map_err(|s| anyhow::anyhow!("pod {}: {}", old.name, s.message))?;
             counts.pods_deleted.fetch_add(1, Ordering::Relaxed);
         }
-        self.create(sim, a, self.created % self.spec.nodes, false, Some(shared))?;
+        self.create(sim, a, self.created % self.spec.nodes, shared)?;
         counts.pods_created.fetch_add(1, Ordering::Relaxed);
         sim.upsert(cluster::endpoint_slice(&self.spec, a, self.apps[a].make_contiguous()))
             .map_err(|s| anyhow::anyhow!("endpointslice: {}", s.message))?;

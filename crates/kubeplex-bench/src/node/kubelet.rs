@@ -6,8 +6,8 @@
 //!   strategy), started with the first pod that needs it and stopped with the last;
 //! - writes: its Lease (created, then updated every 10 s), its node status (a strategic merge
 //!   patch at start and then periodically), and for each pod bound to it the status manager's
-//!   consistent GET then status patch (Pending, then Running once its container started) and
-//!   the container events.
+//!   consistent GET then status patch (Pending, then Running once the ConfigMaps and Secrets it
+//!   uses have been read and its container started) and the container events.
 //!
 //! A pod bound to the node is handed to the log agent once its container runs, as a new log
 //! file would reveal it.
@@ -37,13 +37,17 @@ const CONTAINER_START: Duration = Duration::from_millis(500);
 /// Node authorizer's graph has not caught up with the binding yet).
 const POD_GET_ATTEMPTS: usize = 10;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
+/// How long a pod's volumes wait for its ConfigMaps and Secrets (the kubelet waits two minutes
+/// before it reports an error and retries).
+const SOURCES_WAIT: Duration = Duration::from_secs(30);
 
 pub const PODS: &str = "kubelet: pods (spec.nodeName=NODE)";
 pub const NODE: &str = "kubelet: its Node (metadata.name=NODE)";
 pub const SERVICES: &str = "kubelet: services (spec.clusterIP!=None)";
 pub const RUNTIME_CLASSES: &str = "kubelet: runtimeclasses";
 pub const CSI_DRIVERS: &str = "kubelet: csidrivers";
-pub const NAMED: &str = "kubelet: a ConfigMap or Secret (metadata.name=X)";
+/// Synced from its own start, not the run's.
+pub const NAMED: &str = "kubelet: a ConfigMap or Secret (metadata.name=X; sync from its start)";
 
 /// The kubelet's own settings.
 #[derive(Debug, Clone, Copy)]
@@ -112,11 +116,11 @@ pub async fn run(
         while tasks.try_join_next().is_some() {}
         match change {
             Change::Added { key, object } => {
-                shared.seen(&key);
+                let bound = shared.seen(&key);
                 let Some(pod) = decode(&object) else { continue };
                 let (configmaps, secrets) = references(&pod);
                 let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-                let mut used = Vec::new();
+                let (mut used, mut sources) = (Vec::new(), Vec::new());
                 for (resource, name) in configmaps
                     .iter()
                     .map(|n| ("configmaps", n))
@@ -131,16 +135,19 @@ pub async fn run(
                         ));
                         let view = shared.watch_view(NAMED, w.clone());
                         let tally = shared.join(NAMED).tally.clone();
+                        // Its sync time counts from its own start: how long a new pod's
+                        // ConfigMap or Secret takes to be read.
                         let task = tasks.spawn(informer::run(
                             target.clone(),
                             w.clone(),
                             tally,
-                            shared.since,
+                            tokio::time::Instant::now(),
                             None,
                         ));
                         NamedWatch { pods: 0, task, view, watched: w }
                     });
                     watch.pods += 1;
+                    sources.push(watch.watched.clone());
                     used.push(id);
                 }
                 uses.insert(key.clone(), used);
@@ -154,6 +161,8 @@ pub async fn run(
                         .unwrap_or("10.244.0.2");
                     let start = PodStart {
                         key,
+                        bound,
+                        sources,
                         uid: uid.to_string(),
                         node: node.clone(),
                         ip: ip.to_string(),
@@ -203,6 +212,11 @@ fn decode(object: &[u8]) -> Option<Value> {
 struct PodStart {
     /// `namespace/name`.
     key: String,
+    /// When it was bound (pods bound during the run).
+    bound: Option<tokio::time::Instant>,
+    /// The watches of the ConfigMaps and Secrets it uses: its volumes and environment wait for
+    /// them (the kubelet's managers wait for their reflector's first sync).
+    sources: Vec<Arc<Watched>>,
     uid: String,
     node: String,
     ip: String,
@@ -215,6 +229,12 @@ impl PodStart {
         if !self.status(pending_status(&self.node)).await {
             return;
         }
+        let synced = || self.sources.iter().all(|w| w.synced.load(Ordering::Relaxed));
+        if !crate::target::eventually(SOURCES_WAIT, synced).await {
+            self.shared.writes.pod_sources.record(false);
+            return;
+        }
+        self.shared.writes.pod_sources.record(true);
         tokio::time::sleep(CONTAINER_START).await;
         for (reason, message) in [
             ("Pulled", "Container image \"registry.example/app:1.0\" already present on machine"),
@@ -224,6 +244,9 @@ impl PodStart {
             self.event(reason, message).await;
         }
         if self.status(running_status(&self.node, &self.ip)).await {
+            if let Some(at) = self.bound {
+                self.shared.started(at);
+            }
             let _ = logs.send(self.key.clone());
         }
     }

@@ -118,8 +118,11 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     let dir = spec.work_dir.join(mode);
     std::fs::create_dir_all(&dir)?;
     let policy = cluster::policy(spec.nodes, &spec.daemonset)?;
-    let sim = Arc::new(SimBuilder::new().seed(cluster::objects(spec)).auth(policy).start().await?);
-    let churn = churn::Churn::setup(spec, &sim)?;
+    let (mut churn, pods) = churn::Churn::initial(spec);
+    let mut objects = cluster::objects(spec);
+    objects.extend(pods);
+    let sim = Arc::new(SimBuilder::new().seed(objects).auth(policy).start().await?);
+    churn.link(&sim)?;
     let before = Counters::read(&sim.metrics_text());
     let started = tokio::time::Instant::now();
 
@@ -159,6 +162,15 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         agents.spawn(agents::cni(node, e.cni, shared.clone()));
         agents.spawn(agents::log_agent(e.logs, shared.clone(), logs_rx));
     }
+    // Pods are bound once every kubelet watches its own (a node joins, then gets pods): the
+    // binding latency is the steady state's, the agents' start-up is in their sync times.
+    let kubelets_synced = crate::target::eventually(Duration::from_secs(60), || {
+        shared.synced(kubelet::PODS) >= spec.nodes as u64
+    })
+    .await;
+    if !kubelets_synced {
+        tracing::warn!("not every kubelet synced its pods within 60 s; binding pods anyway");
+    }
     let counts = Arc::new(churn::ChurnCounts::default());
     let controllers = tokio::spawn(churn.run(sim.clone(), shared.clone(), counts.clone()));
     let mut open_max = 0.0f64;
@@ -196,14 +208,17 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         ("pod GET", w.pod_get.report()),
         ("pod status", w.pod_status.report()),
         ("events", w.events.report()),
+        ("pod ConfigMaps/Secrets read", w.pod_sources.report()),
         ("log agent GET", w.log_agent_get.report()),
     ]);
     let binding = shared.binding_latency.lock().unwrap_or_else(|p| p.into_inner()).summary();
+    let pod_start = shared.pod_start.lock().unwrap_or_else(|p| p.into_inner()).summary();
     Ok(ModeReport {
         mode,
         seconds: started.elapsed().as_secs_f64(),
         served,
         binding_to_kubelet: binding,
+        binding_to_running: pod_start,
         classes: classes(&shared),
         writes,
         churn: counts.report(),
@@ -328,7 +343,7 @@ fn compare_views(sim: &Sim, shared: &Shared) -> Views {
 }
 
 /// kubeplex's counters of interest summed over the tier: upstream calls (and reads passed
-/// through), and auth decisions.
+/// through), auth decisions, and the requests it answered.
 async fn tier_calls(t: &tier::Tier) -> anyhow::Result<BTreeMap<String, u64>> {
     let mut all = BTreeMap::new();
     for k in &t.nodes {
@@ -336,15 +351,21 @@ async fn tier_calls(t: &tier::Tier) -> anyhow::Result<BTreeMap<String, u64>> {
         for (key, n) in crate::mix::proxy_calls(&text) {
             *all.entry(key).or_insert(0) += n;
         }
-        for line in text.lines().filter(|l| l.starts_with("kubeplex_auth_decisions_total{")) {
-            let label = |name: &str| {
-                line.split(&format!("{name}=\""))
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .unwrap_or("")
+        for (name, labels, n) in report::series(&text) {
+            let label = |k: &str| labels.get(k).map_or("", String::as_str);
+            let key = match name.as_str() {
+                "kubeplex_auth_decisions_total" => {
+                    format!("auth {} {} {}", label("kind"), label("result"), label("source"))
+                }
+                "kubeplex_requests_total" => format!(
+                    "served {} {} {} {}",
+                    label("resource"),
+                    label("verb"),
+                    label("source"),
+                    label("code")
+                ),
+                _ => continue,
             };
-            let key = format!("auth {} {} {}", label("kind"), label("result"), label("source"));
-            let n = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
             *all.entry(key).or_insert(0) += n as u64;
         }
     }
@@ -354,10 +375,13 @@ async fn tier_calls(t: &tier::Tier) -> anyhow::Result<BTreeMap<String, u64>> {
 async fn tier_report(t: &tier::Tier, dir: &std::path::Path) -> anyhow::Result<TierReport> {
     let mut report = TierReport::default();
     for (key, n) in tier_calls(t).await?.into_iter().filter(|(_, n)| *n > 0) {
-        match key.strip_prefix("auth ") {
-            Some(k) => report.auth_decisions.insert(k.to_string(), n as i64),
-            None => report.upstream_calls.insert(key, n as i64),
-        };
+        if let Some(k) = key.strip_prefix("auth ") {
+            report.auth_decisions.insert(k.to_string(), n as i64);
+        } else if let Some(k) = key.strip_prefix("served ") {
+            report.served.insert(k.to_string(), n as i64);
+        } else {
+            report.upstream_calls.insert(key, n as i64);
+        }
     }
     for k in &t.nodes {
         let doc = k.caches().await?;

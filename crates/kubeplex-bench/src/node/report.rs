@@ -13,7 +13,7 @@ use crate::hist::Summary;
 use crate::mix::ClassReport;
 
 /// The series of a Prometheus text page: `(name, labels)` → value.
-fn series(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+pub(super) fn series(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((head, value)) = line.rsplit_once(' ') else { continue };
@@ -149,6 +149,9 @@ pub struct TierReport {
     pub upstream_calls: BTreeMap<String, i64>,
     /// `kubeplex_auth_decisions_total` by `kind result source`.
     pub auth_decisions: BTreeMap<String, i64>,
+    /// `kubeplex_requests_total` by `resource verb source code`: what the agents got, and from
+    /// where (cache, upstream, denied).
+    pub served: BTreeMap<String, i64>,
     /// Every node's caches once the profiles ran (`/debug/caches`): `resource encoding` and
     /// what else identifies the cache, with objects and watchers.
     pub caches: Vec<CacheReport>,
@@ -172,6 +175,8 @@ pub struct ModeReport {
     pub served: Served,
     /// From a pod's binding to its kubelet's informer holding it.
     pub binding_to_kubelet: Summary,
+    /// From a pod's binding to its kubelet reporting it Running.
+    pub binding_to_running: Summary,
     pub classes: Vec<ClassReport>,
     pub writes: BTreeMap<&'static str, OutcomeReport>,
     pub churn: ChurnReport,
@@ -211,6 +216,8 @@ fn figures(m: &ModeReport) -> Vec<(&'static str, f64)> {
         ("binding→kubelet p50 ms", m.binding_to_kubelet.p50_ms),
         ("binding→kubelet p99 ms", m.binding_to_kubelet.p99_ms),
         ("binding→kubelet max ms", m.binding_to_kubelet.max_ms),
+        ("binding→Running p50 ms", m.binding_to_running.p50_ms),
+        ("binding→Running p99 ms", m.binding_to_running.p99_ms),
     ]
 }
 
@@ -304,6 +311,7 @@ fn write_mode(f: &mut std::fmt::Formatter<'_>, m: &ModeReport) -> std::fmt::Resu
         c.pods_created, c.pods_deleted, c.endpointslice_updates, c.service_updates, c.failed
     )?;
     writeln!(f, "  binding → kubelet sees the pod: {}", m.binding_to_kubelet)?;
+    writeln!(f, "  binding → kubelet reports it Running: {}", m.binding_to_running)?;
     writeln!(
         f,
         "  final views equal to the apiserver's: {}/{}{}",
@@ -320,6 +328,8 @@ fn write_mode(f: &mut std::fmt::Formatter<'_>, m: &ModeReport) -> std::fmt::Resu
         writeln!(f, "  kubeplex upstream calls (all nodes): {}", calls.join(", "))?;
         let auth: Vec<String> = k.auth_decisions.iter().map(|(c, n)| format!("{c} {n}")).collect();
         writeln!(f, "  kubeplex auth decisions (all nodes): {}", auth.join(", "))?;
+        let served: Vec<String> = k.served.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        writeln!(f, "  kubeplex answered (resource verb source code): {}", served.join(", "))?;
         let mut per_cache: BTreeMap<&str, (usize, u64, u64)> = BTreeMap::new();
         for c in &k.caches {
             let e = per_cache.entry(&c.cache).or_default();

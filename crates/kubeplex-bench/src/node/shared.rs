@@ -56,6 +56,8 @@ pub struct Writes {
     pub pod_status: Outcomes,
     /// `POST events`.
     pub events: Outcomes,
+    /// A new pod's ConfigMaps and Secrets read (their watches synced) in time.
+    pub pod_sources: Outcomes,
     /// The log agent's GET of each new pod.
     pub log_agent_get: Outcomes,
 }
@@ -76,6 +78,9 @@ pub struct Shared {
     pub bound: Mutex<HashMap<String, Instant>>,
     /// Binding → the kubelet's informer holds the pod.
     pub binding_latency: Mutex<Histogram>,
+    /// Binding → the kubelet reported the pod Running (its ConfigMaps and Secrets read, its
+    /// container started).
+    pub pod_start: Mutex<Histogram>,
     /// Every informer open now whose view is compared with the apiserver's at the end.
     views: Mutex<BTreeMap<u64, (&'static str, Arc<Watched>)>>,
     next_view: AtomicU64,
@@ -89,6 +94,7 @@ impl Shared {
             writes: Writes::default(),
             bound: Mutex::new(HashMap::new()),
             binding_latency: Mutex::new(Histogram::default()),
+            pod_start: Mutex::new(Histogram::default()),
             views: Mutex::new(BTreeMap::new()),
             next_view: AtomicU64::new(0),
         })
@@ -119,6 +125,12 @@ impl Shared {
         }
     }
 
+    /// Clients of class `name` that have synced.
+    pub fn synced(&self, name: &str) -> u64 {
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner());
+        classes.get(name).map_or(0, |c| c.tally.synced.load(Ordering::Relaxed))
+    }
+
     pub fn classes(&self) -> Vec<Arc<Class>> {
         self.classes.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
@@ -145,11 +157,15 @@ impl Shared {
     }
 
     /// A kubelet's informer now holds pod `key`: the binding latency, for a pod bound during the
-    /// run.
-    pub fn seen(&self, key: &str) {
-        let at = self.bound.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-        if let Some(at) = at {
-            self.binding_latency.lock().unwrap_or_else(|p| p.into_inner()).record(at.elapsed());
-        }
+    /// run; when it was bound.
+    pub fn seen(&self, key: &str) -> Option<Instant> {
+        let at = self.bound.lock().unwrap_or_else(|p| p.into_inner()).remove(key)?;
+        self.binding_latency.lock().unwrap_or_else(|p| p.into_inner()).record(at.elapsed());
+        Some(at)
+    }
+
+    /// Pod bound at `at` has been reported Running by its kubelet.
+    pub fn started(&self, at: Instant) {
+        self.pod_start.lock().unwrap_or_else(|p| p.into_inner()).record(at.elapsed());
     }
 }
