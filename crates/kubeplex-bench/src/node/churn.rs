@@ -1,7 +1,7 @@
 //! The cluster's controllers during a run, writing straight to the fake apiserver (never
 //! through kubeplex, and without requests, so that the apiserver's figures are the agents'):
 //! a rolling update that goes on through every app in turn — each step deletes an app's oldest
-//! pod and creates its replacement bound to the next node (created with `spec.nodeName` set, as
+//! pod and creates its replacement bound to the app's next node (created with `spec.nodeName` set, as
 //! after the scheduler's binding: the sim serves no `pods/binding`) — the app's EndpointSlice
 //! following its pods, and a Service changed now and then.
 
@@ -31,13 +31,14 @@ pub struct ChurnCounts {
 pub struct Churn {
     spec: NodeSpec,
     apps: Vec<VecDeque<PodRef>>,
-    /// Pods created so far (names and addresses).
+    /// Pods created so far (names and addresses), and of each app.
     created: usize,
+    created_of: Vec<usize>,
     service_versions: Vec<u64>,
 }
 
 impl Churn {
-    /// The pods of the cluster's start (`pods_per_node` per node, running, the apps in turn),
+    /// The pods of the cluster's start (`pods_per_node` per node on average, running),
     /// to seed the fake apiserver with: they exist before it serves, so even the Node
     /// authorizer's lagging graph has them.
     pub fn initial(spec: &NodeSpec) -> (Churn, Vec<Value>) {
@@ -45,10 +46,16 @@ impl Churn {
             spec: spec.clone(),
             apps: vec![VecDeque::new(); spec.apps],
             created: 0,
+            created_of: vec![0; spec.apps],
             service_versions: vec![0; spec.apps],
         };
+        // Each app's pods spread over consecutive nodes, and each node runs pods of as many
+        // apps as it has pods (app a's k-th pod on node a + k).
         let pods = (0..spec.nodes * spec.pods_per_node)
-            .map(|i| churn.next_pod(i % spec.apps, i % spec.nodes, true))
+            .map(|i| {
+                let a = i % spec.apps;
+                churn.next_pod(a, (a + churn.created_of[a]) % spec.nodes, true)
+            })
             .collect();
         (churn, pods)
     }
@@ -73,6 +80,7 @@ impl Churn {
     fn next_pod(&mut self, a: usize, node: usize, running: bool) -> Value {
         let k = self.created;
         self.created += 1;
+        self.created_of[a] += 1;
         let (name, node) = (format!("{}-{k:06}", app_name(a)), node_name(node));
         let ip = format!("10.244.{}.{}", k / 250 % 250, k % 250 + 2);
         let mut pod = cluster::pod(&self.spec, a, &name, &node, &ip, running);
@@ -137,7 +145,7 @@ impl Churn {
         }
     }
 
-    /// One rollout step of app `step % apps`: its oldest pod replaced by one on the next node.
+    /// One rollout step of app `step % apps`: its oldest pod replaced by one on its next node.
     fn roll(
         &mut self,
         sim: &Sim,
@@ -152,7 +160,10 @@ impl Churn {
                 .map_err(|s| anyhow::anyhow!("pod {}: {}", old.name, s.message))?;
             counts.pods_deleted.fetch_add(1, Ordering::Relaxed);
         }
-        self.create(sim, a, self.created % self.spec.nodes, shared)?;
+        // App a's k-th pod goes to node a + k, as its first ones did: each app stays spread
+        // over nodes and each node keeps running many apps.
+        let node = (a + self.created_of[a]) % self.spec.nodes;
+        self.create(sim, a, node, shared)?;
         counts.pods_created.fetch_add(1, Ordering::Relaxed);
         sim.upsert(cluster::endpoint_slice(&self.spec, a, self.apps[a].make_contiguous()))
             .map_err(|s| anyhow::anyhow!("endpointslice: {}", s.message))?;

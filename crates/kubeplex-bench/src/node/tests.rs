@@ -36,3 +36,22 @@ fn collections_name_their_group_resource_and_namespace() {
         ("coordination.k8s.io".into(), "leases".into(), Some("kube-node-lease".into()))
     );
 }
+
+#[test]
+fn the_first_pods_spread_every_app_over_nodes_and_every_node_runs_many_apps() {
+    for (nodes, apps) in [(10, 20), (20, 20), (3, 5)] {
+        let spec = NodeSpec { nodes, pods_per_node: 10, apps, ..spec(nodes) };
+        let (_, pods) = churn::Churn::initial(&spec);
+        assert_eq!(pods.len(), nodes * 10);
+        let mut apps_on: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for p in &pods {
+            let node =
+                p.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
+            let app = p.pointer("/metadata/labels/app").and_then(Value::as_str).unwrap_or("");
+            apps_on.entry(node).or_default().insert(app.to_string());
+        }
+        assert_eq!(apps_on.len(), nodes, "every node runs pods");
+        let fewest = apps_on.values().map(|a| a.len()).min().unwrap_or(0);
+        assert!(fewest >= 5.min(apps), "{nodes} nodes, {apps} apps: {apps_on:?}");
+    }
+}
