@@ -41,6 +41,8 @@ pub struct Counters {
     pub requests: BTreeMap<(String, String), f64>,
     pub watch_events: f64,
     pub watch_event_bytes: f64,
+    /// `apiserver_watch_events_total` by resource.
+    pub watch_events_by_resource: BTreeMap<String, f64>,
     /// `apiserver_response_sizes_sum` by verb.
     pub response_bytes: BTreeMap<String, f64>,
     /// `apiserver_longrunning_requests` (open watches).
@@ -56,7 +58,10 @@ impl Counters {
                 "apiserver_request_total" => {
                     *c.requests.entry((label("resource"), label("verb"))).or_default() += value;
                 }
-                "apiserver_watch_events_total" => c.watch_events += value,
+                "apiserver_watch_events_total" => {
+                    c.watch_events += value;
+                    *c.watch_events_by_resource.entry(label("resource")).or_default() += value;
+                }
                 "apiserver_watch_events_sizes_sum" => c.watch_event_bytes += value,
                 "apiserver_response_sizes_sum" => {
                     *c.response_bytes.entry(label("verb")).or_default() += value;
@@ -82,6 +87,7 @@ pub struct Served {
     pub subject_access_reviews: i64,
     pub watch_events: i64,
     pub watch_event_bytes: i64,
+    pub watch_events_by_resource: BTreeMap<String, i64>,
     /// `apiserver_response_sizes` of GET, LIST and WATCH (a watch's when it ended).
     pub bytes_written: i64,
     pub bytes_by_verb: BTreeMap<String, i64>,
@@ -121,6 +127,12 @@ impl Served {
         }
         s.watch_events = (after.watch_events - before.watch_events) as i64;
         s.watch_event_bytes = (after.watch_event_bytes - before.watch_event_bytes) as i64;
+        for (resource, n) in &after.watch_events_by_resource {
+            let n = (n - before.watch_events_by_resource.get(resource).unwrap_or(&0.0)) as i64;
+            if n != 0 {
+                s.watch_events_by_resource.insert(resource.clone(), n);
+            }
+        }
         for (verb, n) in &after.response_bytes {
             let n = (n - before.response_bytes.get(verb).unwrap_or(&0.0)) as i64;
             if n != 0 {
@@ -290,6 +302,9 @@ fn write_mode(f: &mut std::fmt::Formatter<'_>, m: &ModeReport) -> std::fmt::Resu
     let bytes: Vec<String> =
         m.served.bytes_by_verb.iter().map(|(v, n)| format!("{v} {n}")).collect();
     writeln!(f, "  bytes by verb: {}", bytes.join(", "))?;
+    let events: Vec<String> =
+        m.served.watch_events_by_resource.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    writeln!(f, "  watch events by resource: {}", events.join(", "))?;
     for c in &m.classes {
         writeln!(
             f,
