@@ -11,6 +11,10 @@ FILES = {
     "discovery": (SRC + "api/discovery/v1/types.go", {"v1": "core", "metav1": "meta"}),
     "events": (SRC + "api/events/v1/types.go", {"corev1": "core", "metav1": "meta"}),
     "apps": (SRC + "api/apps/v1/types.go", {"v1": "core", "metav1": "meta"}),
+    "coordination": (SRC + "api/coordination/v1/types.go", {"metav1": "meta"}),
+    "node": (SRC + "api/node/v1/types.go", {"corev1": "core", "metav1": "meta"}),
+    "storage": (SRC + "api/storage/v1/types.go", {"v1": "core", "metav1": "meta"}),
+    "networking": (SRC + "api/networking/v1/types.go", {"v1": "core", "metav1": "meta"}),
 }
 ROOTS = [
     ("", "pods", "core.Pod"), ("", "configmaps", "core.ConfigMap"), ("", "secrets", "core.Secret"),
@@ -20,6 +24,10 @@ ROOTS = [
     ("apps", "deployments", "apps.Deployment"), ("apps", "replicasets", "apps.ReplicaSet"),
     ("discovery.k8s.io", "endpointslices", "discovery.EndpointSlice"),
     ("events.k8s.io", "events", "events.Event"),
+    ("coordination.k8s.io", "leases", "coordination.Lease"),
+    ("node.k8s.io", "runtimeclasses", "node.RuntimeClass"),
+    ("storage.k8s.io", "csidrivers", "storage.CSIDriver"),
+    ("networking.k8s.io", "servicecidrs", "networking.ServiceCIDR"),
 ]
 
 structs = {}   # "pkg.Name" -> list of (jsonname|None for inline, typeexpr, pkg, strategy, key)

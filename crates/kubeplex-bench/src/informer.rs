@@ -11,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bytes::Bytes;
 use http::Method;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::hist::Histogram;
@@ -105,7 +107,7 @@ impl Informer {
     }
 
     /// The request path with its parameters sorted, as client-go's `url.Values.Encode` does.
-    fn path(&self, params: &[(&str, &str)]) -> String {
+    pub(crate) fn path(&self, params: &[(&str, &str)]) -> String {
         let mut all: BTreeMap<&str, &str> = params.iter().copied().collect();
         for (k, v) in &self.selectors {
             all.insert(k, v);
@@ -295,16 +297,20 @@ async fn watch(
     Ok(ended)
 }
 
-/// One event as far as a client's next request depends on it.
+/// One event as far as a client's next request depends on it, and which object it is about.
 #[derive(Debug, PartialEq, Eq)]
-struct Event {
-    kind: String,
-    rv: Option<String>,
-    initial_end: bool,
+pub(crate) struct Event {
+    pub kind: String,
+    pub rv: Option<String>,
+    pub initial_end: bool,
+    /// The object's `namespace/name` (`/name` when cluster-scoped; empty for an ERROR).
+    pub key: String,
+    /// The event's object: its JSON, or its protobuf envelope (`k8s\0`, `runtime.Unknown`).
+    pub object: Bytes,
 }
 
 /// A watch body split into events: JSON lines, or length-prefixed protobuf frames.
-struct Stream {
+pub(crate) struct Stream {
     body: Incoming,
     protobuf: bool,
     lines: Vec<u8>,
@@ -312,7 +318,7 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(body: Incoming, protobuf: bool) -> Self {
+    pub(crate) fn new(body: Incoming, protobuf: bool) -> Self {
         Stream {
             body,
             protobuf,
@@ -322,7 +328,7 @@ impl Stream {
     }
 
     /// The next event; `None` when the server ended the stream.
-    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+    pub(crate) async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         loop {
             if self.protobuf {
                 if let Some(frame) = self.frames.next_frame()? {
@@ -351,6 +357,10 @@ impl Stream {
 fn json_event(line: &[u8]) -> anyhow::Result<Event> {
     #[derive(Deserialize, Default)]
     struct Meta {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        name: String,
         #[serde(default, rename = "resourceVersion")]
         resource_version: Option<String>,
         #[serde(default)]
@@ -362,18 +372,21 @@ fn json_event(line: &[u8]) -> anyhow::Result<Event> {
         metadata: Meta,
     }
     #[derive(Deserialize)]
-    struct Line {
+    struct Line<'a> {
         #[serde(rename = "type")]
         kind: String,
-        #[serde(default)]
-        object: Object,
+        #[serde(borrow)]
+        object: Option<&'a RawValue>,
     }
     let line: Line = serde_json::from_slice(line).context("a watch line that is not an event")?;
-    let meta = line.object.metadata;
+    let object = line.object.map_or("", RawValue::get);
+    let meta = serde_json::from_str::<Object>(object).unwrap_or_default().metadata;
     Ok(Event {
         kind: line.kind,
         rv: meta.resource_version,
         initial_end: meta.annotations.get(INITIAL_EVENTS_END).is_some_and(|v| v == "true"),
+        key: format!("{}/{}", meta.namespace, meta.name),
+        object: Bytes::copy_from_slice(object.as_bytes()),
     })
 }
 
@@ -384,10 +397,13 @@ fn protobuf_event(frame: &[u8]) -> anyhow::Result<Event> {
     let kind = event.event_type.to_string();
     // An ERROR's object is a Status, which has no ObjectMeta.
     if kind == "ERROR" {
-        return Ok(Event { kind, rv: None, initial_end: false });
+        let object = Bytes::copy_from_slice(event.object);
+        return Ok(Event { kind, rv: None, initial_end: false, key: String::new(), object });
     }
     let object = proto::decode_unknown(event.object)?.raw;
-    let rv = proto::object_meta(object)?.resource_version.into_owned();
+    let meta = proto::object_meta(object)?;
+    let rv = meta.resource_version.into_owned();
+    let key = format!("{}/{}", meta.namespace, meta.name);
     // ObjectMeta's annotations are its field 12, map entries of key = 1, value = 2.
     let mut initial_end = false;
     for field in proto::Fields::new(proto::object_meta_bytes(object)?) {
@@ -403,7 +419,7 @@ fn protobuf_event(frame: &[u8]) -> anyhow::Result<Event> {
             initial_end |= key == INITIAL_EVENTS_END.as_bytes() && value == b"true";
         }
     }
-    Ok(Event { kind, rv: Some(rv), initial_end })
+    Ok(Event { kind, rv: Some(rv), initial_end, key, object: Bytes::copy_from_slice(event.object) })
 }
 
 #[cfg(test)]

@@ -9,7 +9,10 @@
 //! - [`watch`]: concurrent watchers while a writer changes objects at a fixed rate, measuring
 //!   delivery latency from a timestamp the writer puts in each object, and lost events;
 //! - [`mix`]: a realistic set of nodes' clients ([`informer`]: how client-go's informers and
-//!   kubectl read) started together, and the LIST/WATCH calls that reached the upstream.
+//!   kubectl read) started together, and the LIST/WATCH calls that reached the upstream;
+//! - [`node`]: N nodes whose kubelet, kube-proxy, CNI-like and log-agent-like clients read and
+//!   write as the 1.36 agents do, against a fake apiserver with the Node authorizer, directly
+//!   and through a tier of N kubeplex processes, and what the apiserver served in each case.
 //!
 //! Every run is bounded in time and in count.
 #![forbid(unsafe_code)]
@@ -18,6 +21,7 @@ pub mod hist;
 pub mod informer;
 pub mod list;
 pub mod mix;
+pub mod node;
 pub mod seed;
 pub mod target;
 pub mod watch;

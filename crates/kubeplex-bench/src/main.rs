@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use kubeplex_bench as bench;
 use kubeplex_bench::list::{self, ListSpec, Rv};
 use kubeplex_bench::mix::{self, MixSpec};
+use kubeplex_bench::node;
 use kubeplex_bench::seed::{self, Kind};
 use kubeplex_bench::target::{calls_by_verb, scrape, Target};
 use kubeplex_bench::watch::{self, WatchSpec};
@@ -86,6 +87,61 @@ enum Command {
     /// ConfigMap informer, kubectl): the LIST and WATCH calls the upstream received for them
     /// (needs --upstream-metrics).
     Mix(MixArgs),
+    /// N nodes' agents as the 1.36 ones read and write (kubelet, kube-proxy, a CNI-like and a
+    /// log-agent-like agent) against a fake apiserver started here (Node authorizer, RBAC),
+    /// directly and through N kubeplex processes in node mode: what the apiserver served in
+    /// each case. Takes no --server.
+    Nodes(NodesArgs),
+}
+
+#[derive(Args)]
+struct NodesArgs {
+    /// Nodes, each with its agents (and in the node tier its own kubeplex process).
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Allow more than 20 nodes (up to 500).
+    #[arg(long)]
+    allow_large: bool,
+    #[arg(long, value_enum, default_value = "both")]
+    mode: node::Mode,
+    /// Pods bound to each node before the run.
+    #[arg(long, default_value_t = 10)]
+    pods_per_node: usize,
+    /// Apps (pods, a Service, an EndpointSlice, a ConfigMap and a Secret each).
+    #[arg(long, default_value_t = 20)]
+    apps: usize,
+    #[arg(long, default_value_t = 4)]
+    namespaces: usize,
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    duration: Duration,
+    /// Rollout steps a second (a pod deleted, a new one bound to a node).
+    #[arg(long, default_value_t = 2.0)]
+    pod_rate: f64,
+    /// A Service changes this often (seconds; 0: never).
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    service_every: Duration,
+    /// Each kubelet patches its node status this often (seconds; the kubelet's report
+    /// frequency is 5 minutes, plus each change).
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    node_status_every: Duration,
+    /// After the controllers stop, before the clients' views are compared (seconds).
+    #[arg(long, default_value = "3", value_parser = seconds)]
+    settle: Duration,
+    /// The kubeplex binary the node tier runs.
+    #[arg(long, default_value = "target/release/kubeplex")]
+    kubeplex_bin: PathBuf,
+    /// The node configuration each kubeplex runs with (its caches among the rest).
+    #[arg(long, default_value = "config/node.yaml")]
+    node_config: PathBuf,
+    /// The node DaemonSet manifest: kubeplex's RBAC is read from it.
+    #[arg(long, default_value = "deploy/base/node/daemonset.yaml")]
+    daemonset: PathBuf,
+    /// Certificates, kubeconfigs and kubeplex logs (default: a new temporary directory,
+    /// removed at the end unless --keep).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Args)]
@@ -222,6 +278,9 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::Nodes(a) = cli.command {
+        return nodes(a, cli.json).await;
+    }
     let t = &cli.target;
     let target = Arc::new(
         Target::open(t.server.as_deref(), t.kubeconfig.as_deref(), t.allow_remote)
@@ -234,7 +293,7 @@ async fn main() -> anyhow::Result<()> {
         Command::List(a) => a.kind.resource(),
         Command::Watch(a) => a.kind.resource(),
         // The mix reads the upstream's counts for each of its resources itself.
-        Command::Mix(_) => "",
+        Command::Mix(_) | Command::Nodes(_) => "",
     };
     let before = match &t.upstream_metrics {
         Some(url) if !resource.is_empty() => {
@@ -340,6 +399,7 @@ async fn main() -> anyhow::Result<()> {
             };
             bench::print(&mix::run(target.clone(), writer, spec).await?, cli.json);
         }
+        Command::Nodes(_) => unreachable!("run before a target is opened"),
     }
     if let (Some(url), Some(before)) = (&t.upstream_metrics, before) {
         let after = calls_by_verb(&scrape(url, t.allow_remote).await?, resource);
@@ -352,5 +412,54 @@ async fn main() -> anyhow::Result<()> {
             .collect();
         bench::print(&Calls { resource: resource.to_string(), calls }, cli.json);
     }
+    Ok(())
+}
+
+/// `nodes`: its own fake apiserver and kubeplex processes; ctrl-c or SIGTERM stop it, and the
+/// processes it started with it.
+async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
+    let limit = if a.allow_large { node::MAX_NODES } else { node::DEFAULT_MAX_NODES };
+    anyhow::ensure!(
+        (1..=limit).contains(&a.nodes),
+        "--nodes must be 1 to {limit} (--allow-large for up to {})",
+        node::MAX_NODES
+    );
+    anyhow::ensure!(a.apps > 0 && a.apps <= 10_000, "--apps must be 1 to 10000");
+    anyhow::ensure!(a.pods_per_node <= 1_000, "--pods-per-node must be at most 1000");
+    let (work_dir, temporary) = match a.work_dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("kubeplex-bench-nodes-{}", std::process::id())),
+            true,
+        ),
+    };
+    let spec = node::NodeSpec {
+        nodes: a.nodes,
+        pods_per_node: a.pods_per_node,
+        apps: a.apps,
+        namespaces: a.namespaces.clamp(1, 1_000),
+        duration: a.duration,
+        pod_rate: a.pod_rate.clamp(0.0, 1_000.0),
+        service_every: a.service_every,
+        node_status_every: a.node_status_every,
+        settle: a.settle,
+        mode: a.mode,
+        tier: node::TierConfig { bin: a.kubeplex_bin, config: a.node_config },
+        daemonset: a.daemonset,
+        work_dir: work_dir.clone(),
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // Dropping the run on a signal drops its kubeplex processes, which are killed with it.
+    let result = tokio::select! {
+        r = node::run(spec) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = terminate.recv() => Err(anyhow::anyhow!("terminated")),
+    };
+    if temporary && !a.keep {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    } else {
+        eprintln!("certificates, kubeconfigs and kubeplex logs: {}", work_dir.display());
+    }
+    bench::print(&result?, json);
     Ok(())
 }

@@ -59,7 +59,8 @@ impl Target {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        if body.is_some() {
+        // JSON unless the caller names the body's type (a patch).
+        if body.is_some() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
             req = req.header(header::CONTENT_TYPE, "application/json");
         }
         let body = Full::new(Bytes::from(body.unwrap_or_default()))

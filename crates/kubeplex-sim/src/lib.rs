@@ -318,6 +318,24 @@ impl Sim {
         }
     }
 
+    /// The objects a list would return now — `namespace` (`None`: all) and a list's query
+    /// (`fieldSelector=...&labelSelector=...`) — read from the store without a request, so a
+    /// test or the load tool can compare a client's view without counting a LIST.
+    pub fn select(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        query: &str,
+    ) -> Result<Vec<Value>, Status> {
+        let kind = self.resource(group, resource)?;
+        let opts = wire::request::ListOptions::parse(Some(query))?;
+        let filter = filter::Filter::new(&kind, &opts, namespace)?;
+        let (_, items) =
+            self.state.store.snapshot(&kind, None).map_err(|_| Status::internal("no snapshot"))?;
+        Ok(items.values().filter(|o| filter.matches(&kind, o)).map(|o| o.value.clone()).collect())
+    }
+
     pub fn count(&self, group: &str, resource: &str) -> usize {
         self.resource(group, resource).map_or(0, |k| self.state.store.count(&k))
     }

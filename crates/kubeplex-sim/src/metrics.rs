@@ -1,13 +1,20 @@
 //! The fake apiserver's own request metrics, under kube-apiserver's names and labels, so tests
-//! can prove how many list and watch calls reached the upstream.
+//! can prove how many list and watch calls reached the upstream, how many watch events it sent
+//! and how many bytes it wrote.
 
-use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
 
 pub struct SimMetrics {
     registry: Registry,
     requests: IntCounterVec,
     longrunning: IntGaugeVec,
     reviews: IntCounterVec,
+    watch_events: IntCounterVec,
+    watch_event_sizes: HistogramVec,
+    response_sizes: HistogramVec,
 }
 
 /// Labels identifying a request, as `apiserver_request_total` has them.
@@ -67,10 +74,81 @@ impl SimMetrics {
             &["kind", "result"],
         )
         .expect("static metric definition");
-        registry.register(Box::new(reviews.clone())).expect("unique metric");
-        registry.register(Box::new(requests.clone())).expect("unique metric");
-        registry.register(Box::new(longrunning.clone())).expect("unique metric");
-        SimMetrics { registry, requests, longrunning, reviews }
+        // kube-apiserver's `apiserver_watch_events_total` and `apiserver_watch_events_sizes`
+        // (`endpoints/metrics`): every event a watch writes — initial events, BOOKMARKs and
+        // ERRORs included, as `serveWatch` counts what comes out of the watcher — and its
+        // encoded size, with the same buckets (1 KiB to 128 KiB). Labelled by group, version and
+        // resource, as the apiserver's metrics name resources since 1.34 (earlier releases
+        // labelled these two by kind).
+        let watch_events = IntCounterVec::new(
+            Opts::new("apiserver_watch_events_total", "Number of events sent in watch clients"),
+            &["group", "resource", "version"],
+        )
+        .expect("static metric definition");
+        let watch_event_sizes = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_watch_events_sizes",
+                "Watch event size distribution in bytes",
+            )
+            .buckets(exponential_buckets(1024.0, 2.0, 8).expect("static buckets")),
+            &["group", "resource", "version"],
+        )
+        .expect("static metric definition");
+        // kube-apiserver's `apiserver_response_sizes`: the bytes a read wrote (its body after
+        // compression), observed when the request ends — GET and LIST, and WATCH, which the
+        // apiserver also records for built-in resources (their watch is a LIST route), with
+        // its buckets (1 kB to 10 GB).
+        let response_sizes = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_response_sizes",
+                "Response size distribution in bytes for each group, version, verb, resource, \
+                 subresource, scope and component.",
+            )
+            .buckets(exponential_buckets(1000.0, 10.0, 8).expect("static buckets")),
+            &["component", "group", "resource", "scope", "subresource", "verb", "version"],
+        )
+        .expect("static metric definition");
+        for metric in [
+            Box::new(reviews.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(requests.clone()),
+            Box::new(longrunning.clone()),
+            Box::new(watch_events.clone()),
+            Box::new(watch_event_sizes.clone()),
+            Box::new(response_sizes.clone()),
+        ] {
+            registry.register(metric).expect("unique metric");
+        }
+        SimMetrics {
+            registry,
+            requests,
+            longrunning,
+            reviews,
+            watch_events,
+            watch_event_sizes,
+            response_sizes,
+        }
+    }
+
+    /// One event written to a watch stream, of `bytes` bytes.
+    pub fn watch_event(&self, l: &RequestLabels, bytes: usize) {
+        let values = [l.group.as_str(), l.resource.as_str(), l.version.as_str()];
+        self.watch_events.with_label_values(&values).inc();
+        self.watch_event_sizes.with_label_values(&values).observe(bytes as f64);
+    }
+
+    /// The bytes a GET, LIST or WATCH wrote, when it ends.
+    pub fn response_size(&self, l: &RequestLabels, bytes: u64) {
+        self.response_sizes
+            .with_label_values(&[
+                "apiserver",
+                &l.group,
+                &l.resource,
+                l.scope,
+                &l.subresource,
+                l.verb,
+                &l.version,
+            ])
+            .observe(bytes as f64);
     }
 
     pub fn observe(&self, l: &RequestLabels, code: u16) {

@@ -302,6 +302,12 @@ async fn resource_request(
     let result = dispatch(&state, &target, &opts, repr, verb, &labels, req).await;
     let resp = result.unwrap_or_else(|s| respond::error(&s, protobuf_errors));
     state.metrics.observe(&labels, resp.status().as_u16());
+    // A get's or list's size is known now; a watch's is observed when its stream ends.
+    if matches!(verb, "GET" | "LIST") {
+        if let Some(bytes) = http_body::Body::size_hint(resp.body()).exact() {
+            state.metrics.response_size(&labels, bytes);
+        }
+    }
     resp
 }
 

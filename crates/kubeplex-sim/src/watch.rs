@@ -95,6 +95,9 @@ pub async fn watch(
         first: true,
         bookmarks: opts.allow_watch_bookmarks,
         last_rv: from.unwrap_or(0),
+        state: state.clone(),
+        labels: labels.clone(),
+        written: 0,
     };
     match state.store.watch(&kind, from) {
         Err(oldest) => {
@@ -104,7 +107,7 @@ pub async fn watch(
                 Status::expired(format!("too old resource version: {requested} ({oldest})"));
             tokio::spawn(async move {
                 let _guard = guard;
-                let _ = stream.tx.send(Bytes::from(encode::error_event(&status, repr))).await;
+                stream.send(encode::error_event(&status, repr)).await;
             });
         }
         Ok((start, rx)) => {
@@ -179,9 +182,29 @@ struct WatchStream {
     bookmarks: bool,
     /// The newest RV the client has been told about (events or bookmarks).
     last_rv: u64,
+    /// For the watch's metrics: its events and, when it ends, the bytes it wrote.
+    state: Arc<SimState>,
+    labels: RequestLabels,
+    written: u64,
+}
+
+/// A watch's response size is observed when it ends, as the apiserver observes a request's
+/// when its handler returns.
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        self.state.metrics.response_size(&self.labels, self.written);
+    }
 }
 
 impl WatchStream {
+    /// Writes one event (its line or frame) to the stream, counting it; false once the client
+    /// is gone.
+    async fn send(&mut self, event: Vec<u8>) -> bool {
+        self.state.metrics.watch_event(&self.labels, event.len());
+        self.written += event.len() as u64;
+        self.tx.send(Bytes::from(event)).await.is_ok()
+    }
+
     async fn run(
         &mut self,
         start: WatchStart,
@@ -294,9 +317,9 @@ impl WatchStream {
     async fn send_object(&mut self, event_type: &str, obj: &Obj) -> bool {
         let first = std::mem::replace(&mut self.first, false);
         match encode::watch_event(&self.kind, event_type, obj, self.repr, &self.opts, first) {
-            Ok(bytes) => self.tx.send(Bytes::from(bytes)).await.is_ok(),
+            Ok(bytes) => self.send(bytes).await,
             Err(status) => {
-                let _ = self.tx.send(Bytes::from(encode::error_event(&status, self.repr))).await;
+                self.send(encode::error_event(&status, self.repr)).await;
                 false
             }
         }
@@ -305,6 +328,6 @@ impl WatchStream {
     async fn send_bookmark(&mut self, rv: u64, initial_events_end: bool) -> bool {
         self.last_rv = self.last_rv.max(rv);
         let bytes = encode::bookmark(&self.kind, rv, self.repr, initial_events_end);
-        self.tx.send(Bytes::from(bytes)).await.is_ok()
+        self.send(bytes).await
     }
 }

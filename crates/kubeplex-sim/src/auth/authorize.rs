@@ -199,13 +199,16 @@ fn node_name(user: &UserInfo) -> Option<&str> {
 ///   create/update/patch, status update/patch;
 /// - configmaps and secrets: get/list/watch of one object (named) that a pod bound to the node
 ///   references (volumes, projected volumes, env, envFrom, imagePullSecrets);
-/// - the static `NodeRules` the sim serves: read services; create/update/patch events; create
-///   tokenreviews and subjectaccessreviews.
+/// - leases (`authorizeLease`): get/create/update/patch/delete in `kube-node-lease` of the
+///   lease named after the node (create whatever the name: the authorizer cannot see it, the
+///   NodeRestriction admission plugin checks it, which the sim does not model);
+/// - the static `NodeRules` the sim serves: read services, runtimeclasses and csidrivers;
+///   create/update/patch events; create tokenreviews and subjectaccessreviews.
 ///
 /// Left out (no opinion here, so RBAC decides): persistentvolumeclaims, persistentvolumes,
-/// resourceclaims and resourceslices, volumeattachments, csinodes, leases, serviceaccount
-/// tokens, certificatesigningrequests and the other static rules — the sim serves none of them;
-/// and the graph's edges through PVCs and resource claims.
+/// resourceclaims and resourceslices, volumeattachments, csinodes, serviceaccount tokens,
+/// certificatesigningrequests and the other static rules — the sim serves none of them; and
+/// the graph's edges through PVCs and resource claims.
 fn node_authorize(attrs: &Attributes, objects: &dyn Objects) -> Verdict {
     let Some(node) = node_name(&attrs.user) else {
         return Verdict::NoOpinion(String::new());
@@ -221,6 +224,7 @@ fn node_authorize(attrs: &Attributes, objects: &dyn Objects) -> Verdict {
             ("", "pods") => return authorize_pod(node, attrs, objects),
             ("", "nodes") => return authorize_node(node, attrs),
             ("", "configmaps" | "secrets") => return authorize_referenced(node, attrs, objects),
+            ("coordination.k8s.io", "leases") => return authorize_lease(node, attrs),
             _ => {}
         }
     }
@@ -233,6 +237,8 @@ fn node_authorize(attrs: &Attributes, objects: &dyn Objects) -> Verdict {
         ),
         Rule::read(&[""], &["services"]),
         Rule::new(&["create", "update", "patch"], &["", "events.k8s.io"], &["events"]),
+        Rule::read(&["node.k8s.io"], &["runtimeclasses"]),
+        Rule::read(&["storage.k8s.io"], &["csidrivers"]),
     ];
     if static_rules.iter().any(|r| rule_allows(attrs, r)) {
         Verdict::Allow(String::new())
@@ -317,6 +323,27 @@ fn authorize_node(node: &str, attrs: &Attributes) -> Verdict {
         }
         _ => Verdict::NoOpinion(String::new()),
     }
+}
+
+/// `authorizeLease`: a node may only handle its own Lease, in the node lease namespace.
+fn authorize_lease(node: &str, attrs: &Attributes) -> Verdict {
+    if !matches!(attrs.verb.as_str(), "get" | "create" | "update" | "patch" | "delete") {
+        return Verdict::NoOpinion(
+            "can only get, create, update, patch, or delete a node lease".into(),
+        );
+    }
+    if attrs.namespace != "kube-node-lease" {
+        return Verdict::NoOpinion(
+            "can only access leases in the \"kube-node-lease\" system namespace".into(),
+        );
+    }
+    // A create names no object the authorizer can see.
+    if attrs.verb != "create" && attrs.name != node {
+        return Verdict::NoOpinion(
+            "can only access node lease with the same name as the requesting node".into(),
+        );
+    }
+    Verdict::Allow(String::new())
 }
 
 /// `authorizeReadNamespacedObject` for configmaps and secrets: node ← pod ← object.

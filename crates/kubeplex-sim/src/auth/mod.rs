@@ -237,7 +237,10 @@ impl Auth {
     /// - `cluster-admin` (everything) bound to `system:masters` (who are also allowed before any
     ///   authorizer runs);
     /// - `system:auth-delegator` (create tokenreviews and subjectaccessreviews), bound to
-    ///   nobody: bind it to whoever should call the review APIs, as kubeplex's deployment does.
+    ///   nobody: bind it to whoever should call the review APIs, as kubeplex's deployment does;
+    /// - `system:node-proxier` (kube-proxy's: list/watch services and endpoints, read nodes,
+    ///   write events, list/watch endpointslices and servicecidrs), bound to nobody: kubeadm
+    ///   binds it to the ServiceAccount kube-system/kube-proxy.
     pub fn new() -> Auth {
         let health = ["/healthz", "/livez", "/readyz"];
         let mut discovery = vec![
@@ -288,6 +291,16 @@ impl Auth {
                 vec![
                     Rule::new(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
                     Rule::new(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+                ],
+            )
+            .cluster_role(
+                "system:node-proxier",
+                vec![
+                    Rule::new(&["list", "watch"], &[""], &["services", "endpoints"]),
+                    Rule::read(&[""], &["nodes"]),
+                    Rule::new(&["create", "patch", "update"], &["", "events.k8s.io"], &["events"]),
+                    Rule::new(&["list", "watch"], &["discovery.k8s.io"], &["endpointslices"]),
+                    Rule::new(&["list", "watch"], &["networking.k8s.io"], &["servicecidrs"]),
                 ],
             )
             .cluster_role_binding("cluster-admin", "cluster-admin", vec![Subject::group(MASTERS)])

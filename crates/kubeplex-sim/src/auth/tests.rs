@@ -154,6 +154,62 @@ fn the_node_authorizer_follows_pods_to_what_they_reference() {
     assert_eq!(auth.authorize(&a, &pods), Decision::default());
 }
 
+#[test]
+fn a_node_handles_its_own_lease_and_reads_what_every_kubelet_reads() {
+    let auth = Auth::new();
+    let node = |verb: &str, group: &str, resource: &str, ns: &str, name: &str| {
+        let mut a = attrs(verb, group, resource, "", ns, name);
+        a.user = with_authenticated(UserInfo::node("n1"));
+        auth.authorize(&a, &NoObjects)
+    };
+    let lease =
+        |verb: &str, ns: &str, name: &str| node(verb, "coordination.k8s.io", "leases", ns, name);
+    for verb in ["get", "update", "patch", "delete"] {
+        assert!(lease(verb, "kube-node-lease", "n1").allowed, "{verb}");
+    }
+    // A create carries no name the authorizer sees (NodeRestriction checks it).
+    assert!(lease("create", "kube-node-lease", "").allowed);
+    assert_eq!(
+        lease("update", "kube-node-lease", "n2").reason,
+        "can only access node lease with the same name as the requesting node"
+    );
+    assert_eq!(
+        lease("get", "default", "n1").reason,
+        "can only access leases in the \"kube-node-lease\" system namespace"
+    );
+    assert_eq!(
+        lease("list", "kube-node-lease", "").reason,
+        "can only get, create, update, patch, or delete a node lease"
+    );
+    // The static node rules: runtime classes and CSI drivers, not service CIDRs.
+    assert!(node("watch", "node.k8s.io", "runtimeclasses", "", "").allowed);
+    assert!(node("list", "storage.k8s.io", "csidrivers", "", "").allowed);
+    assert!(!node("list", "networking.k8s.io", "servicecidrs", "", "").allowed);
+}
+
+#[test]
+fn kube_proxy_reads_with_the_node_proxier_role() {
+    let auth =
+        Auth::new().service_account_token("kp", "kube-system", "kube-proxy").cluster_role_binding(
+            "kubeadm:node-proxier",
+            "system:node-proxier",
+            vec![Subject::service_account("kube-system", "kube-proxy")],
+        );
+    let user = auth.authenticate_token("kp").expect("token");
+    let allowed = |verb: &str, group: &str, resource: &str| {
+        let mut a = attrs(verb, group, resource, "", "", "");
+        a.user = user.clone();
+        auth.authorize(&a, &NoObjects).allowed
+    };
+    assert!(allowed("watch", "", "services"));
+    assert!(allowed("list", "discovery.k8s.io", "endpointslices"));
+    assert!(allowed("watch", "networking.k8s.io", "servicecidrs"));
+    assert!(allowed("get", "", "nodes"));
+    assert!(allowed("create", "events.k8s.io", "events"));
+    assert!(!allowed("get", "", "services"));
+    assert!(!allowed("list", "", "pods"));
+}
+
 fn req_attrs(method: Method, path_and_query: &str) -> Attributes {
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p, Some(q)),

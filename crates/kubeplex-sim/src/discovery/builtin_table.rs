@@ -5,6 +5,10 @@
 //! `ShortNames`, `Categories`, the `scale` and `status` subresources), from
 //! the apiserver's storage-version hash table (events.k8s.io events share the core storage, so
 //! the core hash), and for the custom resource from the apiextensions discovery controller.
+//! What node agents read besides (leases, runtimeclasses, csidrivers, servicecidrs) has no
+//! capture either: those entries follow their REST storage in kube-apiserver 1.36
+//! (`pkg/registry/{coordination,node,storage,networking}`: no short names or categories,
+//! `servicecidrs/status` as the only subresource, hashes of the v1 storage versions).
 
 use super::{ApiResource, Subresource};
 
@@ -261,6 +265,66 @@ pub(super) const RESOURCES: &[ApiResource] = &[
         short_names: &["ev"],
         categories: &[],
         storage_version_hash: "r2yiGXH7wu8=",
+        protobuf: true,
+        custom: false,
+        subresources: &[],
+    },
+    ApiResource {
+        group: "networking.k8s.io",
+        version: "v1",
+        resource: "servicecidrs",
+        singular: "servicecidr",
+        kind: "ServiceCIDR",
+        namespaced: false,
+        verbs: ALL,
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: "gNLvruQhW2g=",
+        protobuf: true,
+        custom: false,
+        subresources: &[sub("status", "ServiceCIDR", STATUS)],
+    },
+    ApiResource {
+        group: "storage.k8s.io",
+        version: "v1",
+        resource: "csidrivers",
+        singular: "csidriver",
+        kind: "CSIDriver",
+        namespaced: false,
+        verbs: ALL,
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: "hL6j/rwBV5w=",
+        protobuf: true,
+        custom: false,
+        subresources: &[],
+    },
+    ApiResource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        resource: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        verbs: ALL,
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: "gqkMMb/YqFM=",
+        protobuf: true,
+        custom: false,
+        subresources: &[],
+    },
+    ApiResource {
+        group: "node.k8s.io",
+        version: "v1",
+        resource: "runtimeclasses",
+        singular: "runtimeclass",
+        kind: "RuntimeClass",
+        namespaced: false,
+        verbs: ALL,
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: "WQTu1GL3T2Q=",
         protobuf: true,
         custom: false,
         subresources: &[],

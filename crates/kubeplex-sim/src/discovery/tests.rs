@@ -159,7 +159,17 @@ fn unknown_group_versions_are_none() {
 #[test]
 fn group_list_matches_fixture_for_served_groups() {
     let expected = filtered(fixture!("discovery-apis"), "groups", |g| {
-        ["apps", "events.k8s.io", "discovery.k8s.io"].iter().any(|n| g["name"] == *n)
+        [
+            "apps",
+            "events.k8s.io",
+            "networking.k8s.io",
+            "storage.k8s.io",
+            "coordination.k8s.io",
+            "node.k8s.io",
+            "discovery.k8s.io",
+        ]
+        .iter()
+        .any(|n| g["name"] == *n)
     });
     // The CRD group is not in the capture; it follows the built-ins (priority 1000).
     let mut expected = String::from_utf8(expected).unwrap();
@@ -306,6 +316,21 @@ fn aggregated_groups_document() {
             r#""responseKind":{"group":"","version":"","kind":"Event"},"scope":"Namespaced","singularResource":"event","#,
             r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["ev"]}],"#,
             r#""freshness":"Current"}]},"#,
+            // What node agents read: cluster-scoped but for leases, no short names.
+            r#"{"metadata":{"name":"networking.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"servicecidrs","#,
+            r#""responseKind":{"group":"","version":"","kind":"ServiceCIDR"},"scope":"Cluster","singularResource":"servicecidr","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"#,
+            r#""subresources":[{"subresource":"status","responseKind":{"group":"","version":"","kind":"ServiceCIDR"},"#,
+            r#""verbs":["get","patch","update"]}]}],"freshness":"Current"}]},"#,
+            r#"{"metadata":{"name":"storage.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"csidrivers","#,
+            r#""responseKind":{"group":"","version":"","kind":"CSIDriver"},"scope":"Cluster","singularResource":"csidriver","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"]}],"freshness":"Current"}]},"#,
+            r#"{"metadata":{"name":"coordination.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"leases","#,
+            r#""responseKind":{"group":"","version":"","kind":"Lease"},"scope":"Namespaced","singularResource":"lease","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"]}],"freshness":"Current"}]},"#,
+            r#"{"metadata":{"name":"node.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"runtimeclasses","#,
+            r#""responseKind":{"group":"","version":"","kind":"RuntimeClass"},"scope":"Cluster","singularResource":"runtimeclass","#,
+            r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"]}],"freshness":"Current"}]},"#,
             r#"{"metadata":{"name":"discovery.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"endpointslices","#,
             r#""responseKind":{"group":"","version":"","kind":"EndpointSlice"},"scope":"Namespaced","singularResource":"endpointslice","#,
             r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"]}],"freshness":"Current"}]},"#,

@@ -1,4 +1,9 @@
 //! Table output (`kubectl get`) for the sim's objects, through the printers in `wire::table`.
+//!
+//! Simplification: leases, runtimeclasses, csidrivers and servicecidrs have printers in the
+//! apiserver (Holder; Handler; AttachRequired, PodInfoOnMount, ...; CIDRs) that `wire::table`
+//! lacks, so their Tables get the printer-less layout (Name, Age). No node agent asks for them,
+//! and kubeplex passes Tables without a printer through (`wire::table::supports`).
 
 use std::sync::Arc;
 

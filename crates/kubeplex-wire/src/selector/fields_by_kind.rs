@@ -31,7 +31,8 @@ pub enum FieldRules {
     ReplicationControllers,
     PersistentVolumeClaims,
     /// Built-in resources with no conversion function of their own (configmaps, endpoints,
-    /// endpointslices, and the other core resources): name and namespace only.
+    /// endpointslices, leases, runtimeclasses, csidrivers, servicecidrs, and the other core
+    /// resources): name and namespace only.
     MetaOnly,
     /// Custom resources: `metadata.name`, and `metadata.namespace` when namespaced.
     Custom {
@@ -78,8 +79,8 @@ const CLUSTER_META_FIELDS: &[&str] = &["metadata.name"];
 
 impl FieldRules {
     /// The rules for a resource by API group ("" for core) and plural resource name. Unknown
-    /// core resources get [`FieldRules::MetaOnly`]; anything outside core and
-    /// `discovery.k8s.io` is taken for a namespaced custom resource.
+    /// core resources get [`FieldRules::MetaOnly`]; anything else not listed is taken for a
+    /// namespaced custom resource.
     pub fn for_resource(group: &str, resource: &str) -> Self {
         match (group, resource) {
             ("", "pods") => Self::Pods,
@@ -90,7 +91,15 @@ impl FieldRules {
             ("", "services") => Self::Services,
             ("", "replicationcontrollers") => Self::ReplicationControllers,
             ("", "persistentvolumeclaims") => Self::PersistentVolumeClaims,
-            ("", _) | ("discovery.k8s.io", "endpointslices") => Self::MetaOnly,
+            // Built-in kinds without a conversion function of their own
+            // (`runtime.DefaultMetaV1FieldSelectorConversion`: name and namespace, even for the
+            // cluster-scoped ones, whose namespace reads as "").
+            ("", _)
+            | ("discovery.k8s.io", "endpointslices")
+            | ("coordination.k8s.io", "leases")
+            | ("node.k8s.io", "runtimeclasses")
+            | ("storage.k8s.io", "csidrivers")
+            | ("networking.k8s.io", "servicecidrs") => Self::MetaOnly,
             _ => Self::Custom { cluster_scoped: false },
         }
     }

@@ -27,6 +27,10 @@ pub(super) const ROOTS: &[(&str, &str, &str)] = &[
     ("apps", "replicasets", "apps.ReplicaSet"),
     ("discovery.k8s.io", "endpointslices", "discovery.EndpointSlice"),
     ("events.k8s.io", "events", "events.Event"),
+    ("coordination.k8s.io", "leases", "coordination.Lease"),
+    ("node.k8s.io", "runtimeclasses", "node.RuntimeClass"),
+    ("storage.k8s.io", "csidrivers", "storage.CSIDriver"),
+    ("networking.k8s.io", "servicecidrs", "networking.ServiceCIDR"),
 ];
 
 /// `(struct, fields)`, sorted by struct name; each struct's fields sorted by JSON name.
@@ -130,6 +134,16 @@ pub(super) const STRUCTS: &[(&str, &[FieldMeta])] = &[
             ty: "",
             strategy: Strategy::Merge,
             merge_key: "type",
+        }],
+    ),
+    (
+        "coordination.Lease",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
         }],
     ),
     (
@@ -620,5 +634,54 @@ pub(super) const STRUCTS: &[(&str, &[FieldMeta])] = &[
                 merge_key: "uid",
             },
         ],
+    ),
+    (
+        "networking.ServiceCIDR",
+        &[
+            FieldMeta {
+                json: "metadata",
+                shape: FieldShape::Struct,
+                ty: "meta.ObjectMeta",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+            FieldMeta {
+                json: "status",
+                shape: FieldShape::Struct,
+                ty: "networking.ServiceCIDRStatus",
+                strategy: Strategy::None,
+                merge_key: "",
+            },
+        ],
+    ),
+    (
+        "networking.ServiceCIDRStatus",
+        &[FieldMeta {
+            json: "conditions",
+            shape: FieldShape::List,
+            ty: "",
+            strategy: Strategy::Merge,
+            merge_key: "type",
+        }],
+    ),
+    (
+        "node.RuntimeClass",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
+    ),
+    (
+        "storage.CSIDriver",
+        &[FieldMeta {
+            json: "metadata",
+            shape: FieldShape::Struct,
+            ty: "meta.ObjectMeta",
+            strategy: Strategy::None,
+            merge_key: "",
+        }],
     ),
 ];

@@ -36,6 +36,21 @@ fn unsupported_fields_get_the_apiservers_message() {
         check("example.com", "widgets", "spec.size=1"),
         Err("field label not supported: spec.size".into())
     );
+    // Built-in kinds of other groups without a conversion of their own, cluster-scoped ones
+    // included, take the default conversion (name and namespace).
+    for (group, resource) in [
+        ("coordination.k8s.io", "leases"),
+        ("node.k8s.io", "runtimeclasses"),
+        ("storage.k8s.io", "csidrivers"),
+        ("networking.k8s.io", "servicecidrs"),
+    ] {
+        assert_eq!(
+            check(group, resource, "spec.x=1"),
+            Err(r#""spec.x" is not a known field selector: only "metadata.name", "metadata.namespace""#.into()),
+            "{resource}"
+        );
+        assert_eq!(check(group, resource, "metadata.namespace="), Ok("metadata.namespace=".into()));
+    }
     // The first refused term in sorted order is the one reported.
     assert_eq!(check("", "pods", "zz=1,aa=2"), Err("field label not supported: aa".into()));
 }

@@ -1,0 +1,123 @@
+//! A smoke run of `kubeplex-bench nodes` (2 nodes, a few seconds) in both modes: directly
+//! against its fake apiserver, and through two kubeplex processes in node mode with the shipped
+//! node configuration. The figures are printed, every kubelet synced, every client's final view
+//! is the apiserver's, and no kubeplex cache is left without watchers once the agents run
+//! (config/node.yaml starts no cache nobody reads).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The workspace's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The kubeplex binary of this build's profile (`target/debug/kubeplex` beside `deps/`, where
+/// this test runs from), or `KUBEPLEX_BIN`. `CARGO_BIN_EXE_*` names only this package's
+/// binaries, so kubeplex's is built here when nextest runs the test (cargo holds no lock then;
+/// a no-op when it is fresh); under `cargo test` it must have been built before.
+async fn kubeplex_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("KUBEPLEX_BIN") {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().expect("the test's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/PROFILE/deps/..");
+    let bin = profile_dir.join("kubeplex");
+    if std::env::var_os("NEXTEST_RUN_ID").is_some() {
+        let mut build = tokio::process::Command::new(option_env!("CARGO").unwrap_or("cargo"));
+        build.current_dir(root()).args(["build", "--quiet", "-p", "kubeplex", "--bin", "kubeplex"]);
+        if profile_dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let status = tokio::time::timeout(Duration::from_secs(1200), build.status())
+            .await
+            .expect("kubeplex built in time")
+            .expect("cargo ran");
+        assert!(status.success(), "building kubeplex failed");
+    }
+    assert!(
+        bin.is_file(),
+        "{}: build it first (cargo build -p kubeplex), or set KUBEPLEX_BIN",
+        bin.display()
+    );
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_scenario_runs_directly_and_through_a_node_tier() {
+    let bin = kubeplex_bin().await;
+    let root = root();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
+    cmd.arg("--json")
+        .args(["nodes", "--nodes", "2", "--duration", "4", "--pod-rate", "2", "--settle", "2"])
+        .args(["--service-every", "1", "--node-status-every", "2"])
+        .arg("--kubeplex-bin")
+        .arg(&bin)
+        .arg("--node-config")
+        .arg(root.join("config/node.yaml"))
+        .arg("--daemonset")
+        .arg(root.join("deploy/base/node/daemonset.yaml"));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
+        .await
+        .expect("kubeplex-bench finished in time")
+        .expect("kubeplex-bench ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubeplex-bench nodes failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON report");
+    let modes = report["modes"].as_array().expect("modes");
+    assert_eq!(
+        modes.iter().map(|m| m["mode"].as_str()).collect::<Vec<_>>(),
+        [Some("direct"), Some("node-tier")]
+    );
+    for m in modes {
+        let mode = m["mode"].as_str().unwrap_or("?");
+        let served = &m["served"];
+        for figure in
+            ["watch", "watch_events", "watch_event_bytes", "bytes_written", "open_watches"]
+        {
+            assert!(served[figure].as_i64().unwrap_or(0) > 0, "{mode}: {figure}: {served}");
+        }
+        // Every kubelet (each of its informers), and every other agent, synced.
+        for class in m["classes"].as_array().expect("classes") {
+            assert_eq!(class["synced"], class["clients"], "{mode}: {class}");
+        }
+        let kubelet_classes = m["classes"]
+            .as_array()
+            .expect("classes")
+            .iter()
+            .filter(|c| c["class"].as_str().is_some_and(|n| n.starts_with("kubelet: ")))
+            .count();
+        assert_eq!(kubelet_classes, 6, "{mode}: {m}");
+        // Pods were bound during the run and every kubelet saw its own.
+        let bound = m["churn"]["pods_created"].as_u64().unwrap_or(0);
+        assert!(bound >= 4, "{mode}: {}", m["churn"]);
+        assert_eq!(m["binding_to_kubelet"]["count"].as_u64(), Some(bound), "{mode}");
+        let views = &m["views"];
+        assert!(views["checked"].as_u64().unwrap_or(0) > 20, "{mode}: {views}");
+        assert_eq!(views["equal"], views["checked"], "{mode}: {views}");
+        for (write, outcome) in m["writes"].as_object().expect("writes") {
+            assert!(outcome["ok"].as_u64().unwrap_or(0) > 0, "{mode}: {write}: {outcome}");
+            assert_eq!(outcome["failed"], 0, "{mode}: {write}: {outcome}");
+        }
+    }
+    let direct = &modes[0];
+    assert!(direct["kubeplex"].is_null());
+    assert_eq!(direct["served"]["subject_access_reviews"], 0, "no reviews directly");
+    let tier = &modes[1]["kubeplex"];
+    let caches = tier["caches"].as_array().expect("kubeplex's caches");
+    assert!(!caches.is_empty(), "{tier}");
+    assert_eq!(
+        tier["caches_without_watchers"],
+        Value::Array(vec![]),
+        "config/node.yaml must start no cache without readers: {tier}"
+    );
+    assert!(report["ratios"]["LIST+WATCH"].as_f64().is_some(), "{}", report["ratios"]);
+}
