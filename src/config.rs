@@ -31,6 +31,30 @@ pub const API_VERSION: &str = "config.kubeplex.io/v1alpha1";
 /// The file's `kind` (optional; when given it must be this one).
 pub const KIND: &str = "KubeplexConfiguration";
 
+/// The cache specs of the setting `key`, `{nodeName}` replaced and each checked.
+fn cache_specs(
+    key: &str,
+    specs: &[String],
+    node: Option<&str>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let expanded = match (spec.contains(NODE_NAME_PLACEHOLDER), node) {
+            (false, _) => spec.clone(),
+            (true, Some(node)) => spec.replace(NODE_NAME_PLACEHOLDER, node),
+            (true, None) => {
+                return Err(ConfigError(format!(
+                    "{key}: {spec:?}: {NODE_NAME_PLACEHOLDER} needs nodeName (--node-name, KUBEPLEX_NODE_NAME; the downward API's spec.nodeName)"
+                )))
+            }
+        };
+        kubeplex::serve::CacheSpec::parse(&expanded)
+            .map_err(|e| ConfigError(format!("{key}: {spec:?}: {e}")))?;
+        out.push(expanded);
+    }
+    Ok(out)
+}
+
 /// Replaced by `nodeName` in cache specs.
 pub const NODE_NAME_PLACEHOLDER: &str = "{nodeName}";
 
@@ -206,6 +230,17 @@ pub struct Settings {
     /// `caches`.
     #[arg(long = "cache", env = "KUBEPLEX_CACHES", value_delimiter = ',', help_heading = "Caches")]
     pub caches: Vec<String>,
+    /// Scopes for caches started by reads, in the syntax of `caches`, which cost nothing until
+    /// read: the first read within one starts that cache (rather than one of the read's own
+    /// scope), and it then serves every read within it — a node's kubelet and kube-proxy share
+    /// one cache of services though their selectors differ. The file's key is `cacheScopes`.
+    #[arg(
+        long = "cache-scope",
+        env = "KUBEPLEX_CACHE_SCOPES",
+        value_delimiter = ',',
+        help_heading = "Caches"
+    )]
+    pub cache_scopes: Vec<String>,
     /// The node this kubeplex serves (a node-local DaemonSet sets it from the downward API's
     /// `spec.nodeName`): `{nodeName}` in a cache's selectors is replaced by it, so that a node
     /// caches its own pods (`pods:protobuf?fieldSelector=spec.nodeName={nodeName}`).
@@ -656,21 +691,8 @@ impl Settings {
                 "nodeName: {name:?} is not a node name (a DNS subdomain: at most 253 of a-z, 0-9, '-' and '.')"
             )));
         }
-        let mut preload = Vec::with_capacity(s.caches.len());
-        for spec in &s.caches {
-            let expanded = match (spec.contains(NODE_NAME_PLACEHOLDER), s.node_name.as_deref()) {
-                (false, _) => spec.clone(),
-                (true, Some(node)) => spec.replace(NODE_NAME_PLACEHOLDER, node),
-                (true, None) => {
-                    return Err(ConfigError(format!(
-                        "caches: {spec:?}: {NODE_NAME_PLACEHOLDER} needs nodeName (--node-name, KUBEPLEX_NODE_NAME; the downward API's spec.nodeName)"
-                    )))
-                }
-            };
-            kubeplex::serve::CacheSpec::parse(&expanded)
-                .map_err(|e| ConfigError(format!("caches: {spec:?}: {e}")))?;
-            preload.push(expanded);
-        }
+        let preload = cache_specs("caches", &s.caches, s.node_name.as_deref())?;
+        let scopes = cache_specs("cacheScopes", &s.cache_scopes, s.node_name.as_deref())?;
         if let Some(ns) =
             s.cache_namespace.as_deref().filter(|ns| !kubeplex::cache::select::is_dns1123_label(ns))
         {
@@ -720,6 +742,7 @@ impl Settings {
             },
             idle_timeout: s.cache_idle_timeout.0,
             preload,
+            scopes,
             watch,
             freshness: FreshnessConfig {
                 sync_wait: s.cache_sync_wait.0,
@@ -889,7 +912,11 @@ pub fn check(path: &Path) -> Result<Config, ConfigError> {
     // (KUBEPLEX_NODE_NAME), never from the file: the caches that use it are checked with a
     // stand-in.
     if settings.node_name.is_none()
-        && settings.caches.iter().any(|c| c.contains(NODE_NAME_PLACEHOLDER))
+        && settings
+            .caches
+            .iter()
+            .chain(&settings.cache_scopes)
+            .any(|c| c.contains(NODE_NAME_PLACEHOLDER))
     {
         settings.node_name = Some(CHECK_NODE_NAME.to_string());
     }

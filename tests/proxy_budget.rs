@@ -39,6 +39,7 @@ async fn kubeplex(sim: &Sim, budget: Option<usize>) -> Proxy {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec!["pods".into()],
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,

@@ -54,6 +54,7 @@ async fn kubeplex(sim: &Sim, work: &Path, states: &Path) -> Proxy {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec!["pods".into(), "configmaps".into()],
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig {
             sync_wait: Duration::from_secs(5),

@@ -35,6 +35,7 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         limits: StoreLimits { max_snapshots: 100, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec!["pods".to_string()],
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: DISCOVERY_TTL,

@@ -30,6 +30,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         limits: StoreLimits { max_snapshots: 100, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec!["configmaps".into(), "pods".into()],
+        scopes: Vec::new(),
         watch: Default::default(),
         freshness: Default::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,

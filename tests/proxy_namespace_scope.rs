@@ -57,6 +57,7 @@ async fn sidecar(sim: &Sim, dir: &Path, namespace: Option<&str>) -> Proxy {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec![],
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,

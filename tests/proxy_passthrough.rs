@@ -83,6 +83,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         limits: StoreLimits { max_snapshots: 10, max_snapshot_age: Duration::from_secs(60) },
         idle_timeout: Duration::from_secs(60),
         preload: Vec::new(),
+        scopes: Vec::new(),
         watch: Default::default(),
         freshness: Default::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,

@@ -180,3 +180,52 @@ async fn a_read_starts_a_cache_of_exactly_its_scope() {
     assert_eq!(all.len(), 2, "{all:?}");
     assert!(all.iter().any(|c| c["namespace"] == "team-0" && c["label_selector"].is_null()));
 }
+
+/// Declared scopes (`cacheScopes`, what the node configuration ships) cost nothing until read:
+/// kubeplex lists nothing at start; the first read within one starts that cache — a named read
+/// too, the kubelet's of its own Node — and later reads it contains, with other selectors, are
+/// served by it rather than starting their own (a node's kubelet and kube-proxy share one cache
+/// of services).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_scope_is_started_by_its_first_read_and_serves_every_read_it_contains() {
+    let shape = ClusterShape { services: 12, ..shape() };
+    let mut config = support::stack::default_caches(&[]);
+    config.scopes = vec![
+        "nodes:protobuf?fieldSelector=metadata.name=node-0".into(),
+        "services:protobuf".into(),
+    ];
+    let stack = Stack::with_caches(kubeplex::sim::SimBuilder::new(), shape, config).await;
+    let reads = |resource: &str| {
+        stack.upstream_calls_of(resource, "LIST") + stack.upstream_calls_of(resource, "WATCH")
+    };
+    assert!(caches(&stack).await.is_empty(), "nothing cached before a read");
+    assert_eq!((reads("nodes"), reads("services")), (0, 0), "nothing listed before a read");
+
+    let headers = [("Accept", PROTOBUF)];
+    let same = |path: &'static str| {
+        let stack = &stack;
+        async move {
+            let via = request(&stack.addr(), http::Method::GET, path, &headers, None).await;
+            let direct = request(&stack.upstream(), http::Method::GET, path, &headers, None).await;
+            assert_eq!((via.status, &via.body), (200, &direct.body), "{path}");
+        }
+    };
+    // The kubelet's read of its Node, by name: starts the declared cache.
+    same("/api/v1/nodes/node-0?resourceVersion=0").await;
+    // The kubelet's and kube-proxy's reads of services: one cache for both.
+    same("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&resourceVersion=0").await;
+    same("/api/v1/services?labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&resourceVersion=0").await;
+    assert_eq!(stack.served_from("cache").await, 3);
+    let all = caches(&stack).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.iter().any(|c| c["field_selector"] == "metadata.name=node-0"));
+    assert!(all.iter().any(|c| c["resource"] == "services/v1"
+        && c["label_selector"].is_null()
+        && c["field_selector"].is_null()));
+    // The cache cost its first reader's list, and then its watch: two reads of services
+    // upstream for the two readers (plus this test's two direct reads), not four.
+    assert_eq!(reads("services"), 2 + 2);
+    // A named read outside every declared scope still starts nothing.
+    same("/api/v1/nodes/node-1?resourceVersion=0").await;
+    assert_eq!(caches(&stack).await.len(), 2);
+}

@@ -133,6 +133,11 @@ impl Scope {
         self.name.as_deref()
     }
 
+    /// How many terms narrow it (its namespace counts as one): more is narrower.
+    pub fn terms(&self) -> usize {
+        usize::from(self.namespace.is_some()) + self.label.len() + self.field.len()
+    }
+
     /// Whether it selects by labels or fields (not only by namespace).
     pub fn has_selectors(&self) -> bool {
         !self.label.is_empty() || !self.field.is_empty()

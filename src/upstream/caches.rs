@@ -17,7 +17,12 @@
 //!    cache: a cache of one object saves nothing until a second reader of it comes, and a wider
 //!    one would cost more than the reader. It is served by a running cache that holds it (a
 //!    configured `nodes?fieldSelector=metadata.name=NODE`), else passed through;
-//! 4. configured caches (`caches:`) are the operator's choice, scope included.
+//! 4. configured caches (`caches:`) are the operator's choice, scope included. Declared scopes
+//!    (`cacheScopes:`) are too, but cost nothing until read: the first read within one — a
+//!    named one too, the kubelet's of its own Node — starts its cache, which then serves every
+//!    read it contains (a node's kubelet and kube-proxy, whose selectors differ, share one
+//!    cache of services). Started by its first reader, it costs what that reader would
+//!    directly, and needs no freshness proof for it.
 //!
 //! A list read alone (no watch after it) is the one reader that costs less directly than the
 //! cache it starts, by the cache's events until it is stopped for idleness (`cacheIdleTimeout`).
@@ -48,6 +53,10 @@ pub struct CachesConfig {
     pub limits: StoreLimits,
     /// Caches started at start-up (`pods`, `apps/v1/deployments`, `pods:protobuf`).
     pub preload: Vec<String>,
+    /// Scopes declared for caches started by reads (`cacheScopes`): a read within one starts
+    /// the cache of that scope, rather than one of its own, the first time it is read (same
+    /// spec syntax as `preload`; see "What a cache may cost").
+    pub scopes: Vec<String>,
     /// A cache nobody read for this long is stopped (its memory and upstream watch freed).
     pub idle_timeout: Duration,
     pub watch: WatchConfig,
@@ -106,8 +115,10 @@ impl Default for FreshnessConfig {
 }
 
 mod budget;
+mod spec;
 
 pub use budget::{RefusedStatus, ENFORCE_EVERY as BUDGET_CHECK_EVERY};
+pub use spec::CacheSpec;
 
 type CacheKey = (String, String, String, Encoding, Scope);
 
@@ -168,6 +179,8 @@ pub struct Caches {
     me: Weak<Caches>,
     /// The upstream's current RV, shared by every cache's freshness proofs.
     clock: Arc<Clock>,
+    /// `config.scopes`, read.
+    declared: Vec<CacheSpec>,
 }
 
 impl Caches {
@@ -189,6 +202,7 @@ impl Caches {
         disk: Option<Arc<DiskStates>>,
     ) -> Arc<Self> {
         metrics.budget_bytes.set(config.memory_budget.unwrap_or(0) as i64);
+        let declared = config.scopes.iter().filter_map(|s| CacheSpec::parse(s).ok()).collect();
         Arc::new_cyclic(|me| Caches {
             upstream,
             metrics,
@@ -200,6 +214,7 @@ impl Caches {
             refused: Mutex::new(HashMap::new()),
             me: me.clone(),
             clock: Clock::new(),
+            declared,
         })
     }
 
@@ -248,10 +263,39 @@ impl Caches {
         if let Some(live) = self.containing(info, encoding, read) {
             return Some(live);
         }
+        if let Some(declared) = self.declared(info, encoding, read) {
+            return self.start(info, encoding, declared, list);
+        }
         if read.name().is_some() || self.scopes_of(info, encoding) >= MAX_SCOPES_PER_RESOURCE {
             return None;
         }
         self.start(info, encoding, read.clone(), list)
+    }
+
+    /// Whether a named read (which starts no cache of its own) has a cache to be served by: a
+    /// running one that contains it, or a declared scope that does.
+    pub fn holds_named(&self, info: &ResourceInfo, encoding: Encoding, read: &Scope) -> bool {
+        self.declared(info, encoding, read).is_some()
+            || self.containing(info, encoding, read).is_some()
+    }
+
+    /// The narrowest declared scope (`cacheScopes`) of `info` in `encoding` that contains
+    /// `read`.
+    fn declared(&self, info: &ResourceInfo, encoding: Encoding, read: &Scope) -> Option<Scope> {
+        self.declared
+            .iter()
+            .filter(|s| {
+                (s.group.as_str(), s.version.as_str(), s.resource.as_str(), s.encoding)
+                    == (
+                        info.group.as_str(),
+                        info.version.as_str(),
+                        info.resource.as_str(),
+                        encoding,
+                    )
+            })
+            .map(|s| s.scope(info, self.config.namespace.as_deref()))
+            .filter(|scope| scope.contains(read))
+            .max_by_key(|scope| scope.terms())
     }
 
     /// The narrowest running cache of `info` in `encoding` whose scope contains `read`.

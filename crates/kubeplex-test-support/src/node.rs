@@ -66,6 +66,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: vec!["pods".into(), "configmaps".into()],
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: options.discovery_ttl,

@@ -78,6 +78,27 @@ impl Stack {
         freshness: FreshnessConfig,
         discovery_ttl: Duration,
     ) -> Stack {
+        let caches = CachesConfig {
+            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
+            idle_timeout: idle,
+            preload: preload.iter().map(|s| s.to_string()).collect(),
+            scopes: Vec::new(),
+            watch,
+            freshness,
+            discovery_ttl,
+            disk: Default::default(),
+            memory_budget: None,
+            namespace: None,
+        };
+        Self::with_caches(builder, shape, caches).await
+    }
+
+    /// The fake apiserver seeded with `shape`, and kubeplex with `caches`.
+    pub async fn with_caches(
+        builder: SimBuilder,
+        shape: ClusterShape,
+        caches: CachesConfig,
+    ) -> Stack {
         let sim = builder.seed(seed::cluster(shape)).start().await.expect("sim");
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-proxy-{}-{}",
@@ -89,17 +110,6 @@ impl Stack {
         sim.write_kubeconfig(&kc).expect("kubeconfig");
         let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config"))
             .expect("client");
-        let caches = CachesConfig {
-            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-            idle_timeout: idle,
-            preload: preload.iter().map(|s| s.to_string()).collect(),
-            watch,
-            freshness,
-            discovery_ttl,
-            disk: Default::default(),
-            memory_budget: None,
-            namespace: None,
-        };
         let proxy = Proxy::start(
             upstream,
             "127.0.0.1:0".parse().expect("addr"),
@@ -213,6 +223,7 @@ pub fn default_caches(preload: &[&str]) -> CachesConfig {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
         preload: preload.iter().map(|s| s.to_string()).collect(),
+        scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
         discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,

@@ -171,6 +171,16 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     if !kubelets_synced {
         tracing::warn!("not every kubelet synced its pods within 60 s; binding pods anyway");
     }
+    // The start-up ends when every agent's informers have synced (a kubelet's named watches
+    // come and go with its pods, and are part of what follows).
+    let all_synced = crate::target::eventually(Duration::from_secs(60), || {
+        shared.all_synced_but(kubelet::NAMED)
+    })
+    .await;
+    if !all_synced {
+        tracing::warn!("not every agent synced within 60 s; the steady state starts anyway");
+    }
+    let steady_from = Counters::read(&sim.metrics_text());
     let counts = Arc::new(churn::ChurnCounts::default());
     let controllers = tokio::spawn(churn.run(sim.clone(), shared.clone(), counts.clone()));
     let mut open_max = 0.0f64;
@@ -182,6 +192,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
             _ = sample.tick() => open_max = open_max.max(Counters::read(&sim.metrics_text()).open_watches),
         }
     }
+    let steady = Served::between(&steady_from, &Counters::read(&sim.metrics_text()));
     tokio::time::sleep(spec.settle).await;
     let views = compare_views(&sim, &shared);
     let running = Counters::read(&sim.metrics_text());
@@ -217,6 +228,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         mode,
         seconds: started.elapsed().as_secs_f64(),
         served,
+        steady,
         binding_to_kubelet: binding,
         binding_to_running: pod_start,
         classes: classes(&shared),

@@ -185,6 +185,9 @@ pub struct ModeReport {
     pub mode: &'static str,
     pub seconds: f64,
     pub served: Served,
+    /// What the apiserver served after start-up: from the moment every kubelet had synced its
+    /// pods to the end of the churn (a running cluster, where agents and caches are up).
+    pub steady: Served,
     /// From a pod's binding to its kubelet's informer holding it.
     pub binding_to_kubelet: Summary,
     /// From a pod's binding to its kubelet reporting it Running.
@@ -225,6 +228,10 @@ fn figures(m: &ModeReport) -> Vec<(&'static str, f64)> {
         ("bytes written (GET/LIST/WATCH)", s.bytes_written as f64),
         ("open watches at the end", s.open_watches as f64),
         ("open watches, most", s.open_watches_max as f64),
+        ("after start-up: LIST+WATCH", (m.steady.list + m.steady.watch) as f64),
+        ("after start-up: watch events", m.steady.watch_events as f64),
+        ("after start-up: watch event bytes", m.steady.watch_event_bytes as f64),
+        ("after start-up: bytes written", m.steady.bytes_written as f64),
         ("binding→kubelet p50 ms", m.binding_to_kubelet.p50_ms),
         ("binding→kubelet p99 ms", m.binding_to_kubelet.p99_ms),
         ("binding→kubelet max ms", m.binding_to_kubelet.max_ms),

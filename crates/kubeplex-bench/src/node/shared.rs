@@ -131,6 +131,15 @@ impl Shared {
         classes.get(name).map_or(0, |c| c.tally.synced.load(Ordering::Relaxed))
     }
 
+    /// Whether every client of every class but `except` has synced.
+    pub fn all_synced_but(&self, except: &str) -> bool {
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner());
+        classes
+            .values()
+            .filter(|c| c.name != except)
+            .all(|c| c.tally.synced.load(Ordering::Relaxed) >= c.clients.load(Ordering::Relaxed))
+    }
+
     pub fn classes(&self) -> Vec<Arc<Class>> {
         self.classes.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
