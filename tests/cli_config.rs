@@ -311,3 +311,30 @@ async fn state_dir_prepares_a_private_directory_for_kubeplexs_user() {
     assert_one_line_failure(&out, "--owner \"nonroot\": expected UID:GID");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The node-local DaemonSet's configuration (`deploy/base/node`) and the node example start no
+/// cache before an agent reads (DESIGN.md §7): no `caches`, the same declared `cacheScopes`,
+/// which `kubeplex-bench`'s node scenario runs against real agent profiles and finds every
+/// cache with readers (crates/kubeplex-bench/tests/bench_nodes.rs).
+#[tokio::test]
+async fn the_node_configurations_start_no_cache_before_an_agent_reads() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut printed = Vec::new();
+    for file in ["config/node.yaml", "deploy/base/node/kubeplex.yaml"] {
+        let path = format!("{root}/{file}");
+        let (code, out, err) =
+            run(&["config", "print", "--config", &path, "--node-name", "n1"], &[]).await;
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(out.lines().any(|l| l == "caches: []"), "{file} starts caches:\n{out}");
+        let scopes: Vec<String> = out
+            .lines()
+            .skip_while(|l| *l != "cacheScopes:")
+            .skip(1)
+            .take_while(|l| l.starts_with('-') || l.starts_with(' '))
+            .map(str::to_string)
+            .collect();
+        assert!(scopes.len() >= 4, "{file}: {scopes:?}");
+        printed.push(scopes);
+    }
+    assert_eq!(printed[0], printed[1], "the DaemonSet declares the node example's scopes");
+}
