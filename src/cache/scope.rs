@@ -107,6 +107,12 @@ impl Scope {
         Ok(Scope::new(namespace, label.as_ref(), field.as_ref()))
     }
 
+    /// The same scope, limited to `namespace`.
+    pub fn within(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_string()).filter(|ns| !ns.is_empty());
+        self
+    }
+
     /// The same scope, narrowed to the one object `name` (a read of a named object).
     pub fn named(mut self, name: &str) -> Self {
         let term = FieldRequirement {

@@ -416,14 +416,10 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
     let Classified { req, identity, class } = req;
     // Node mode: a read the cache was not granted, which the upstream then answers with
     // success, shows a remembered denial out of date.
-    let reviewed = match (&state.node, identity.user(), &class.path) {
-        (Some(node), Some(user), ApiPath::Resource(rp))
-            if matches!(class.verb, Verb::Get | Verb::List | Verb::Watch) =>
-        {
-            Some((node.clone(), user, rp.clone()))
-        }
-        _ => None,
-    };
+    let reader = matches!(class.verb, Verb::Get | Verb::List | Verb::Watch)
+        .then(|| identity.user())
+        .flatten()
+        .filter(|_| state.node.is_some());
     let how = match identity {
         // The sidecar mode: kubeplex's identity, or the client's own credentials if it has
         // some (`passthrough::forward` decides).
@@ -456,8 +452,10 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
         None => passthrough::forward(&state.upstream, req).await,
         Some(how) => passthrough::forward_as(&state.upstream, req, how).await,
     };
-    if let Some((node, user, rp)) = reviewed.filter(|_| resp.status().is_success()) {
-        node.upstream_allowed(&user, &class, &rp).await;
+    if let (Some(node), Some(user), ApiPath::Resource(rp)) = (&state.node, &reader, &class.path) {
+        if resp.status().is_success() {
+            node.upstream_allowed(user, &class, rp).await;
+        }
     }
     let resp = match slot {
         Some(slot) => slot.hold_until_sent(resp),

@@ -179,8 +179,8 @@ pub struct Caches {
     me: Weak<Caches>,
     /// The upstream's current RV, shared by every cache's freshness proofs.
     clock: Arc<Clock>,
-    /// `config.scopes`, read.
-    declared: Vec<CacheSpec>,
+    /// `config.scopes`, read: each spec and its scope across namespaces.
+    declared: Vec<(CacheSpec, Scope)>,
 }
 
 impl Caches {
@@ -202,7 +202,22 @@ impl Caches {
         disk: Option<Arc<DiskStates>>,
     ) -> Arc<Self> {
         metrics.budget_bytes.set(config.memory_budget.unwrap_or(0) as i64);
-        let declared = config.scopes.iter().filter_map(|s| CacheSpec::parse(s).ok()).collect();
+        let declared = config
+            .scopes
+            .iter()
+            .filter_map(|s| CacheSpec::parse(s).ok())
+            .map(|spec| {
+                let scope = Scope::parse(
+                    &spec.group,
+                    &spec.resource,
+                    None,
+                    spec.label_selector.as_deref(),
+                    spec.field_selector.as_deref(),
+                )
+                .unwrap_or_default();
+                (spec, scope)
+            })
+            .collect();
         Arc::new_cyclic(|me| Caches {
             upstream,
             metrics,
@@ -282,9 +297,10 @@ impl Caches {
     /// The narrowest declared scope (`cacheScopes`) of `info` in `encoding` that contains
     /// `read`.
     fn declared(&self, info: &ResourceInfo, encoding: Encoding, read: &Scope) -> Option<Scope> {
+        let namespace = self.config.namespace.as_deref().filter(|_| info.namespaced);
         self.declared
             .iter()
-            .filter(|s| {
+            .filter(|(s, _)| {
                 (s.group.as_str(), s.version.as_str(), s.resource.as_str(), s.encoding)
                     == (
                         info.group.as_str(),
@@ -293,9 +309,15 @@ impl Caches {
                         encoding,
                     )
             })
-            .map(|s| s.scope(info, self.config.namespace.as_deref()))
-            .filter(|scope| scope.contains(read))
-            .max_by_key(|scope| scope.terms())
+            // Within the namespace caches are limited to, if any.
+            .filter(|(_, scope)| {
+                scope.contains(read) && namespace.is_none_or(|ns| read.namespace() == Some(ns))
+            })
+            .max_by_key(|(_, scope)| scope.terms())
+            .map(|(_, scope)| match namespace {
+                Some(ns) => scope.clone().within(ns),
+                None => scope.clone(),
+            })
     }
 
     /// The narrowest running cache of `info` in `encoding` whose scope contains `read`.
