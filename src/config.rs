@@ -904,6 +904,23 @@ pub fn load(config_file: Option<&Path>, matches: &ArgMatches) -> Result<Config, 
     })
 }
 
+/// How a user sets the key `key` (`adminListen`): `adminListen: --admin-listen,
+/// KUBEPLEX_ADMIN_LISTEN` — the file's key, the flag and the variable, as `Settings` derives them.
+pub fn setting_names(key: &str) -> String {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    for c in key.chars() {
+        if c.is_ascii_uppercase() && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        word.push(c.to_ascii_lowercase());
+    }
+    words.push(word);
+    let flag = words.join("-");
+    let var = words.join("_").to_ascii_uppercase();
+    format!("{key}: --{flag}, KUBEPLEX_{var}")
+}
+
 /// `kubeplex config check FILE`: the file alone (no variables or flags), checked.
 pub fn check(path: &Path) -> Result<Config, ConfigError> {
     let file = File::read(path)?;

@@ -40,8 +40,10 @@ pub struct DemoArgs {
     /// Where kubeplex listens (the kubeconfig points here); overrides the file's `listen`.
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Where the fake apiserver behind it listens.
-    #[arg(long, default_value = "127.0.0.1:6443")]
+    /// Where the fake apiserver behind it listens. It is the demo's own (the kubeconfig points
+    /// at kubeplex), so by default it takes a free loopback port: the demo runs beside a local
+    /// cluster on 127.0.0.1:6443.
+    #[arg(long, default_value = "127.0.0.1:0")]
     upstream_listen: SocketAddr,
     /// kubeplex's admin endpoints; overrides the file's `adminListen`.
     #[arg(long)]
@@ -84,12 +86,15 @@ fn parse_seed(spec: &str) -> anyhow::Result<(Vec<Value>, ClusterShape)> {
     }
 }
 
+/// Starts the fake apiserver on `listen` (set by `flag`, named when it cannot bind).
 async fn start(
     listen: SocketAddr,
+    flag: &str,
     objects: Vec<Value>,
     kubeconfig: Option<&PathBuf>,
 ) -> anyhow::Result<Arc<Sim>> {
-    let sim = Arc::new(SimBuilder::new().listen(listen).seed(objects).start().await?);
+    let started = SimBuilder::new().listen(listen).seed(objects).start().await;
+    let sim = Arc::new(started.with_context(|| format!("fake apiserver on {listen} ({flag})"))?);
     if let Some(path) = kubeconfig {
         sim.write_kubeconfig(path).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -98,7 +103,7 @@ async fn start(
 
 pub async fn run_sim(a: SimArgs) -> anyhow::Result<()> {
     let (objects, shape) = parse_seed(&a.seed)?;
-    let sim = start(a.listen, objects, a.write_kubeconfig.as_ref()).await?;
+    let sim = start(a.listen, "--listen", objects, a.write_kubeconfig.as_ref()).await?;
     tracing::info!(url = %sim.url(), "fake kube-apiserver listening");
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
     tokio::signal::ctrl_c().await?;
@@ -126,10 +131,18 @@ pub fn config(a: &DemoArgs) -> anyhow::Result<Config> {
     })?)
 }
 
+/// How the demo's command line sets a listener's address: its flag, or the `--config` file's key.
+fn demo_setting(key: &str) -> String {
+    let flag = if key == "adminListen" { "--admin-listen" } else { "--listen" };
+    format!("{flag}, or `{key}` in --config")
+}
+
 pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
     let shape = ClusterShape { pods: a.pods, ..ClusterShape::default() };
     let upstream_kubeconfig = a.write_kubeconfig.with_extension("upstream.kubeconfig");
-    let sim = start(a.upstream_listen, seed::cluster(shape), Some(&upstream_kubeconfig)).await?;
+    let objects = seed::cluster(shape);
+    let sim =
+        start(a.upstream_listen, "--upstream-listen", objects, Some(&upstream_kubeconfig)).await?;
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
     let admin_listen = config.settings.admin_listen;
     let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
@@ -142,7 +155,8 @@ pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
         config.mode,
         config.guardrails,
     )
-    .await?;
+    .await
+    .map_err(|e| super::name_the_setting(e, demo_setting))?;
     std::fs::write(
         &a.write_kubeconfig,
         kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),

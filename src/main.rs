@@ -156,10 +156,27 @@ fn init_logging(config: Option<&config::Config>) {
         .and_then(|c| tracing_subscriber::EnvFilter::try_new(&c.log_filter).ok())
         .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal: a log file, a pipe or a container runtime's log
+    // gets plain text (and NO_COLOR turns them off there too, https://no-color.org).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match config.map(|c| c.log_format) {
         Some(config::LogFormat::Json) => builder.json().flatten_event(true).init(),
         _ => builder.init(),
+    }
+}
+
+/// A listener that could not be bound, named as the user sets it (`names`: the file's key, the
+/// flag and the variable): `cannot listen on 127.0.0.1:8001 (listen: --listen, KUBEPLEX_LISTEN):
+/// Address already in use (os error 98)`.
+fn name_the_setting(e: anyhow::Error, names: impl Fn(&str) -> String) -> anyhow::Error {
+    match e.downcast::<kubeplex::serve::BindError>() {
+        Ok(b) => anyhow::anyhow!("cannot listen on {} ({}): {}", b.addr, names(b.setting), b.error),
+        Err(e) => e,
     }
 }
 
@@ -200,7 +217,8 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
         config.mode,
         config.guardrails,
     )
-    .await?;
+    .await
+    .map_err(|e| name_the_setting(e, config::setting_names))?;
     let admin = proxy.admin_addr.map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(listen = %proxy.addr, admin, upstream = %base, "kubeplex serving");
     let signal = terminated().await?;

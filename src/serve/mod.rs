@@ -288,7 +288,7 @@ impl Proxy {
         for (info, encoding, scope) in restarted {
             let _ = state.caches.get_or_start(&info, encoding, scope);
         }
-        let listener = TcpListener::bind(listen).await?;
+        let listener = bind(listen, "listen").await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
         // Each request goes through a clone of the stack (reference counts only).
@@ -327,7 +327,7 @@ impl Proxy {
         };
         let admin_addr = match admin_listen {
             Some(a) => {
-                let l = TcpListener::bind(a).await?;
+                let l = bind(a, "adminListen").await?;
                 let admin_addr = l.local_addr()?;
                 let st = state.clone();
                 tasks.spawn(crate::net::serve(l, move |req| admin::admin(st.clone(), req)));
@@ -374,6 +374,20 @@ impl Proxy {
         });
         Ok(Proxy { addr, admin_addr, state, tasks, client: Some(client), drain: drain_signal })
     }
+}
+
+/// A listener that could not be bound: which one (its setting's key), where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} (`{setting}`): {error}")]
+pub struct BindError {
+    /// The setting that names the address: `listen` or `adminListen`.
+    pub setting: &'static str,
+    pub addr: SocketAddr,
+    pub error: std::io::Error,
+}
+
+async fn bind(addr: SocketAddr, setting: &'static str) -> Result<TcpListener, BindError> {
+    TcpListener::bind(addr).await.map_err(|error| BindError { setting, addr, error })
 }
 
 /// Node mode's last review answers, next to the caches' states: after a restart during an
