@@ -73,7 +73,7 @@ async fn the_demo_runs_beside_a_cluster_on_6443_and_logs_without_colours_to_a_pi
     let urls: Vec<&str> = first
         .split("http://")
         .skip(1)
-        .map(|rest| rest.split(|c: char| c == ' ' || c == ')').next().unwrap())
+        .map(|rest| rest.split([' ', ')']).next().unwrap())
         .collect();
     assert_eq!(urls.len(), 2, "{first}");
     assert!(!urls[1].ends_with(":6443"), "the fake apiserver took a free port: {first}");
