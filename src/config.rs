@@ -905,20 +905,13 @@ pub fn load(config_file: Option<&Path>, matches: &ArgMatches) -> Result<Config, 
 }
 
 /// How a user sets the key `key` (`adminListen`): `adminListen: --admin-listen,
-/// KUBEPLEX_ADMIN_LISTEN` — the file's key, the flag and the variable, as `Settings` derives them.
+/// KUBEPLEX_ADMIN_LISTEN` — the file's key, and the flag and variable clap reads it from.
 pub fn setting_names(key: &str) -> String {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    for c in key.chars() {
-        if c.is_ascii_uppercase() && !word.is_empty() {
-            words.push(std::mem::take(&mut word));
-        }
-        word.push(c.to_ascii_lowercase());
-    }
-    words.push(word);
-    let flag = words.join("-");
-    let var = words.join("_").to_ascii_uppercase();
-    format!("{key}: --{flag}, KUBEPLEX_{var}")
+    let command = Settings::augment_args(clap::Command::new("serve"));
+    let arg = command.get_arguments().find(|a| camel_case(a.get_id().as_str()) == key);
+    let flag = arg.and_then(|a| a.get_long()).map(|l| format!(", --{l}")).unwrap_or_default();
+    let var = arg.and_then(|a| a.get_env()).map(|e| format!(", {}", e.to_string_lossy()));
+    format!("{key}:{}{}", &flag, var.unwrap_or_default()).replacen(":,", ":", 1)
 }
 
 /// `kubeplex config check FILE`: the file alone (no variables or flags), checked.

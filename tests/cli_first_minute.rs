@@ -70,11 +70,8 @@ async fn the_demo_runs_beside_a_cluster_on_6443_and_logs_without_colours_to_a_pi
         panic!("the demo ended: {err}");
     };
     // "kubeplex demo: kubeplex on http://A in front of a fake kube-apiserver (http://B) ..."
-    let urls: Vec<&str> = first
-        .split("http://")
-        .skip(1)
-        .map(|rest| rest.split([' ', ')']).next().unwrap())
-        .collect();
+    let urls: Vec<&str> =
+        first.split("http://").skip(1).map(|rest| rest.split([' ', ')']).next().unwrap()).collect();
     assert_eq!(urls.len(), 2, "{first}");
     assert!(!urls[1].ends_with(":6443"), "the fake apiserver took a free port: {first}");
     // The demo serves through kubeplex, as the kubeconfig it wrote says.
