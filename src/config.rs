@@ -18,12 +18,12 @@ use std::str::FromStr;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, FromArgMatches, ValueEnum};
+use kubeplex::auth::ReviewConfig;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::stack::ACCESS_LOG_TARGET;
 use kubeplex::serve::{Http1Server, Mode, NodeConfig};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
-use kubeplex::upstream::review::ReviewConfig;
 use serde::{Deserialize, Serialize};
 
 /// The file's `apiVersion` (optional; when given it must be this one).
@@ -912,6 +912,16 @@ pub fn setting_names(key: &str) -> String {
     let flag = arg.and_then(|a| a.get_long()).map(|l| format!(", --{l}")).unwrap_or_default();
     let var = arg.and_then(|a| a.get_env()).map(|e| format!(", {}", e.to_string_lossy()));
     format!("{key}:{}{}", &flag, var.unwrap_or_default()).replacen(":,", ":", 1)
+}
+
+/// A listener that could not be bound, named as the user sets it (`names`: the file's key, the
+/// flag and the variable): `cannot listen on 127.0.0.1:8001 (listen: --listen, KUBEPLEX_LISTEN):
+/// Address already in use (os error 98)`.
+pub fn name_the_setting(e: anyhow::Error, names: impl Fn(&str) -> String) -> anyhow::Error {
+    match e.downcast::<kubeplex::serve::BindError>() {
+        Ok(b) => anyhow::anyhow!("cannot listen on {} ({}): {}", b.addr, names(b.setting), b.error),
+        Err(e) => e,
+    }
 }
 
 /// `kubeplex config check FILE`: the file alone (no variables or flags), checked.

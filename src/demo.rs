@@ -156,7 +156,7 @@ pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
         config.guardrails,
     )
     .await
-    .map_err(|e| super::name_the_setting(e, demo_setting))?;
+    .map_err(|e| super::config::name_the_setting(e, demo_setting))?;
     std::fs::write(
         &a.write_kubeconfig,
         kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),

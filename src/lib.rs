@@ -10,6 +10,7 @@
 //! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod cache;
 pub mod net;
 pub mod serve;

@@ -170,16 +170,6 @@ fn init_logging(config: Option<&config::Config>) {
     }
 }
 
-/// A listener that could not be bound, named as the user sets it (`names`: the file's key, the
-/// flag and the variable): `cannot listen on 127.0.0.1:8001 (listen: --listen, KUBEPLEX_LISTEN):
-/// Address already in use (os error 98)`.
-fn name_the_setting(e: anyhow::Error, names: impl Fn(&str) -> String) -> anyhow::Error {
-    match e.downcast::<kubeplex::serve::BindError>() {
-        Ok(b) => anyhow::anyhow!("cannot listen on {} ({}): {}", b.addr, names(b.setting), b.error),
-        Err(e) => e,
-    }
-}
-
 /// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT (Ctrl-C); its name.
 async fn terminated() -> anyhow::Result<&'static str> {
     #[cfg(unix)]
@@ -218,7 +208,7 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
         config.guardrails,
     )
     .await
-    .map_err(|e| name_the_setting(e, config::setting_names))?;
+    .map_err(|e| config::name_the_setting(e, config::setting_names))?;
     let admin = proxy.admin_addr.map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(listen = %proxy.addr, admin, upstream = %base, "kubeplex serving");
     let signal = terminated().await?;

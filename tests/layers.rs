@@ -1,5 +1,6 @@
 //! Dependencies point one way (docs/architecture.md): wire ← cache ← the live layer that feeds
-//! it from the upstream (`upstream/`) ← serve; `net` (the listener) under all of them. The
+//! it from the upstream (`upstream/`) ← the identity layer that asks the upstream who clients
+//! are and what they may read (`auth/`) ← serve; `net` (the listener) under all of them. The
 //! crates `kubeplex-wire`, `kubeplex-net` and `kubeplex-sim` are kept apart by Cargo itself, and
 //! so are the load tool `kubeplex-bench` and `kubeplex-test-support`, which depend on
 //! `kubeplex` (its sources cannot name them); inside the `kubeplex` crate this test reads the
@@ -11,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 /// Each layer and the modules of the `kubeplex` crate it must not name.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("cache", &["upstream", "serve", "net", "sim"]),
-    ("upstream", &["serve", "net", "sim"]),
-    ("net", &["cache", "upstream", "serve", "sim"]),
+    ("cache", &["upstream", "auth", "serve", "net", "sim"]),
+    ("upstream", &["auth", "serve", "net", "sim"]),
+    ("auth", &["serve", "net", "sim"]),
+    ("net", &["cache", "upstream", "auth", "serve", "sim"]),
     ("serve", &["sim"]),
 ];
 

@@ -1,7 +1,7 @@
 //! The node-local mode through an upstream outage longer than every TTL kubeplex keeps (issue
 //! 13): review answers (200 ms here), discovery (1 s). Every cached read needs a TokenReview
 //! and a SubjectAccessReview, which only the apiserver can give; while it cannot be reached the
-//! answers that were current when it last answered stand in (`upstream::review`), so each
+//! answers that were current when it last answered stand in (`auth::review`), so each
 //! identity gets from the cache exactly what it was granted before the outage, byte for byte,
 //! and nothing else. A refusal is never replayed from kubeplex's memory: a read that was
 //! refused goes upstream, as does a read or a token never reviewed, and gets the 503 of an
@@ -14,8 +14,8 @@ use kubeplex_test_support as support;
 
 use std::time::Duration;
 
+use kubeplex::auth::ReviewConfig;
 use kubeplex::upstream::disk::DiskConfig;
-use kubeplex::upstream::review::ReviewConfig;
 use serde_json::json;
 use support::node::{Node, NodeOptions, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
 use support::tls::{Credentials, TlsClient};

@@ -4,6 +4,8 @@ use bytes::Bytes;
 use http::{header, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
+use crate::auth::Refusal;
+use crate::wire::negotiate::{self, MediaType};
 use crate::wire::status::Status;
 
 pub use kubeplex_net::{Body, BoxError};
@@ -64,3 +66,24 @@ pub fn status(s: &Status) -> Response<Body> {
     }
     resp
 }
+
+/// The answer to a request the identity checks refused ([`Refusal`]), as the apiserver writes
+/// it.
+pub fn refused(refusal: &Refusal) -> Response<Body> {
+    match refusal {
+        Refusal::Unauthorized => status(&Status::unauthorized()),
+        Refusal::Forbidden { status: s, accept } => {
+            let mut resp = match negotiate::negotiate_error(accept.as_deref()) {
+                Some(MediaType::Protobuf) => respond(s.code, PROTOBUF, s.to_protobuf()),
+                _ => status(s),
+            };
+            resp.headers_mut()
+                .insert("x-content-type-options", http::HeaderValue::from_static("nosniff"));
+            resp
+        }
+        Refusal::Status(s) => status(s),
+    }
+}
+
+#[cfg(test)]
+mod tests;

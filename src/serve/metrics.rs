@@ -3,10 +3,10 @@
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
+use crate::auth::ReviewMetrics;
 use crate::cache::metrics::CacheMetrics;
 use crate::net::h1::LeanCounters;
 use crate::upstream::metrics::UpstreamMetrics;
-use crate::upstream::review::ReviewMetrics;
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

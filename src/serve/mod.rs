@@ -17,7 +17,6 @@ pub mod body;
 mod cached;
 mod fresh;
 pub mod guardrails;
-pub mod identity;
 pub mod metrics;
 pub mod passthrough;
 pub mod resources;
@@ -37,16 +36,16 @@ use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 use self::body::Body;
-use self::identity::{Identity, NodeAuth};
 use self::metrics::{Metrics, Source};
 use self::resources::Resources;
 use self::stack::{Class, Classified, Verb};
+use crate::auth::authorize::read_attributes;
+use crate::auth::{Identity, NodeAuth, ReviewConfig, Reviews, UserInfo};
 use crate::cache::Encoding;
 use crate::cache::Scope;
 pub use crate::upstream::caches::CacheSpec;
 use crate::upstream::caches::{Caches, CachesConfig, Live};
 use crate::upstream::disk::DiskStates;
-use crate::upstream::review::{ReviewConfig, Reviews, UserInfo};
 use crate::upstream::Upstream;
 use crate::wire::request::{ApiPath, ListOptions, ResourcePath};
 use crate::wire::resource::ResourceInfo;
@@ -104,7 +103,7 @@ pub enum Mode {
     /// credentials of their own are passed through with them), plain HTTP.
     Sidecar(Http1Server),
     /// Many agents on a node, each with its own identity: TLS, authentication, and every read
-    /// from the cache authorized for the client (`serve::identity`).
+    /// from the cache authorized for the client (`crate::auth`).
     Node(Box<NodeConfig>),
 }
 
@@ -255,7 +254,7 @@ impl Proxy {
             None => Vec::new(),
         };
         if let (Some(node), Some(disk)) = (&node, &disk) {
-            restore_decisions(node, disk).await;
+            node.reviews.restore(disk).await;
         }
         let resources =
             Resources::new(upstream.clone(), caches.discovery_ttl, metrics.discovery.clone());
@@ -390,35 +389,10 @@ async fn bind(addr: SocketAddr, setting: &'static str) -> Result<TcpListener, Bi
     TcpListener::bind(addr).await.map_err(|error| BindError { setting, addr, error })
 }
 
-/// Node mode's last review answers, next to the caches' states: after a restart during an
-/// outage they stand in for reviews as they would have before it (`upstream::review`).
-const DECISIONS_FILE: &str = "decisions.json";
-/// Far more than 10 000 answers of each kind take.
-const DECISIONS_MAX_BYTES: u64 = 64 << 20;
-
 /// Writes node mode's last review answers to the state directory (when both exist).
 async fn save_decisions(state: &Arc<ProxyState>) {
-    let (Some(node), Some(disk)) = (state.node.clone(), state.caches.disk().cloned()) else {
-        return;
-    };
-    let write = tokio::task::spawn_blocking(move || {
-        let bytes = node.reviews.export()?;
-        Some(disk.write_file(DECISIONS_FILE, &bytes))
-    });
-    if let Ok(Some(Err(e))) = write.await {
-        tracing::warn!(error = %e, "review answers not written");
-    }
-}
-
-/// Reads back what [`save_decisions`] wrote, if anything.
-async fn restore_decisions(node: &NodeAuth, disk: &Arc<DiskStates>) {
-    let d = disk.clone();
-    let read =
-        tokio::task::spawn_blocking(move || d.read_file(DECISIONS_FILE, DECISIONS_MAX_BYTES));
-    let Ok(Some(bytes)) = read.await else { return };
-    match node.reviews.import(&bytes).await {
-        Ok(answers) => tracing::info!(answers, "review answers read from disk, for an outage"),
-        Err(error) => tracing::warn!(%error, "review answers on disk unreadable; skipped"),
+    if let (Some(node), Some(disk)) = (&state.node, state.caches.disk()) {
+        node.reviews.save(disk).await;
     }
 }
 
@@ -446,10 +420,12 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
         // Only kubeplex can prove a client certificate's identity to the upstream: by
         // impersonating it, or whom it asks to impersonate once it may.
         Identity::Certificate(user) => {
-            let Some(node) = &state.node else { return (identity::unauthorized(), Source::Denied) };
+            let Some(node) = &state.node else {
+                return (body::refused(&crate::auth::Refusal::Unauthorized), Source::Denied);
+            };
             match node.impersonation(&user, req.headers()).await {
                 Ok(target) => Some(passthrough::As::Impersonating(target.unwrap_or(user))),
-                Err(refusal) => return (*refusal, Source::Denied),
+                Err(refusal) => return (body::refused(&refusal), Source::Denied),
             }
         }
     };
@@ -468,7 +444,9 @@ async fn route(state: &Arc<ProxyState>, req: Classified) -> (Response<Body>, Sou
     };
     if let (Some(node), Some(user), ApiPath::Resource(rp)) = (&state.node, &reader, &class.path) {
         if resp.status().is_success() {
-            node.upstream_allowed(user, &class, rp).await;
+            let watch = class.verb == Verb::Watch;
+            let attributes = read_attributes(rp, class.options.as_ref(), watch);
+            node.upstream_allowed(user, &attributes).await;
         }
     }
     let resp = match slot {
@@ -580,7 +558,11 @@ impl Gate<'_> {
     pub async fn open(&self) -> bool {
         match &self.node {
             None => true,
-            Some((node, user)) => node.may_read_cached(user, self.class, self.rp).await,
+            Some((node, user)) => {
+                let watch = self.class.verb == Verb::Watch;
+                let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
+                node.may_read_cached(user, &attributes).await
+            }
         }
     }
 }

@@ -15,8 +15,8 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
 use super::body::{self, Body};
-use super::identity::impersonation_headers;
-use crate::upstream::review::UserInfo;
+use crate::auth::impersonate::impersonation_headers;
+use crate::auth::UserInfo;
 use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::status::Status;
 

@@ -21,9 +21,9 @@ use tracing::instrument::Instrumented;
 use tracing::Instrument;
 
 use super::body::{self, Body};
-use super::identity::{Identity, SharedNodeAuth};
 use super::metrics::Source;
 use super::ProxyState;
+use crate::auth::{Identity, NodeAuth};
 use crate::net::h1::ReqBody;
 use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions};
 use crate::wire::status::Status;
@@ -428,7 +428,7 @@ struct AccessUser(String);
 
 #[derive(Clone)]
 struct AuthenticateLayer {
-    node: Option<SharedNodeAuth>,
+    node: Option<Arc<NodeAuth>>,
 }
 
 impl<S> Layer<S> for AuthenticateLayer {
@@ -441,7 +441,7 @@ impl<S> Layer<S> for AuthenticateLayer {
 #[derive(Clone)]
 struct Authenticate<S> {
     inner: S,
-    node: Option<SharedNodeAuth>,
+    node: Option<Arc<NodeAuth>>,
 }
 
 impl<S> Service<Classified> for Authenticate<S>
@@ -474,9 +474,10 @@ where
                     }
                     Ok(resp)
                 }
-                Err(mut refusal) => {
-                    refusal.extensions_mut().insert(Source::Denied);
-                    Ok(*refusal)
+                Err(refusal) => {
+                    let mut resp = body::refused(&refusal);
+                    resp.extensions_mut().insert(Source::Denied);
+                    Ok(resp)
                 }
             }
         }))

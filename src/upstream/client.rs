@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::auth::{AuthError, Credentials, Current};
 use super::config::{ClientCertPem, UpstreamConfig};
+use super::credentials::{AuthError, Credentials, Current};
 use super::tls::{self, TlsError};
 
 /// A streaming request body, as the server hands them over.

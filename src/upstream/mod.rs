@@ -9,15 +9,14 @@
 //!   what it learns as [`feed::Feed`] events;
 //! - [`feed`]: those events, and how the live layer applies them to a cache;
 //! - [`metrics`]: the upstream calls and relists, by cache;
-//! - [`review`]: TokenReviews and SubjectAccessReviews of clients (node-local mode), cached;
 //! - [`caches`]: the running caches (state, reflector, sweeper, proofs), started on first use;
 //! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
 //!   bookmark probe).
 
-mod auth;
 pub mod caches;
 pub mod client;
 pub mod config;
+mod credentials;
 pub mod disk;
 mod exec;
 pub mod feed;
@@ -25,17 +24,16 @@ pub mod freshness;
 mod kubeconfig;
 pub mod metrics;
 pub mod reflector;
-pub mod review;
 mod tls;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
-pub use auth::AuthError;
 pub use client::{ClientError, Upstream, UpstreamBody};
 pub use config::{
     AuthConfig, ClientCertPem, ConfigError, ConfigSource, Environment, ExecConfig, InClusterEnv,
     ServerUrl, TlsConfig, UpstreamConfig,
 };
+pub use credentials::AuthError;
 pub use exec::ExecError;
 pub use tls::TlsError;

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kubeplex::auth::ReviewConfig;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::StoreLimits;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
@@ -14,7 +15,6 @@ use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::disk::DiskConfig;
-use kubeplex::upstream::review::ReviewConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 use base64::Engine;

@@ -1,6 +1,11 @@
 //! Reviews against a loopback upstream answering with kube-apiserver 1.36's captured reviews.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus::Registry;
 
 use super::*;
 use crate::upstream::testing::TempDir;

@@ -1,0 +1,69 @@
+//! Authorization of reads from the cache: **only a grant is acted on** (the module's rule in
+//! [`crate::auth`]).
+
+use super::node::NodeAuth;
+use super::review::{ResourceAttributes, UserInfo};
+use crate::wire::request::{ListOptions, ResourcePath};
+use crate::wire::selector::field::FieldSelector;
+
+impl NodeAuth {
+    /// Whether `user` may be answered the read `attributes` describes ([`read_attributes`]) from the cache: only when the
+    /// upstream grants it. A denial (fresh or remembered) or a failed review means the read is
+    /// passed through, and the upstream answers it — a refusal included — as it would directly.
+    pub async fn may_read_cached(&self, user: &UserInfo, attributes: &ResourceAttributes) -> bool {
+        match self.reviews.authorize(user, attributes).await {
+            Ok(d) => d.allowed,
+            Err(e) => {
+                tracing::warn!(error = %e, "access review failed; passing the read through");
+                false
+            }
+        }
+    }
+
+    /// The upstream answered a read of `user`'s that was passed through with success: a
+    /// denial remembered for it is out of date (the Node authorizer's graph caught up with a
+    /// new pod, a RoleBinding was added), so the next such read is reviewed again rather than
+    /// sent upstream on the strength of the old denial.
+    pub async fn upstream_allowed(&self, user: &UserInfo, attributes: &ResourceAttributes) {
+        self.reviews.forget_denial(user, attributes).await;
+    }
+}
+
+/// The attributes of a read, as the apiserver's `RequestInfoFactory` derives them: a GET of a
+/// named object is `get` (even with `watch=1`); of a collection `list` or `watch`, named by a
+/// `metadata.name=X` field selector when it has one. `watch`: the request is a watch.
+pub fn read_attributes(
+    rp: &ResourcePath,
+    options: Option<&ListOptions>,
+    watch: bool,
+) -> ResourceAttributes {
+    let field_selector = options.and_then(|o| o.field_selector.clone()).filter(|s| !s.is_empty());
+    let label_selector = options.and_then(|o| o.label_selector.clone()).filter(|s| !s.is_empty());
+    let (verb, name) = match &rp.name {
+        Some(name) => ("get", name.clone()),
+        None => {
+            let verb = if watch { "watch" } else { "list" };
+            let named = field_selector
+                .as_deref()
+                .and_then(|s| FieldSelector::parse(s).ok())
+                .and_then(|f| f.exact_value("metadata.name").map(str::to_string))
+                .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
+                .unwrap_or_default();
+            (verb, named)
+        }
+    };
+    ResourceAttributes {
+        verb: verb.into(),
+        group: rp.group.clone(),
+        version: rp.version.clone(),
+        resource: rp.resource.clone(),
+        subresource: rp.subresource.clone().unwrap_or_default(),
+        namespace: rp.namespace.clone().unwrap_or_default(),
+        name,
+        field_selector,
+        label_selector,
+    }
+}
+
+#[cfg(test)]
+mod tests;

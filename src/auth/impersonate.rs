@@ -1,0 +1,167 @@
+//! Impersonation: the checks the apiserver's impersonation filter makes when a client asks to
+//! act as someone else, and the headers with which kubeplex vouches upstream for a client
+//! certificate's identity.
+
+use http::{header, HeaderMap, HeaderValue};
+
+use super::node::NodeAuth;
+use super::refusal::Refusal;
+use super::review::{ResourceAttributes, UserInfo};
+use crate::wire::request::go_url::unescape_path;
+use crate::wire::status::{Refused, Status};
+
+impl NodeAuth {
+    /// The identity a certificate-authenticated client's own `Impersonate-*` headers ask for,
+    /// once the upstream agrees that the client may impersonate each part of it (the
+    /// apiserver's impersonation filter: `impersonate` on `users` — or the ServiceAccount —,
+    /// `groups`, `uids` and `userextras/KEY`). `Ok(None)` when there are no such headers.
+    pub async fn impersonation(
+        &self,
+        client: &UserInfo,
+        headers: &HeaderMap,
+    ) -> Result<Option<UserInfo>, Refusal> {
+        let Some(target) = requested_impersonation(headers) else { return Ok(None) };
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let Some(target) = target else {
+            // Groups, a uid or extras without a user: the apiserver's filter refuses that as
+            // an internal error.
+            return Err(Refusal::Status(Status::internal(
+                "requested impersonation of groups, a uid or extras without impersonating a user",
+            )));
+        };
+        for attributes in impersonation_checks(&target) {
+            // A refusal here is kubeplex's answer to the client, so it must be the upstream's
+            // current one: a remembered denial is asked again.
+            let refused = match self.reviews.authorize_afresh(client, &attributes).await {
+                Ok(d) if d.allowed => continue,
+                Ok(d) => d.reason,
+                Err(e) => {
+                    tracing::warn!(error = %e, "impersonation review failed");
+                    return Err(Refusal::Status(Status::service_unavailable(
+                        "error trying to reach the upstream to review an impersonation",
+                    )));
+                }
+            };
+            let status = refusal(client, &attributes, &refused);
+            return Err(Refusal::Forbidden { status, accept: accept.map(str::to_string) });
+        }
+        Ok(Some(target))
+    }
+}
+
+/// The apiserver's 403 for `user` refused `attributes`, with the authorizers' reason.
+fn refusal(user: &UserInfo, attributes: &ResourceAttributes, reason: &str) -> Status {
+    let refused = Refused {
+        user: &user.username,
+        verb: &attributes.verb,
+        group: &attributes.group,
+        resource: &attributes.resource,
+        subresource: &attributes.subresource,
+        namespace: &attributes.namespace,
+        name: &attributes.name,
+        path: None,
+    };
+    Status::forbidden_request(&refused, reason)
+}
+/// The identity `Impersonate-*` headers ask for: `None` without such headers, `Some(None)`
+/// when they name groups, a uid or extras but no user.
+fn requested_impersonation(headers: &HeaderMap) -> Option<Option<UserInfo>> {
+    let mut any = false;
+    let mut user = UserInfo::default();
+    let mut has_user = false;
+    for (name, value) in headers {
+        let name = name.as_str();
+        let Some(what) = name.strip_prefix("impersonate-") else { continue };
+        any = true;
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match what {
+            "user" => {
+                has_user = true;
+                user.username = value;
+            }
+            "group" => user.groups.push(value),
+            "uid" => user.uid = value,
+            _ => {
+                if let Some(key) = what.strip_prefix("extra-") {
+                    // Header names carry extra keys percent-encoded (`Impersonate-Extra-%2F`),
+                    // which the apiserver reads with `url.PathUnescape`.
+                    let key: String =
+                        unescape_path(key).unwrap_or_else(|| key.to_string()).to_lowercase();
+                    user.extra.entry(key).or_default().push(value);
+                }
+            }
+        }
+    }
+    any.then(|| has_user.then_some(user))
+}
+
+/// The checks the apiserver's impersonation filter makes for `target`.
+fn impersonation_checks(target: &UserInfo) -> Vec<ResourceAttributes> {
+    let check = |group: &str, resource: &str, subresource: &str, namespace: &str, name: &str| {
+        ResourceAttributes {
+            verb: "impersonate".into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            ..ResourceAttributes::default()
+        }
+    };
+    let mut checks = Vec::new();
+    // A ServiceAccount is impersonated as the `serviceaccounts` object it names.
+    match target.username.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')) {
+        Some((namespace, name)) => checks.push(check("", "serviceaccounts", "", namespace, name)),
+        None => checks.push(check("", "users", "", "", &target.username)),
+    }
+    for g in &target.groups {
+        checks.push(check("", "groups", "", "", g));
+    }
+    if !target.uid.is_empty() {
+        checks.push(check("authentication.k8s.io", "uids", "", "", &target.uid));
+    }
+    for (key, values) in &target.extra {
+        for v in values {
+            checks.push(check("authentication.k8s.io", "userextras", key, "", v));
+        }
+    }
+    checks
+}
+
+/// The `Impersonate-*` headers that make the upstream treat a request as `user`'s (kubeplex's
+/// ServiceAccount holds the `impersonate` permission for that). The apiserver adds
+/// `system:authenticated` to an impersonated user itself, so it is not sent.
+pub fn impersonation_headers(user: &UserInfo) -> Vec<(String, HeaderValue)> {
+    let mut out = Vec::new();
+    let mut push = |name: String, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            out.push((name, v));
+        }
+    };
+    push("impersonate-user".into(), &user.username);
+    for g in user.groups.iter().filter(|g| g.as_str() != "system:authenticated") {
+        push("impersonate-group".into(), g);
+    }
+    if !user.uid.is_empty() {
+        push("impersonate-uid".into(), &user.uid);
+    }
+    for (key, values) in &user.extra {
+        let key: String = key
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        for v in values {
+            push(format!("impersonate-extra-{key}"), v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
