@@ -917,10 +917,15 @@ pub fn setting_names(key: &str) -> String {
 /// A listener that could not be bound, named as the user sets it (`names`: the file's key, the
 /// flag and the variable): `cannot listen on 127.0.0.1:8001 (listen: --listen, KUBEPLEX_LISTEN):
 /// Address already in use (os error 98)`.
-pub fn name_the_setting(e: anyhow::Error, names: impl Fn(&str) -> String) -> anyhow::Error {
-    match e.downcast::<kubeplex::serve::BindError>() {
-        Ok(b) => anyhow::anyhow!("cannot listen on {} ({}): {}", b.addr, names(b.setting), b.error),
-        Err(e) => e,
+pub fn name_the_setting(
+    e: kubeplex::serve::StartError,
+    names: impl Fn(&str) -> String,
+) -> anyhow::Error {
+    match e {
+        kubeplex::serve::StartError::Bind(b) => {
+            anyhow::anyhow!("cannot listen on {} ({}): {}", b.addr, names(b.setting), b.error)
+        }
+        e => e.into(),
     }
 }
 

@@ -146,17 +146,14 @@ pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
     let _churn = (a.churn > 0).then(|| seed::churn(sim.clone(), shape, a.churn));
     let admin_listen = config.settings.admin_listen;
     let cfg = UpstreamConfig::resolve(Some(&upstream_kubeconfig), None)?;
-    let proxy = Proxy::start_guarded(
-        prometheus::Registry::new(),
-        Upstream::new(cfg)?,
-        config.settings.listen,
-        Some(admin_listen),
-        config.caches,
-        config.mode,
-        config.guardrails,
-    )
-    .await
-    .map_err(|e| super::config::name_the_setting(e, demo_setting))?;
+    let proxy = Proxy::builder(Upstream::new(cfg)?, config.caches)
+        .listen(config.settings.listen)
+        .admin(admin_listen)
+        .mode(config.mode)
+        .guardrails(config.guardrails)
+        .start()
+        .await
+        .map_err(|e| super::config::name_the_setting(e, demo_setting))?;
     std::fs::write(
         &a.write_kubeconfig,
         kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),

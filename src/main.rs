@@ -198,17 +198,15 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
     let base = upstream.base_url().to_string();
     // The one registry: each layer defines its metrics and registers them into it.
     let registry = prometheus::Registry::new();
-    let proxy = Proxy::start_guarded(
-        registry,
-        upstream,
-        s.listen,
-        Some(s.admin_listen),
-        config.caches,
-        config.mode,
-        config.guardrails,
-    )
-    .await
-    .map_err(|e| config::name_the_setting(e, config::setting_names))?;
+    let proxy = Proxy::builder(upstream, config.caches)
+        .listen(s.listen)
+        .admin(s.admin_listen)
+        .mode(config.mode)
+        .guardrails(config.guardrails)
+        .registry(registry)
+        .start()
+        .await
+        .map_err(|e| config::name_the_setting(e, config::setting_names))?;
     let admin = proxy.admin_addr.map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(listen = %proxy.addr, admin, upstream = %base, "kubeplex serving");
     let signal = terminated().await?;

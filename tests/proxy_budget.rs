@@ -48,7 +48,7 @@ async fn kubeplex(sim: &Sim, budget: Option<usize>) -> Proxy {
         namespace: None,
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let proxy = Proxy::start(upstream, local, Some(local), caches).await.unwrap();
+    let proxy = Proxy::builder(upstream, caches).listen(local).admin(local).start().await.unwrap();
     let admin = proxy.admin_addr.unwrap().to_string();
     let until = Instant::now() + Duration::from_secs(10);
     while get(&admin, "/readyz").await.status != 200 {

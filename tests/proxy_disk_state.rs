@@ -71,7 +71,12 @@ async fn kubeplex(sim: &Sim, work: &Path, states: &Path) -> Proxy {
         namespace: None,
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    Proxy::start(upstream, local, Some(local), caches).await.expect("kubeplex starts")
+    Proxy::builder(upstream, caches)
+        .listen(local)
+        .admin(local)
+        .start()
+        .await
+        .expect("kubeplex starts")
 }
 
 fn metrics(proxy: &Proxy) -> String {

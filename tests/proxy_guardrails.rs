@@ -11,7 +11,7 @@ use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::guardrails::Guardrails;
 use kubeplex::serve::resources::DISCOVERY_TTL;
-use kubeplex::serve::{Mode, Proxy};
+use kubeplex::serve::Proxy;
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
@@ -43,17 +43,12 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         memory_budget: None,
         namespace: None,
     };
-    let proxy = Proxy::start_guarded(
-        prometheus::Registry::new(),
-        upstream,
-        "127.0.0.1:0".parse().expect("addr"),
-        Some("127.0.0.1:0".parse().expect("addr")),
-        caches,
-        Mode::Sidecar(Default::default()),
-        g,
-    )
-    .await
-    .expect("proxy");
+    let proxy = Proxy::builder(upstream, caches)
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .guardrails(g)
+        .start()
+        .await
+        .expect("proxy");
     let admin = proxy.admin_addr.expect("admin").to_string();
     for _ in 0..200 {
         if get(&admin, "/readyz").await.status == 200 {

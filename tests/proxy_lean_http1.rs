@@ -38,15 +38,12 @@ async fn the_lean_server_answers_as_hyper_does() {
         memory_budget: None,
         namespace: None,
     };
-    let hyper = Proxy::start_with(
-        upstream,
-        "127.0.0.1:0".parse().expect("addr"),
-        Some("127.0.0.1:0".parse().expect("addr")),
-        caches,
-        Http1Server::Hyper,
-    )
-    .await
-    .expect("proxy");
+    let hyper = Proxy::builder(upstream, caches)
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .http1(Http1Server::Hyper)
+        .start()
+        .await
+        .expect("proxy");
     let admin = hyper.admin_addr.expect("admin").to_string();
     let mut ready = false;
     for _ in 0..200 {

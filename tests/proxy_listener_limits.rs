@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use kubeplex::serve::guardrails::Guardrails;
-use kubeplex::serve::{Http1Server, Mode, Proxy};
+use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::sim::seed::{self, ClusterShape};
 use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
@@ -42,7 +42,13 @@ async fn kubeplex(sim: &Sim, http1: Http1Server, g: Guardrails) -> Proxy {
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let registry = prometheus::Registry::new();
     let caches = default_caches(&[]);
-    Proxy::start_guarded(registry, upstream, local, Some(local), caches, Mode::Sidecar(http1), g)
+    Proxy::builder(upstream, caches)
+        .listen(local)
+        .admin(local)
+        .http1(http1)
+        .guardrails(g)
+        .registry(registry)
+        .start()
         .await
         .unwrap()
 }

@@ -66,7 +66,12 @@ async fn sidecar(sim: &Sim, dir: &Path, namespace: Option<&str>) -> Proxy {
         namespace: namespace.map(str::to_string),
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    Proxy::start(upstream, local, Some(local), caches).await.expect("kubeplex starts")
+    Proxy::builder(upstream, caches)
+        .listen(local)
+        .admin(local)
+        .start()
+        .await
+        .expect("kubeplex starts")
 }
 
 /// kubeplex's `kubeplex_requests_total` for configmaps answered by `source`.

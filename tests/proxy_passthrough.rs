@@ -91,8 +91,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         memory_budget: None,
         namespace: None,
     };
-    let proxy =
-        Proxy::start(up, "127.0.0.1:0".parse().expect("addr"), None, caches).await.expect("proxy");
+    let proxy = Proxy::builder(up, caches).start().await.expect("proxy");
     (proxy, dir)
 }
 

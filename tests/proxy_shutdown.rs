@@ -27,7 +27,7 @@ async fn start() -> (Sim, Proxy, std::path::PathBuf) {
     let mut caches = support::stack::default_caches(&["configmaps"]);
     caches.idle_timeout = Duration::from_secs(600);
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let proxy = Proxy::start(upstream, local, Some(local), caches).await.unwrap();
+    let proxy = Proxy::builder(upstream, caches).listen(local).admin(local).start().await.unwrap();
     let admin = proxy.admin_addr.unwrap().to_string();
     for _ in 0..200 {
         if support::get(&admin, "/readyz").await.status == 200 {

@@ -2,11 +2,32 @@
 //! hold (its methods are in [`super::authenticate`], [`super::authorize`] and
 //! [`super::impersonate`]).
 
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
 use super::review::Reviews;
+use crate::upstream::disk::DiskStates;
 
 /// The node-local mode's authentication and authorization.
 pub struct NodeAuth {
     pub reviews: Reviews,
     /// Requests without credentials are `system:anonymous` (true) or refused with 401.
     pub anonymous: bool,
+}
+
+impl NodeAuth {
+    /// Writes the last review answers to the state directory as often as the caches' states
+    /// are written, for a restart during an outage ([`Reviews::save`]), in `tasks`.
+    pub fn maintain(self: &Arc<Self>, disk: &Arc<DiskStates>, tasks: &mut JoinSet<()>) {
+        let (node, disk) = (self.clone(), disk.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(disk.interval());
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                node.reviews.save(&disk).await;
+            }
+        });
+    }
 }

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use super::body::{self, Body};
-use super::ProxyState;
+use super::state::ProxyState;
 
 pub(super) fn admin(
     state: Arc<ProxyState>,

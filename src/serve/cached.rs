@@ -23,8 +23,10 @@ use http::{header, HeaderMap, Response};
 
 use super::body::{self, Body, JSON, PROTOBUF};
 use super::fresh;
+use super::pages::PageCache;
+use super::read::CachedRead;
 use super::resources::ResourceInfo;
-use super::{CachedRead, ProxyState};
+use super::state::ProxyState;
 use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
@@ -222,20 +224,6 @@ pub(super) fn selectors(
         None => None,
     };
     Some((label, field))
-}
-
-/// Compressed list bodies, by what produced them: a popular large list (every kubelet's pods
-/// at resourceVersion=0, say) is gzipped once per state, not once per client. Bounded by bytes.
-pub type PageCache = moka::sync::Cache<String, bytes::Bytes>;
-
-/// A page cache holding at most `max_bytes` of compressed bodies.
-pub fn page_cache(max_bytes: u64) -> PageCache {
-    moka::sync::Cache::builder()
-        .weigher(|k: &String, v: &bytes::Bytes| {
-            u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX)
-        })
-        .max_capacity(max_bytes)
-        .build()
 }
 
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ProxyState;
+use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
 use crate::cache::select::{self, Query};

@@ -29,7 +29,7 @@ use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::body::{self, Body};
-use super::stack::{Class, Verb};
+use super::request::{Class, Verb};
 use crate::wire::request::ApiPath;
 use crate::wire::status::Status;
 

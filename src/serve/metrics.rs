@@ -3,10 +3,13 @@
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
+use super::request::Class;
+use super::resources::Resources;
 use crate::auth::ReviewMetrics;
 use crate::cache::metrics::CacheMetrics;
 use crate::net::h1::LeanCounters;
 use crate::upstream::metrics::UpstreamMetrics;
+use crate::wire::request::ApiPath;
 
 /// Where an answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,4 +219,39 @@ impl Metrics {
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
     }
+}
+
+/// Subresources kept in metric labels; anything else a path names is `other`, so no request
+/// can create label values at will.
+const LABELLED_SUBRESOURCES: &[&str] = &[
+    "attach",
+    "binding",
+    "eviction",
+    "exec",
+    "log",
+    "portforward",
+    "proxy",
+    "scale",
+    "status",
+    "token",
+    "ephemeralcontainers",
+    "resize",
+    "finalize",
+    "approval",
+];
+
+/// The resource label of a request for metrics: only ever a resource discovery already knows
+/// (without fetching anything), so its values are bounded.
+pub fn resource_label(resources: &Resources, class: &Class) -> String {
+    let ApiPath::Resource(rp) = &class.path else { return String::new() };
+    let Some(info) = resources.known(&rp.group, &rp.version, &rp.resource) else {
+        return "other".to_string();
+    };
+    let mut label = info.label();
+    if let Some(sub) = &rp.subresource {
+        let sub =
+            if LABELLED_SUBRESOURCES.contains(&sub.as_str()) { sub.as_str() } else { "other" };
+        label = format!("{label}/{sub}");
+    }
+    label
 }

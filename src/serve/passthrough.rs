@@ -1,174 +1,190 @@
-//! Passing a request through to the upstream unchanged: method, path, query, headers and body
-//! go up, status, headers and body come back, both bodies streamed (never buffered whole), so
-//! writes, watches and long-running requests behave exactly as against the apiserver.
-//! Upgrades (exec, attach, port-forward) are tunnelled once the upstream answers 101.
-//!
-//! Identity ([`As`]): a client that presents its own credentials is sent upstream as itself
-//! ([`Upstream::send_as_is`]), so the apiserver's authentication and RBAC apply to it; in the
-//! sidecar mode a client without credentials (a sidecar's app, like `kubectl proxy`'s clients)
-//! is sent with kubeplex's own; in the node mode an anonymous client is sent without any, and a
-//! client authenticated by its certificate with kubeplex's credentials impersonating it.
+//! Passing a request through to the upstream: what the cache does not answer goes to the
+//! apiserver unchanged, as the client sent it or as kubeplex vouches for it. One stack, built in
+//! one function ([`stack`]), one layer per line, outermost first; [`forward`] streams the
+//! request up and the answer back.
 
-use http::header::{self, HeaderMap, HeaderName};
-use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
+mod forward;
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+pub use self::forward::{forward, forward_as, As};
+use super::around::around;
 use super::body::{self, Body};
-use crate::auth::impersonate::impersonation_headers;
-use crate::auth::UserInfo;
-use crate::upstream::{Upstream, UpstreamBody};
-use crate::wire::status::Status;
+use super::metrics::Source;
+use super::request::{Class, Classified, Verb};
+use super::state::ProxyState;
+use crate::auth::authorize::read_attributes;
+use crate::auth::{Identity, Refusal};
+use crate::net::h1::ReqBody;
+use crate::wire::request::ApiPath;
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message, and a
-/// proxy must not forward them — except `Connection: Upgrade` + `Upgrade` on an upgrade, which
-/// the upstream must see to switch protocols.
-const HOP_BY_HOP: &[HeaderName] = &[
-    header::CONNECTION,
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
-
-/// Whether the client presented credentials of its own, or asks to act as someone else
-/// (`Impersonate-*`): either way the apiserver must decide, so the cache never answers.
-pub fn has_credentials(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::AUTHORIZATION)
-        || headers.keys().any(|k| k.as_str().starts_with("impersonate-"))
+/// The passthrough stack, outermost first. Each layer answers what it refuses itself, with the
+/// apiserver's own Status, marked [`Source::Denied`].
+pub fn stack(
+    state: Arc<ProxyState>,
+) -> impl Service<
+    Classified,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
+    let (forget, impersonate, admit, limit) =
+        (state.clone(), state.clone(), state.clone(), state.clone());
+    ServiceBuilder::new()
+        // 1. Node mode: a client's read that kubeplex did not answer from the cache, and which
+        //    the upstream then answers with success, shows a denial remembered for it out of
+        //    date (the Node authorizer's graph caught up, a RoleBinding was added): forgotten,
+        //    so that the next such read is reviewed again.
+        .layer(around(move |req: Classified, next| forget_denial(forget.clone(), req, next)))
+        // 2. Whose identity goes upstream (`As`): the client's own credentials, kubeplex's, or
+        //    kubeplex's impersonating a certificate's user — once the upstream agrees the user
+        //    may impersonate whom its own `Impersonate-*` headers ask for.
+        .layer(around(move |req: Classified, next| identify(impersonate.clone(), req, next)))
+        // 3. Admission: in-flight limits, after authentication and authorization, as the
+        //    apiserver's maxinflight filter; its slot is held until the answer is sent.
+        .layer(around(move |req: Outbound, next| self::admit(admit.clone(), req, next)))
+        // 4. The request body's limit, as the apiserver reads bodies.
+        .layer(around(move |req: Outbound, next| limit_body(limit.clone(), req, next)))
+        // 5. Up and back, streamed.
+        .service(Forward { state })
 }
 
-fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE)
-        && headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
+/// A request on its way upstream, with whose identity it carries (`None`: the sidecar mode's
+/// rule, `forward` decides).
+pub struct Outbound {
+    req: Request<ReqBody>,
+    class: Class,
+    how: Option<As>,
 }
 
-fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // Headers named in Connection are hop-by-hop too.
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .filter(|n| !(keep_upgrade && n == header::UPGRADE))
-        .collect();
-    let upgrade = keep_upgrade.then(|| headers.get(header::UPGRADE).cloned()).flatten();
-    for h in HOP_BY_HOP.iter().chain(named.iter()) {
-        headers.remove(h);
-    }
-    headers.remove("keep-alive");
-    if let Some(u) = upgrade {
-        headers.insert(header::CONNECTION, header::HeaderValue::from_static("Upgrade"));
-        headers.insert(header::UPGRADE, u);
-    }
-}
-
-/// Whose identity a passed-through request carries upstream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum As {
-    /// kubeplex's own credentials.
-    Kubeplex,
-    /// The client's request as it is: its own token and impersonation headers, or none
-    /// (anonymous).
-    Client,
-    /// kubeplex's credentials, impersonating this user (a client certificate's identity).
-    Impersonating(UserInfo),
-}
-
-/// Whether a request asks to act as someone else.
-pub fn impersonates(headers: &HeaderMap) -> bool {
-    headers.keys().any(|k| k.as_str().starts_with("impersonate-"))
-}
-
-/// Forwards `req` to the upstream and streams the answer back: the sidecar mode's rule, with
-/// the client's own credentials when it has some, kubeplex's otherwise.
-pub async fn forward(upstream: &Upstream, req: Request<UpstreamBody>) -> Response<Body> {
-    let how = if has_credentials(req.headers()) { As::Client } else { As::Kubeplex };
-    forward_as(upstream, req, how).await
-}
-
-/// Forwards `req` to the upstream as `how` says and streams the answer back. A failure to reach
-/// the upstream becomes the Status an unreachable apiserver behind a proxy gives: 503.
-pub async fn forward_as(
-    upstream: &Upstream,
-    mut req: Request<UpstreamBody>,
-    how: As,
-) -> Response<Body> {
-    let upgrade = is_upgrade(req.headers());
-    // Taken before the request is consumed; resolves once our 101 has been written.
-    let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    let (mut parts, incoming) = req.into_parts();
-    strip_hop_by_hop(&mut parts.headers, upgrade);
-    let as_client = match how {
-        As::Client => true,
-        As::Kubeplex => false,
-        As::Impersonating(user) => {
-            // Only kubeplex's credentials and the identity it vouches for go upstream: the
-            // client's own headers of that kind are replaced, never added to.
-            parts.headers.remove(header::AUTHORIZATION);
-            let theirs: Vec<_> = parts
-                .headers
-                .keys()
-                .filter(|k| k.as_str().starts_with("impersonate-"))
-                .cloned()
-                .collect();
-            for k in theirs {
-                parts.headers.remove(k);
-            }
-            for (name, value) in impersonation_headers(&user) {
-                if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
-                    parts.headers.append(name, value);
-                }
-            }
-            false
-        }
-    };
-    // The upstream client decides the protocol (HTTP/2 where offered, HTTP/1.1 for upgrades).
-    parts.version = http::Version::HTTP_11;
-    let origin_form = parts.uri.path_and_query().map_or("/", |pq| pq.as_str()).to_string();
-    let Ok(uri) = origin_form.parse() else {
-        return body::status(&Status::bad_request("malformed request URI"));
-    };
-    parts.uri = uri;
-    let up_req = Request::from_parts(parts, incoming);
-    let sent =
-        if as_client { upstream.send_as_is(up_req).await } else { upstream.send(up_req).await };
-    let mut resp = match sent {
+/// The answer of `next` to `req`.
+async fn call<R, S>(next: S, req: R) -> Response<Body>
+where
+    S: Service<R, Response = Response<Body>, Error = Infallible>,
+{
+    match next.oneshot(req).await {
         Ok(resp) => resp,
-        Err(e) => {
-            tracing::warn!(error = %e, "upstream unreachable");
-            return body::status(&Status::service_unavailable(format!(
-                "error trying to reach the upstream apiserver: {e}"
-            )));
+        Err(never) => match never {},
+    }
+}
+
+/// A refusal's answer, marked as such for the metrics.
+fn denied(mut resp: Response<Body>) -> Response<Body> {
+    resp.extensions_mut().insert(Source::Denied);
+    resp
+}
+
+async fn forget_denial<S>(state: Arc<ProxyState>, req: Classified, next: S) -> Response<Body>
+where
+    S: Service<Classified, Response = Response<Body>, Error = Infallible>,
+{
+    let reader = matches!(req.class.verb, Verb::Get | Verb::List | Verb::Watch)
+        .then(|| req.identity.user())
+        .flatten()
+        .filter(|_| state.node.is_some());
+    let read = match (&req.class.path, reader) {
+        (ApiPath::Resource(rp), Some(user)) => {
+            let watch = req.class.verb == Verb::Watch;
+            Some((user, read_attributes(rp, req.class.options.as_ref(), watch)))
+        }
+        _ => None,
+    };
+    let resp = call(next, req).await;
+    if let (Some(node), Some((user, attributes))) = (&state.node, read) {
+        if resp.status().is_success() {
+            node.upstream_allowed(&user, &attributes).await;
+        }
+    }
+    resp
+}
+
+async fn identify<S>(state: Arc<ProxyState>, req: Classified, next: S) -> Response<Body>
+where
+    S: Service<Outbound, Response = Response<Body>, Error = Infallible>,
+{
+    let Classified { req, identity, class } = req;
+    let how = match identity {
+        // The sidecar mode: kubeplex's identity, or the client's own credentials if it has
+        // some (`forward` decides).
+        Identity::Shared => None,
+        // Its own token (and impersonation headers) go as they are; anonymous goes without
+        // credentials, so the upstream sees system:anonymous too.
+        Identity::Token(_) | Identity::Unreviewed | Identity::Anonymous => Some(As::Client),
+        // Only kubeplex can prove a client certificate's identity to the upstream: by
+        // impersonating it, or whom it asks to impersonate once it may.
+        Identity::Certificate(user) => {
+            let Some(node) = &state.node else {
+                return denied(body::refused(&Refusal::Unauthorized));
+            };
+            match node.impersonation(&user, req.headers()).await {
+                Ok(target) => Some(As::Impersonating(target.unwrap_or(user))),
+                Err(refusal) => return denied(body::refused(&refusal)),
+            }
         }
     };
-    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        if let Some(down) = downstream_upgrade {
-            let up = hyper::upgrade::on(&mut resp);
-            tokio::spawn(async move {
-                // Both ends switch once the 101s are through; then bytes flow both ways until
-                // either side closes.
-                match tokio::try_join!(down, up) {
-                    Ok((d, u)) => {
-                        let (mut d, mut u) = (TokioIo::new(d), TokioIo::new(u));
-                        let _ = tokio::io::copy_bidirectional(&mut d, &mut u).await;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "upgrade failed"),
-                }
-            });
-        }
-        let (mut parts, _) = resp.into_parts();
-        strip_hop_by_hop(&mut parts.headers, true);
-        return Response::from_parts(parts, body::full(bytes::Bytes::new()));
+    call(next, Outbound { req, class, how }).await
+}
+
+async fn admit<S>(state: Arc<ProxyState>, out: Outbound, next: S) -> Response<Body>
+where
+    S: Service<Outbound, Response = Response<Body>, Error = Infallible>,
+{
+    let slot = match state.guard.admit(out.req.method(), &out.class, out.req.headers()) {
+        Ok(slot) => slot,
+        Err(refused) => return denied(*refused),
+    };
+    let resp = call(next, out).await;
+    match slot {
+        Some(slot) => slot.hold_until_sent(resp),
+        None => resp,
     }
-    let (mut parts, incoming) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers, false);
-    Response::from_parts(parts, incoming.map_err(Into::into).boxed())
+}
+
+async fn limit_body<S>(state: Arc<ProxyState>, out: Outbound, next: S) -> Response<Body>
+where
+    S: Service<Outbound, Response = Response<Body>, Error = Infallible>,
+{
+    let Outbound { req, class, how } = out;
+    match state.guard.bounded_body(req).await {
+        Ok(req) => call(next, Outbound { req, class, how }).await,
+        Err(refused) => denied(*refused),
+    }
+}
+
+/// The innermost service: [`forward`] or [`forward_as`], answered by the upstream.
+#[derive(Clone)]
+struct Forward {
+    state: Arc<ProxyState>,
+}
+
+impl Service<Outbound> for Forward {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, out: Outbound) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let mut resp = match out.how {
+                None => forward(&state.upstream, out.req).await,
+                Some(how) => forward_as(&state.upstream, out.req, how).await,
+            };
+            resp.extensions_mut().insert(Source::Upstream);
+            Ok(resp)
+        })
+    }
 }

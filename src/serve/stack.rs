@@ -22,10 +22,10 @@ use tracing::Instrument;
 
 use super::body::{self, Body};
 use super::metrics::Source;
-use super::ProxyState;
+use super::request::{Class, Classified};
+use super::state::ProxyState;
 use crate::auth::{Identity, NodeAuth};
 use crate::net::h1::ReqBody;
-use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions};
 use crate::wire::status::Status;
 
 /// The client listener's stack, outermost first.
@@ -59,114 +59,8 @@ pub fn client(
         //    none holds). In the sidecar mode every client shares kubeplex's identity.
         .layer(AuthenticateLayer { node: state.node.clone() })
         // 6. The cache when it can answer exactly (and, in node mode, the client may read it),
-        //    the upstream otherwise.
-        .service(Route { state })
-}
-
-/// The verb a request stands for, as the apiserver's metrics and audit name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Get,
-    List,
-    Watch,
-    Post,
-    Put,
-    Patch,
-    Delete,
-    Other,
-}
-
-impl Verb {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "GET",
-            Verb::List => "LIST",
-            Verb::Watch => "WATCH",
-            Verb::Post => "POST",
-            Verb::Put => "PUT",
-            Verb::Patch => "PATCH",
-            Verb::Delete => "DELETE",
-            Verb::Other => "OTHER",
-        }
-    }
-}
-
-/// What a request is, read once from its method, path, query and headers.
-#[derive(Debug, Clone)]
-pub struct Class {
-    /// `OTHER` for paths that are not a resource's.
-    pub verb: Verb,
-    pub path: ApiPath,
-    /// The list options of a GET of a resource; `None` for other requests, and for malformed
-    /// options (the upstream gives those its own 400/422).
-    pub options: Option<ListOptions>,
-    /// The client sent credentials of its own (a bearer token, impersonation headers): the
-    /// apiserver authorizes it request by request, and the cache (filled with kubeplex's
-    /// identity) must not answer for it.
-    pub credentials: bool,
-}
-
-impl Class {
-    /// The class of a request; a path Go cannot decode is `Other`.
-    pub fn of<B>(req: &Request<B>) -> Class {
-        Class::decoded(req).unwrap_or_else(|| Class::with_path(req, ApiPath::Other))
-    }
-
-    /// The class of a request whose path Go's net/http decodes (the apiserver routes on the
-    /// decoded `URL.Path`); `None` for one it refuses before any handler runs.
-    pub fn decoded<B>(req: &Request<B>) -> Option<Class> {
-        let path = go_url::unescape_path(req.uri().path())?;
-        Some(Class::with_path(req, parse_path(&path)))
-    }
-
-    fn with_path<B>(req: &Request<B>, path: ApiPath) -> Class {
-        let query = req.uri().query();
-        let (verb, options) = match (req.method(), &path) {
-            // A named GET is a get whatever its query says (the apiserver's `GetResource`
-            // reads only `GetOptions`).
-            (&Method::GET, ApiPath::Resource(rp)) if rp.name.is_some() => {
-                (Verb::Get, ListOptions::parse_get(query).ok())
-            }
-            (&Method::GET, ApiPath::Resource(_)) => {
-                let options = ListOptions::parse(query).ok();
-                let watch = options.as_ref().map_or_else(|| watch_flag(query), |o| o.watch);
-                (if watch { Verb::Watch } else { Verb::List }, options)
-            }
-            (method, ApiPath::Resource(_)) => (verb(method), None),
-            _ => (Verb::Other, None),
-        };
-        Class {
-            verb,
-            path,
-            options,
-            credentials: super::passthrough::has_credentials(req.headers()),
-        }
-    }
-}
-
-fn verb(method: &Method) -> Verb {
-    match *method {
-        Method::POST => Verb::Post,
-        Method::PUT => Verb::Put,
-        Method::PATCH => Verb::Patch,
-        Method::DELETE => Verb::Delete,
-        _ => Verb::Other,
-    }
-}
-
-/// `watch` set to anything but `0`/`false` in its first value (the apiserver's RequestInfo
-/// reading, which the metrics follow, also for options that do not decode).
-fn watch_flag(query: Option<&str>) -> bool {
-    go_url::first(&go_url::parse_query(query.unwrap_or("")), "watch")
-        .is_some_and(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
-}
-
-/// A request and its class, as the layers below the classification take it.
-pub struct Classified {
-    pub req: Request<ReqBody>,
-    pub class: Class,
-    /// Set by the authentication layer; `Shared` until then (and in the sidecar mode).
-    pub identity: Identity,
+        //    the passthrough stack (`passthrough::stack`) otherwise.
+        .service(Route { passthrough: super::passthrough::stack(state.clone()), state })
 }
 
 // ---- 1. span ----
@@ -369,7 +263,7 @@ where
             let resp = fut.await?;
             let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Upstream);
             // Labelled after routing: discovery for this resource is known by now if it exists.
-            let resource = super::resource_label(&state, &class);
+            let resource = super::metrics::resource_label(&state.resources, &class);
             let elapsed = started.elapsed().as_secs_f64();
             let status = resp.status().as_u16();
             state.metrics.observe(&resource, class.verb.as_str(), status, source, elapsed);
@@ -486,12 +380,18 @@ where
 
 // ---- 6. routing ----
 
+/// The cache's answer or the passthrough stack's (`route`).
 #[derive(Clone)]
-struct Route {
+struct Route<P> {
     state: Arc<ProxyState>,
+    passthrough: P,
 }
 
-impl Service<Classified> for Route {
+impl<P> Service<Classified> for Route<P>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    P::Future: Send,
+{
     type Response = Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
@@ -501,12 +401,8 @@ impl Service<Classified> for Route {
     }
 
     fn call(&mut self, req: Classified) -> Self::Future {
-        let state = self.state.clone();
-        Box::pin(async move {
-            let (mut resp, source) = super::route(&state, req).await;
-            resp.extensions_mut().insert(source);
-            Ok(resp)
-        })
+        let (state, passthrough) = (self.state.clone(), self.passthrough.clone());
+        Box::pin(async move { Ok(super::route::route(&state, req, passthrough).await) })
     }
 }
 

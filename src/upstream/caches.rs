@@ -115,9 +115,10 @@ impl Default for FreshnessConfig {
 }
 
 mod budget;
+mod maintenance;
 mod spec;
 
-pub use budget::{RefusedStatus, ENFORCE_EVERY as BUDGET_CHECK_EVERY};
+pub use budget::RefusedStatus;
 pub use spec::CacheSpec;
 
 type CacheKey = (String, String, String, Encoding, Scope);

@@ -78,7 +78,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
         .with_client_ca(dir.join("client-ca.crt"));
     let mode = Mode::Node(Box::new(NodeConfig { tls, anonymous: true, reviews: options.reviews }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    Proxy::start_mode(upstream, local, Some(local), caches, mode).await.unwrap()
+    Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
 }
 
 /// The cluster [`Node::start`] seeds: 3 nodes, namespaces team-0..2, 30 pods, 12 configmaps.

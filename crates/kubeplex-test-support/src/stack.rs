@@ -110,14 +110,11 @@ impl Stack {
         sim.write_kubeconfig(&kc).expect("kubeconfig");
         let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config"))
             .expect("client");
-        let proxy = Proxy::start(
-            upstream,
-            "127.0.0.1:0".parse().expect("addr"),
-            Some("127.0.0.1:0".parse().expect("addr")),
-            caches,
-        )
-        .await
-        .expect("proxy");
+        let proxy = Proxy::builder(upstream, caches)
+            .admin("127.0.0.1:0".parse().expect("addr"))
+            .start()
+            .await
+            .expect("proxy");
         let stack = Stack { sim, proxy, dir };
         stack.wait_ready().await;
         stack

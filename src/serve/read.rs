@@ -1,0 +1,62 @@
+//! A read the cache may answer, as the cache paths (`cached`, `watch`) take it, and node mode's
+//! gate in front of it.
+
+use std::sync::Arc;
+
+use super::request::{Class, Verb};
+use super::state::ProxyState;
+use crate::auth::authorize::read_attributes;
+use crate::auth::{NodeAuth, UserInfo};
+use crate::cache::{Encoding, Scope};
+use crate::upstream::caches::Live;
+use crate::wire::request::{ListOptions, ResourcePath};
+use crate::wire::resource::ResourceInfo;
+
+/// A read the cache may answer, as the cache paths (`cached`, `watch`) take it.
+pub struct CachedRead<'a> {
+    pub info: &'a Arc<ResourceInfo>,
+    pub rp: &'a ResourcePath,
+    pub opts: &'a ListOptions,
+    /// What it can see: the cache that answers must contain it.
+    pub scope: &'a Scope,
+    pub gate: &'a Gate<'a>,
+}
+
+impl CachedRead<'_> {
+    /// The cache that answers this read in `encoding` (`Caches::for_read`: a running one whose
+    /// scope contains it, or one started for it), once the client may read it (node mode).
+    /// `None`: the read passes through — and no review is asked for a read that would pass
+    /// through anyway (a named object no running cache holds).
+    pub async fn cache(&self, state: &ProxyState, encoding: Encoding) -> Option<Arc<Live>> {
+        let caches = &state.caches;
+        if self.scope.name().is_some() && !caches.holds_named(self.info, encoding, self.scope) {
+            return None;
+        }
+        if !self.gate.open().await {
+            return None;
+        }
+        caches.for_read(self.info, encoding, self.scope, !self.opts.watch)
+    }
+}
+
+/// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`): only a
+/// grant opens it; a denial or a failed review sends the read upstream, where the apiserver
+/// answers it — a refusal included — as it would without kubeplex.
+pub struct Gate<'a> {
+    pub node: Option<(&'a NodeAuth, UserInfo)>,
+    pub class: &'a Class,
+    pub rp: &'a ResourcePath,
+}
+
+impl Gate<'_> {
+    pub async fn open(&self) -> bool {
+        match &self.node {
+            None => true,
+            Some((node, user)) => {
+                let watch = self.class.verb == Verb::Watch;
+                let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
+                node.may_read_cached(user, &attributes).await
+            }
+        }
+    }
+}

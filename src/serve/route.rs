@@ -1,0 +1,95 @@
+//! Routing: the cache when it can answer a read exactly (and, in node mode, the client may read
+//! it from the cache), the passthrough stack otherwise.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http::Response;
+use tower::{Service, ServiceExt};
+
+use super::body::Body;
+use super::metrics::Source;
+use super::read::{CachedRead, Gate};
+use super::request::{impersonates, Classified};
+use super::state::ProxyState;
+use super::{cached, watch};
+use crate::auth::Identity;
+use crate::cache::Scope;
+use crate::wire::request::ApiPath;
+
+/// The cache's answer when it has one, else `passthrough`'s.
+pub async fn route<P>(state: &Arc<ProxyState>, req: Classified, passthrough: P) -> Response<Body>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible>,
+{
+    if let Some(mut answer) = from_cache(state, &req).await {
+        answer.extensions_mut().insert(Source::Cache);
+        return answer;
+    }
+    match passthrough.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+/// A GET of a resource collection or object (not a subresource) whose resource supports
+/// list+watch is offered to the cache: [`cached::try_answer`] (gets, lists) or
+/// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines.
+async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<Response<Body>> {
+    let Classified { req, class, identity } = classified;
+    match identity {
+        // A client with credentials of its own is authorized by the apiserver, request by
+        // request; the cache (filled with kubeplex's identity) must not answer for it.
+        Identity::Shared if class.credentials => return None,
+        Identity::Unreviewed => return None,
+        // Reads as someone else are the upstream's to authorize.
+        Identity::Certificate(_) | Identity::Token(_) | Identity::Anonymous
+            if impersonates(req.headers()) =>
+        {
+            return None
+        }
+        _ => {}
+    }
+    let ApiPath::Resource(rp) = &class.path else { return None };
+    if rp.subresource.is_some() {
+        return None;
+    }
+    // Only GETs have options; malformed ones get the upstream's own 400/422.
+    let opts = class.options.as_ref()?;
+    let info = state.resources.lookup(&rp.group, &rp.version, &rp.resource).await?;
+    if !(info.supports("list") && info.supports("watch"))
+        || (rp.namespace.is_some() && !info.namespaced)
+    {
+        return None;
+    }
+    // Caches limited to one namespace hold nothing of the others: what reaches past it (another
+    // namespace, every namespace) is the upstream's to answer.
+    if let Some(scope) = state.caches.namespace().filter(|_| info.namespaced) {
+        if rp.namespace.as_deref() != Some(scope) {
+            return None;
+        }
+    }
+    // The part of the resource the read can see: a cache whose scope contains it answers.
+    let scope = Scope::parse(
+        &rp.group,
+        &rp.resource,
+        rp.namespace.as_deref(),
+        opts.label_selector.as_deref(),
+        opts.field_selector.as_deref(),
+    )
+    .ok()?;
+    let scope = match &rp.name {
+        Some(name) => scope.named(name),
+        None => scope,
+    };
+    // Node mode: nothing from the cache reaches a client the upstream would refuse; asked once
+    // the cache could answer, before any cache is read or started.
+    let gate = Gate { node: state.node.as_deref().zip(identity.user()), class, rp };
+    let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate };
+    let answer = if opts.watch {
+        watch::try_watch(state, &read, req.headers(), req.uri().query()).await
+    } else {
+        cached::try_answer(state, &read, req.headers(), req.uri().query()).await
+    };
+    answer
+}

@@ -1,0 +1,29 @@
+//! What every connection shares.
+
+use std::sync::Arc;
+
+use super::guardrails;
+use super::metrics::Metrics;
+use super::pages::PageCache;
+use super::resources::Resources;
+use crate::auth::NodeAuth;
+use crate::upstream::caches::Caches;
+use crate::upstream::Upstream;
+
+/// Shared by every connection.
+pub struct ProxyState {
+    /// Caches named in the configuration; readiness waits for them.
+    pub preload_specs: Vec<String>,
+    pub upstream: Arc<Upstream>,
+    pub resources: Resources,
+    pub caches: Arc<Caches>,
+    pub metrics: Metrics,
+    /// Compressed large list bodies (see [`PageCache`]).
+    pub pages: PageCache,
+    /// The node-local mode's authentication and authorization; `None` in the sidecar mode.
+    pub node: Option<Arc<NodeAuth>>,
+    /// Set when a graceful shutdown begins: readiness fails from then on.
+    pub draining: std::sync::atomic::AtomicBool,
+    /// In-flight and body limits on passthrough (see [`guardrails`]).
+    pub guard: guardrails::Limiter,
+}
