@@ -19,6 +19,7 @@
 //! No I/O and no tasks: the modules above `resource` are plain data the caller serialises;
 //! `resource` guards them with locks. Only `wire` is imported (checked by `tests/layers.rs`).
 
+pub mod clock;
 pub mod fanout;
 pub mod frames;
 pub mod history;

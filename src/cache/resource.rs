@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use self::gauges::Gauges;
+use super::clock::unix_now;
 use super::fanout::{Closed, FanOut, Queue, WatchConfig};
 use super::frames::Encoder;
 use super::index;
@@ -470,9 +471,4 @@ impl ResourceCache {
         self.fanout().close_all(Closed::Stopped);
         self.gauges.remove(&self.metrics, &self.label, self.encoding, others);
     }
-}
-
-/// Now, in Unix seconds (0 on a clock before 1970).
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

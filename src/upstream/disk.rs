@@ -26,7 +26,8 @@ use prometheus::{IntCounterVec, Opts, Registry};
 
 use super::feed::{self, Feed};
 use crate::cache::persist::{self, DiskState};
-use crate::cache::resource::{unix_now, ResourceCache};
+use crate::cache::clock::unix_now;
+use crate::cache::resource::ResourceCache;
 use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
 

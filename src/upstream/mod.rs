@@ -24,6 +24,7 @@ pub mod freshness;
 mod kubeconfig;
 pub mod metrics;
 pub mod reflector;
+mod resolve;
 mod tls;
 
 #[cfg(test)]

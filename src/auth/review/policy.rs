@@ -133,7 +133,7 @@ pub fn jwt_expired(token: &str) -> bool {
     let exp = serde_json::from_slice::<serde_json::Value>(&claims)
         .ok()
         .and_then(|c| c.get("exp").and_then(serde_json::Value::as_f64));
-    exp.is_some_and(|exp| exp <= crate::cache::resource::unix_now() as f64)
+    exp.is_some_and(|exp| exp <= crate::cache::clock::unix_now() as f64)
 }
 
 pub type AccessKey = (UserInfo, ResourceAttributes);

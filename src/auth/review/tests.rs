@@ -294,7 +294,7 @@ fn jwt(exp: u64) -> String {
 async fn the_last_answers_stand_in_for_reviews_while_the_upstream_is_unreachable() {
     let server = ReviewServer::start().await;
     let (reviews, metrics, _dir) = server.reviews(short_ttls());
-    let now = crate::cache::resource::unix_now();
+    let now = crate::cache::clock::unix_now();
     let (long_lived, expiring) = (jwt(now + 3600), jwt(now + 1));
     assert_eq!(reviews.authenticate("good").await.unwrap(), TokenIdentity::User(reader()));
     assert_eq!(reviews.authenticate("bad").await.unwrap(), TokenIdentity::Invalid);
@@ -415,7 +415,7 @@ fn only_an_upstream_that_is_not_there_is_an_outage() {
 
 #[test]
 fn jwt_expiry_is_read_from_the_claims() {
-    let now = crate::cache::resource::unix_now();
+    let now = crate::cache::clock::unix_now();
     assert!(jwt_expired(&jwt(now - 10)));
     assert!(!jwt_expired(&jwt(now + 3600)));
     for opaque in ["good", "a.b", "a.!!!.c", "a.e30.c", "a.b.c.d", "", "..", "x.bm90IGpzb24.y"] {

@@ -82,7 +82,7 @@ impl Gauges {
         self.objects.set(store.len() as i64);
         self.bytes.set(store.bytes() as i64);
         self.resource_version.set(store.resource_version() as i64);
-        let now = super::unix_now();
+        let now = crate::cache::clock::unix_now();
         self.updated.set(now as i64);
     }
 

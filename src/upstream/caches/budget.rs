@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{CacheKey, Caches, Feed};
+use super::refusal::{Refusal, RefusedStatus, Why};
+use super::{CacheKey, Caches};
+use crate::upstream::feed::Feed;
 use crate::cache::resource::ResourceCache;
 use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
@@ -30,62 +32,16 @@ pub const ENFORCE_EVERY: Duration = Duration::from_secs(1);
 const RETRY_FIRST: Duration = Duration::from_secs(30);
 const RETRY_MAX: Duration = Duration::from_secs(600);
 
-/// A cache the budget refused.
-pub(super) struct Refusal {
-    until: Instant,
-    backoff: Duration,
-    pinned: bool,
-    bytes: usize,
-    info: Arc<ResourceInfo>,
-    encoding: Encoding,
-    scope: Scope,
-    why: Why,
-}
-
-/// Why a cache was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Why {
-    /// Its objects would take the caches past the memory budget.
-    Budget,
-    /// The upstream refused kubeplex the list (401, 403).
-    Forbidden,
-}
-
-impl Why {
-    fn as_str(self) -> &'static str {
-        match self {
-            Why::Budget => "memory_budget",
-            Why::Forbidden => "forbidden",
-        }
-    }
-}
-
-/// What `/debug/caches` shows of a refused cache.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct RefusedStatus {
-    pub resource: String,
-    pub encoding: &'static str,
-    /// Its scope (`*`: the whole resource).
-    pub scope: String,
-    /// `memory_budget`, or `forbidden` (the upstream refused kubeplex the list).
-    pub reason: &'static str,
-    /// The bytes of the load that was refused.
-    pub bytes: usize,
-    pub pinned: bool,
-    /// When it may be started again.
-    pub retry_in_seconds: u64,
-}
-
 /// A cache's feed, each load weighed against the budget before `apply` sees it.
-pub(super) struct Weighed {
-    pub(super) caches: Weak<Caches>,
-    pub(super) key: CacheKey,
-    pub(super) cache: Arc<ResourceCache>,
-    pub(super) apply: Box<dyn Fn(Feed) + Send + Sync>,
+struct Weighed {
+    caches: Weak<Caches>,
+    key: CacheKey,
+    cache: Arc<ResourceCache>,
+    apply: Box<dyn Fn(Feed) + Send + Sync>,
 }
 
 impl Weighed {
-    pub(super) fn feed(&self, event: Feed) {
+    fn feed(&self, event: Feed) {
         if let Feed::Loaded { objects, .. } = &event {
             if let Some(caches) = self.caches.upgrade() {
                 let bytes = objects.iter().map(|o| o.body.len()).sum();
@@ -109,6 +65,18 @@ impl Weighed {
 }
 
 impl Caches {
+    /// `apply`, with each load of `cache` (at `key`) weighed against the memory budget before
+    /// it is applied.
+    pub(super) fn weighed(
+        &self,
+        key: CacheKey,
+        cache: Arc<ResourceCache>,
+        apply: Box<dyn Fn(Feed) + Send + Sync>,
+    ) -> impl Fn(Feed) + Send + Sync + 'static {
+        let weighed = Weighed { caches: self.me.clone(), key, cache, apply };
+        move |event| weighed.feed(event)
+    }
+
     /// Whether a load of `bytes` for `key` fits beside the other caches.
     fn admit(&self, key: &CacheKey, bytes: usize) -> bool {
         let Some(limit) = self.config.memory_budget else { return true };
