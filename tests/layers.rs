@@ -96,3 +96,239 @@ fn the_check_sees_an_upward_import() {
         ["wire", "cache"]
     );
 }
+
+// ---- no import cycles between files ----
+//
+// Within each crate of the product (`kubeplex`'s library and binary, `kubeplex-wire`,
+// `kubeplex-net`), no file names an item of a file that names it back, directly or through
+// others: a module's root file declares and re-exports its children, and a child never reaches
+// back into it (what the children share lives in a file of its own). Read from the sources as
+// a newcomer reads them: a path `crate::a::b::C`, `super::x::Y`, `self::x::Y` or `x::Y` (`x` a
+// child module) names the file of its longest module prefix. Test code is left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A crate's module files, by module path, found by following `mod x;` from its root file.
+fn module_files(root: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![(Vec::new(), root.to_path_buf())];
+    while let Some((path, file)) = todo.pop() {
+        let text = std::fs::read_to_string(&file).expect("source");
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let dir = file.parent().expect("dir");
+        let children_dir =
+            if ["mod", "lib", "main"].contains(&stem) { dir.to_path_buf() } else { dir.join(stem) };
+        for child in declared_modules(&text) {
+            let as_file = children_dir.join(format!("{child}.rs"));
+            let as_dir = children_dir.join(&child).join("mod.rs");
+            let found = if as_file.exists() { as_file } else { as_dir };
+            let mut child_path = path.clone();
+            child_path.push(child);
+            todo.push((child_path, found));
+        }
+        files.insert(path, file);
+    }
+    files
+}
+
+/// The `mod x;` declarations of a file, except test modules (`#[cfg(test)]`, `tests`,
+/// `testutil`).
+fn declared_modules(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut test_attribute = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("#[cfg(test)]") {
+            test_attribute = true;
+            continue;
+        }
+        let rest = line
+            .strip_prefix("pub ")
+            .or_else(|| line.strip_prefix("pub(crate) "))
+            .or_else(|| line.strip_prefix("pub(super) "))
+            .unwrap_or(line);
+        if let Some(name) = rest.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
+            if !test_attribute && !["tests", "testutil", "testing"].contains(&name) {
+                out.push(name.to_string());
+            }
+        }
+        if !line.starts_with("#[") {
+            test_attribute = false;
+        }
+    }
+    out
+}
+
+/// The text of a source file without comments and without `#[cfg(test)]` items at its end.
+fn code(text: &str) -> String {
+    let body = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    body.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// `a::{b, c::{d, e}}` spelled out as `a::b, a::c::d, a::c::e`.
+fn expand_groups(text: &str) -> String {
+    let mut text = text.to_string();
+    while let Some(open) = text.find("::{") {
+        // Its matching brace, and its items split at the commas of its own level.
+        let mut depth = 0;
+        let mut items = Vec::new();
+        let mut item_start = open + 3;
+        let mut close = None;
+        for (i, c) in text[open + 2..].char_indices().map(|(i, c)| (open + 2 + i, c)) {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 1 => {
+                    items.push(text[item_start..i].trim().to_string());
+                    close = Some(i);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 1 => {
+                    items.push(text[item_start..i].trim().to_string());
+                    item_start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else { break };
+        let prefix_start = text[..open]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |p| p + 1);
+        let prefix = text[prefix_start..open].to_string();
+        let spelled: Vec<String> = items
+            .iter()
+            .filter(|i| !i.is_empty())
+            .map(|i| if i == "self" { prefix.clone() } else { format!("{prefix}::{i}") })
+            .collect();
+        text.replace_range(prefix_start..=close, &spelled.join(", "));
+    }
+    text
+}
+
+/// The files each file of a crate names.
+fn file_edges(files: &BTreeMap<Vec<String>, PathBuf>) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let by_file: BTreeMap<&PathBuf, &Vec<String>> = files.iter().map(|(m, f)| (f, m)).collect();
+    let resolve = |path: &[String]| {
+        (0..=path.len()).rev().find_map(|n| files.get(&path[..n].to_vec()).cloned())
+    };
+    let mut edges = BTreeMap::new();
+    for (file, module) in &by_file {
+        let text = expand_groups(&code(&std::fs::read_to_string(file).expect("source")));
+        let children = declared_modules(&text);
+        let mut named = BTreeSet::new();
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("::") {
+            let start = rest[..at].rfind(|c: char| !(is_ident(c) || c == ':')).map_or(0, |p| p + 1);
+            let end = rest[at..]
+                .find(|c: char| !(is_ident(c) || c == ':'))
+                .map_or(rest.len(), |e| at + e);
+            let segments: Vec<String> =
+                rest[start..end].split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+            rest = &rest[end..];
+            let Some(first) = segments.first() else { continue };
+            let target: Vec<String> = match first.as_str() {
+                "crate" => segments[1..].to_vec(),
+                "super" | "self" => {
+                    let mut base = module.to_vec();
+                    let mut i = 0;
+                    while i < segments.len() && ["super", "self"].contains(&segments[i].as_str()) {
+                        if segments[i] == "super" {
+                            base.pop();
+                        }
+                        i += 1;
+                    }
+                    base.extend(segments[i..].iter().cloned());
+                    base
+                }
+                name if children.iter().any(|c| c == name) => {
+                    module.iter().cloned().chain(segments.iter().cloned()).collect()
+                }
+                _ => continue,
+            };
+            if let Some(target) = resolve(&target) {
+                if &target != *file {
+                    named.insert(target);
+                }
+            }
+        }
+        edges.insert((*file).clone(), named);
+    }
+    edges
+}
+
+/// One cycle of `edges`, if there is one: the files around it.
+fn a_cycle(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Option<Vec<PathBuf>> {
+    // Depth-first, with the path so far: an edge back into it closes a cycle.
+    fn visit(
+        file: &PathBuf,
+        edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        path: &mut Vec<PathBuf>,
+        done: &mut BTreeSet<PathBuf>,
+    ) -> Option<Vec<PathBuf>> {
+        if let Some(at) = path.iter().position(|p| p == file) {
+            return Some(path[at..].to_vec());
+        }
+        if !done.insert(file.clone()) {
+            return None;
+        }
+        path.push(file.clone());
+        for next in edges.get(file).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges.keys().find_map(|f| visit(f, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_file_names_one_that_names_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crates = [
+        "src/lib.rs",
+        "src/main.rs",
+        "crates/kubeplex-wire/src/lib.rs",
+        "crates/kubeplex-net/src/lib.rs",
+    ];
+    let mut cycles = Vec::new();
+    let mut read = 0;
+    for krate in crates {
+        let files = module_files(&root.join(krate));
+        read += files.len();
+        let mut edges = file_edges(&files);
+        // Every cycle, one at a time: each found is cut at its first edge and reported.
+        while let Some(cycle) = a_cycle(&edges) {
+            let names: Vec<String> = cycle
+                .iter()
+                .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+                .collect();
+            cycles.push(format!("{} → (back)", names.join(" → ")));
+            let next = cycle.get(1).unwrap_or(&cycle[0]).clone();
+            edges.get_mut(&cycle[0]).map(|e| e.remove(&next));
+        }
+    }
+    assert!(read > 100, "only {read} files read");
+    assert!(cycles.is_empty(), "files that name each other:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn the_cycle_check_reads_paths_as_rust_does() {
+    assert_eq!(expand_groups("use a::{b, c::{d, e}};"), "use a::b, a::c::d, a::c::e;");
+    assert_eq!(expand_groups("use a::{self, b};"), "use a, a::b;");
+    let declared = declared_modules("mod a;\npub mod b;\n#[cfg(test)]\nmod tests;\nmod c { }");
+    assert_eq!(declared, ["a", "b"]);
+    let mut edges = BTreeMap::new();
+    let (a, b, c) = (PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c"));
+    edges.insert(a.clone(), BTreeSet::from([b.clone()]));
+    edges.insert(b.clone(), BTreeSet::from([c.clone()]));
+    edges.insert(c.clone(), BTreeSet::new());
+    assert_eq!(a_cycle(&edges), None);
+    edges.get_mut(&c).unwrap().insert(a.clone());
+    assert_eq!(a_cycle(&edges), Some(vec![a, b, c]));
+}

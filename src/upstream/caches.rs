@@ -78,7 +78,6 @@ pub struct CachesConfig {
     pub namespace: Option<String>,
 }
 
-
 mod budget;
 mod maintenance;
 mod refusal;

@@ -7,7 +7,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-
 /// Default TCP connect timeout toward the apiserver (client-go's dialer uses 30 s; a proxy in
 /// front of local clients should fail over faster).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -25,8 +25,8 @@ use bytes::Bytes;
 use prometheus::{IntCounterVec, Opts, Registry};
 
 use super::feed::{self, Feed};
-use crate::cache::persist::{self, DiskState};
 use crate::cache::clock::unix_now;
+use crate::cache::persist::{self, DiskState};
 use crate::cache::resource::ResourceCache;
 use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;

@@ -60,7 +60,6 @@ use super::{Upstream, UpstreamBody};
 use crate::cache::resource::ResourceCache;
 use crate::wire::meta;
 
-
 /// How long reads wait for the cache rather than passing through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FreshnessConfig {

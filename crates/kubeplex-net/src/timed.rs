@@ -26,7 +26,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::BoxError;
+use crate::body::BoxError;
 
 /// What a connection is doing, as its service sees it.
 pub(crate) struct Phases {

@@ -3,11 +3,12 @@
 //! or HTTP/1.1 by ALPN; client certificates requested and verified against a client-CA bundle
 //! (`--client-ca-file`), the user they name put into every request's extensions.
 
+mod config;
 mod reload;
+mod request_cert;
 mod verify;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,70 +18,9 @@ use hyper::body::Incoming;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+pub use self::config::{TlsConfig, TlsError, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RELOAD_INTERVAL};
 use self::reload::Reloader;
 pub use self::verify::Peer;
-
-/// How often the files are looked at for changes, at most (a stat of each, no read).
-pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
-/// How long a client has to complete the TLS handshake: a client that connects and says
-/// nothing must not hold a task forever.
-pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The TLS listener's configuration (kube-apiserver's flags of the same names).
-#[derive(Clone, Debug)]
-pub struct TlsConfig {
-    /// `--tls-cert-file`: the serving certificate chain, PEM, leaf first.
-    pub cert_file: PathBuf,
-    /// `--tls-private-key-file`: its key, PEM (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: PathBuf,
-    /// `--client-ca-file`: the CAs client certificates are verified against, PEM, one or
-    /// more. Without it no client certificate is asked for.
-    pub client_ca_file: Option<PathBuf>,
-    /// The files are checked for changes at most this often.
-    pub reload_interval: Duration,
-    /// A handshake not done within this ends its connection.
-    pub handshake_timeout: Duration,
-}
-
-impl TlsConfig {
-    /// A certificate and key, no client certificates, the default intervals.
-    pub fn new(cert_file: impl Into<PathBuf>, key_file: impl Into<PathBuf>) -> Self {
-        Self {
-            cert_file: cert_file.into(),
-            key_file: key_file.into(),
-            client_ca_file: None,
-            reload_interval: DEFAULT_RELOAD_INTERVAL,
-            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-        }
-    }
-
-    /// Asks clients for certificates issued by the CAs of `client_ca_file`.
-    pub fn with_client_ca(mut self, client_ca_file: impl Into<PathBuf>) -> Self {
-        self.client_ca_file = Some(client_ca_file.into());
-        self
-    }
-}
-
-/// Why the TLS files cannot be used; every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("reading {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{}: invalid PEM: {source}", path.display())]
-    Pem { path: PathBuf, source: std::io::Error },
-    #[error("{}: no PEM certificate", path.display())]
-    NoCertificate { path: PathBuf },
-    #[error("{}: no PEM private key", path.display())]
-    NoKey { path: PathBuf },
-    #[error("{}: bad client CA certificate: {source}", path.display())]
-    ClientCa { path: PathBuf, source: rustls::Error },
-    #[error("{}: client CA bundle unusable: {source}", path.display())]
-    Verifier { path: PathBuf, source: rustls::server::VerifierBuilderError },
-    #[error("certificate {} and key {}: {source}", cert.display(), key.display())]
-    KeyPair { cert: PathBuf, key: PathBuf, source: rustls::Error },
-    #[error("tls protocol versions: {0}")]
-    Provider(#[source] rustls::Error),
-}
 
 /// Why one connection's handshake failed (that connection ends; the listener goes on).
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +80,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_tls_until(listener, tls, handler, crate::Drain::never()).await
+    serve_tls_until(listener, tls, handler, crate::serve::Drain::never()).await
 }
 
 /// Like [`serve_tls`], until `drain` is signalled (see [`crate::accept_until`]).
@@ -148,14 +88,14 @@ pub async fn serve_tls_until<H, F, B>(
     listener: TcpListener,
     tls: TlsAcceptor,
     handler: H,
-    drain: crate::Drain,
+    drain: crate::serve::Drain,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_tls_limited(listener, tls, handler, drain, crate::Limits::none()).await
+    serve_tls_limited(listener, tls, handler, drain, crate::limits::Limits::none()).await
 }
 
 /// Like [`serve_tls_until`], within the listener's `limits` (see [`crate::accept_limited`]).
@@ -164,8 +104,8 @@ pub async fn serve_tls_limited<H, F, B>(
     listener: TcpListener,
     tls: TlsAcceptor,
     handler: H,
-    drain: crate::Drain,
-    limits: crate::Limits,
+    drain: crate::serve::Drain,
+    limits: crate::limits::Limits,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
@@ -174,7 +114,7 @@ pub async fn serve_tls_limited<H, F, B>(
 {
     let conn_drain = drain.clone();
     let conn_limits = limits.clone();
-    crate::accept_limited(listener, drain, &limits, move |stream| {
+    crate::serve::accept_limited(listener, drain, &limits, move |stream| {
         let (tls, handler, drain) = (tls.clone(), handler.clone(), conn_drain.clone());
         let limits = conn_limits.clone();
         async move {
@@ -188,7 +128,7 @@ pub async fn serve_tls_limited<H, F, B>(
                     return;
                 }
             };
-            crate::with_hyper_limited(
+            crate::serve::with_hyper_limited(
                 stream,
                 move |mut req: Request<Incoming>| {
                     peer.annotate(req.extensions_mut());

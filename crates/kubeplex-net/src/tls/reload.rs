@@ -13,8 +13,8 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use super::verify::RequestClientCert;
-use super::{TlsConfig, TlsError};
+use super::config::{TlsConfig, TlsError};
+use super::request_cert::RequestClientCert;
 
 /// What the apiserver offers by ALPN (`secure_serving.go`: `NextProtos: h2, http/1.1`):
 /// HTTP/2 to a client that offers it, HTTP/1.1 otherwise.

@@ -1,7 +1,7 @@
 //! The protobuf wire primitives Kubernetes messages are made of: varints, field tags and
 //! length-delimited fields, read without copying and written the way gogo-protobuf writes them.
 
-use super::Error;
+use super::error::Error;
 
 /// Wire type of a varint field (int64, bool, enum).
 pub(super) const VARINT: u8 = 0;

@@ -5,7 +5,7 @@ use super::codec::{
     expect_len, expect_str, expect_varint, len_field_size, put_bytes_field, put_len_header,
     put_tag, put_varint, Fields,
 };
-use super::Error;
+use super::error::Error;
 
 /// The four bytes that open every Kubernetes protobuf body (`protobuf.Serializer`'s prefix).
 pub const MAGIC: &[u8; 4] = b"k8s\0";

@@ -10,7 +10,7 @@
 //! which this module does not use at run time.
 
 use super::codec::{Fields, Value};
-use super::Error;
+use super::error::Error;
 use crate::meta::ObjectMetaRef;
 use crate::selector::fields_by_kind::{FieldRules, FieldSource};
 

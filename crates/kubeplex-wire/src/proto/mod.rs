@@ -17,6 +17,7 @@
 mod codec;
 mod empty_objects;
 mod envelope;
+mod error;
 pub mod fields;
 mod object;
 mod status;
@@ -27,6 +28,7 @@ pub use envelope::{
     decode_list, decode_unknown, encode_list, encode_list_parts, encode_unknown, ListRef, Unknown,
     CONTENT_TYPE, MAGIC,
 };
+pub use error::Error;
 pub use object::{
     bookmark, bookmark_tail, empty_object_tail, has_annotation, object_meta, object_meta_bytes,
     partial_object_metadata, partial_object_metadata_list, with_resource_version, EmptyObjectTails,
@@ -36,29 +38,6 @@ pub use watch::{
     decode_watch_event, encode_watch_frame, WatchEventRef, WatchFrameDecoder,
     DEFAULT_MAX_FRAME_LEN, STREAM_CONTENT_TYPE,
 };
-
-/// Why protobuf bytes could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error("body does not start with the kubernetes protobuf prefix k8s\\0")]
-    MissingMagic,
-    #[error("message is truncated")]
-    Truncated,
-    #[error("varint is longer than 64 bits")]
-    VarintOverflow,
-    #[error("invalid field number 0")]
-    InvalidFieldNumber,
-    #[error("unsupported protobuf wire type {0}")]
-    UnsupportedWireType(u8),
-    #[error("field {0} has the wrong wire type")]
-    WrongWireType(&'static str),
-    #[error("field {0} is not valid utf-8")]
-    InvalidUtf8(&'static str),
-    #[error("message has no {0}")]
-    MissingField(&'static str),
-    #[error("watch frame of {len} bytes is over the limit of {max} bytes")]
-    FrameTooLarge { len: usize, max: usize },
-}
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ use super::codec::{
     varint_len, Fields,
 };
 use super::envelope::{encode_list_items, finish_envelope, start_envelope, Item};
-use super::Error;
+use super::error::Error;
 
 /// The bytes of an object's ObjectMeta message (field 1 of its bare message).
 ///

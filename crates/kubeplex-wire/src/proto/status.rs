@@ -48,7 +48,7 @@ fn details_len(details: &StatusDetails<'_>) -> usize {
         + len_field_size(3, details.kind.len())
         + details.causes.iter().map(|c| len_field_size(4, cause_len(c))).sum::<usize>()
         + 1
-        + super::varint_len(i64::from(details.retry_after_seconds) as u64)
+        + super::codec::varint_len(i64::from(details.retry_after_seconds) as u64)
         + len_field_size(6, details.uid.len())
 }
 
@@ -72,7 +72,7 @@ pub fn encode_status(status: &StatusRef<'_>) -> Vec<u8> {
         + len_field_size(4, status.reason.len())
         + status.details.as_ref().map_or(0, |d| len_field_size(5, details_len(d)))
         + 1
-        + super::varint_len(i64::from(status.code) as u64);
+        + super::codec::varint_len(i64::from(status.code) as u64);
     let mut buf = start_envelope("v1", "Status", raw_len);
     put_len_header(&mut buf, 1, list_meta);
     put_bytes_field(&mut buf, 1, b"");

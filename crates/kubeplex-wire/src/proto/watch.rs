@@ -7,7 +7,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::codec::{
     expect_len, expect_str, len_field_size, put_bytes_field, put_len_header, Fields,
 };
-use super::Error;
+use super::error::Error;
 
 /// Content-Type of a protobuf watch response.
 pub const STREAM_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::SelectorError;
+use super::error::SelectorError;
 
 /// `=`/`==` (`selection.Equals`) or `!=` (`selection.NotEquals`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

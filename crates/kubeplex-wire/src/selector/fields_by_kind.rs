@@ -17,7 +17,8 @@
 
 use serde_json::Value;
 
-use super::{FieldRequirement, FieldSelector, SelectorError};
+use super::error::SelectorError;
+use super::field::{FieldRequirement, FieldSelector};
 
 /// The field selector rules of one resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::SelectorError;
+use super::error::SelectorError;
 use crate::gojson;
 
 mod lexer;

@@ -13,6 +13,7 @@ mod fields;
 mod meta;
 mod pod;
 mod printers;
+mod row;
 mod workloads;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +25,7 @@ pub use age::human_duration;
 
 use columns::Column;
 use printers::Printer;
+use row::{Cell, Row};
 
 /// The `includeObject` query parameter: what each row's `object` holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,27 +173,6 @@ pub fn table_for_watch_event(
         ..ListMetaOut::default()
     };
     write_table(resource, group, &[object], &meta, first, include, now)
-}
-
-/// A cell: Go's `interface{}` values the printers produce.
-enum Cell {
-    Str(String),
-    Int(i64),
-    Null,
-}
-
-/// `metav1.TableRowCondition`.
-struct RowCondition {
-    kind: &'static str,
-    status: &'static str,
-    reason: &'static str,
-    message: &'static str,
-}
-
-/// One printed row, before its object is attached.
-struct Row {
-    cells: Vec<Cell>,
-    conditions: &'static [RowCondition],
 }
 
 fn printer_for(resource: &str, group: &str) -> Printer {

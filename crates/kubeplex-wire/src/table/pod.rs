@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::age::{human_duration, parse_time, since, translate_since};
 use super::fields::{arr_at, at, bool_at, int_at, present, str_at};
-use super::{Cell, Row, RowCondition};
+use super::row::{Cell, Row, RowCondition};
 
 const POD_SUCCESS_CONDITIONS: &[RowCondition] = &[RowCondition {
     kind: "Completed",

@@ -12,8 +12,8 @@ use super::age::{human_duration, parse_rfc3339, parse_time, since, translate_sin
 use super::columns::{self, Column};
 use super::fields::{arr_at, at, bool_at, int_at, map_len, present, str_at};
 use super::pod::print_pod;
+use super::row::{Cell, Row};
 use super::workloads::{deployment_cells, replica_set_cells};
-use super::{Cell, Row};
 
 use crate::groups::BUILTIN_GROUPS as BUILT_IN_GROUPS;
 

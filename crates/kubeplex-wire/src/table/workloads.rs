@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::fields::{arr_at, at, int_at, present, str_at};
-use super::Cell;
+use super::row::Cell;
 use crate::selector::LabelSelector;
 
 /// `spec.replicas` as the printers see it: the apiserver decodes stored objects with defaulting,
