@@ -24,6 +24,7 @@ use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::stack::ACCESS_LOG_TARGET;
 use kubeplex::serve::{Http1Server, Mode, NodeConfig};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::wire::names::{is_dns1123_label, is_dns1123_subdomain};
 use serde::{Deserialize, Serialize};
 
 /// The file's `apiVersion` (optional; when given it must be this one).
@@ -57,11 +58,6 @@ fn cache_specs(
 
 /// Replaced by `nodeName` in cache specs.
 pub const NODE_NAME_PLACEHOLDER: &str = "{nodeName}";
-
-/// `validation.IsDNS1123Subdomain`, which node names are held to.
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(kubeplex::cache::select::is_dns1123_label)
-}
 
 /// A configuration file larger than this is refused before it is parsed (the examples are a
 /// few hundred bytes; no setting needs more).
@@ -491,48 +487,11 @@ impl FromStr for Duration {
     /// m, h). No sign: kubeplex has no negative durations.
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || format!("{s:?} is not a duration (like 30s, 5m, 1h30m, 500ms)");
-        if s == "0" {
-            return Ok(Duration(std::time::Duration::ZERO));
-        }
-        let mut rest = s;
-        let mut nanos: u128 = 0;
-        if rest.is_empty() {
+        if s.starts_with(['-', '+']) {
             return Err(bad());
         }
-        while !rest.is_empty() {
-            let number_end =
-                rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
-            let (number, after) = rest.split_at(number_end);
-            let unit_end =
-                after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
-            let (unit, next) = after.split_at(unit_end);
-            let per_unit: u128 = match unit {
-                "ns" => 1,
-                "us" | "µs" | "μs" => 1_000,
-                "ms" => 1_000_000,
-                "s" => 1_000_000_000,
-                "m" => 60_000_000_000,
-                "h" => 3_600_000_000_000,
-                _ => return Err(bad()),
-            };
-            let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-            if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
-                return Err(bad());
-            }
-            let whole: u128 =
-                if whole.is_empty() { 0 } else { whole.parse().map_err(|_| bad())? };
-            let mut part = whole.checked_mul(per_unit).ok_or_else(bad)?;
-            // The fraction's digits beyond a nanosecond do not count (Go's rule too).
-            let mut scale = per_unit;
-            for digit in fraction.bytes() {
-                scale /= 10;
-                part += u128::from(digit - b'0') * scale;
-            }
-            nanos = nanos.checked_add(part).ok_or_else(bad)?;
-            rest = next;
-        }
-        let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad())?;
-        Ok(Duration(std::time::Duration::new(secs, (nanos % 1_000_000_000) as u32)))
+        let nanos = kubeplex::wire::gotime::parse_duration(s).ok_or_else(bad)?;
+        Ok(Duration(std::time::Duration::from_nanos(nanos.unsigned_abs())))
     }
 }
 
@@ -693,9 +652,7 @@ impl Settings {
         }
         let preload = cache_specs("caches", &s.caches, s.node_name.as_deref())?;
         let scopes = cache_specs("cacheScopes", &s.cache_scopes, s.node_name.as_deref())?;
-        if let Some(ns) =
-            s.cache_namespace.as_deref().filter(|ns| !kubeplex::cache::select::is_dns1123_label(ns))
-        {
+        if let Some(ns) = s.cache_namespace.as_deref().filter(|ns| !is_dns1123_label(ns)) {
             return Err(ConfigError(format!(
                 "cacheNamespace: {ns:?} is not a namespace name (a DNS label: at most 63 of a-z, 0-9 and '-', starting and ending with a letter or digit)"
             )));
@@ -1019,25 +976,10 @@ fn closest_key(key: &str) -> Option<String> {
         .collect();
     known
         .into_iter()
-        .map(|k| (edit_distance(&k.to_lowercase(), &key.to_lowercase()), k))
+        .map(|k| (strsim::levenshtein(&k.to_lowercase(), &key.to_lowercase()), k))
         .filter(|(d, _)| *d <= 3)
         .min()
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::wire::continue_token;
+use crate::wire::names::is_dns1123_label;
 use crate::wire::selector::fields_by_kind::FieldRules;
 use crate::wire::selector::{FieldSelector, LabelSelector};
 
@@ -290,16 +291,6 @@ fn single_key(query: &Query<'_>) -> Option<String> {
         None if !query.namespaced => Some(name.to_owned()),
         None => None,
     }
-}
-
-/// `validation.IsDNS1123Label`, which `ValidateNamespaceName` applies.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    (1..=63).contains(&b.len())
-        && b.first().is_some_and(inner)
-        && b.last().is_some_and(inner)
-        && b.iter().all(|c| inner(c) || *c == b'-')
 }
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 
 pub mod continue_token;
 pub mod gojson;
+pub mod gotime;
 pub mod groups;
 pub mod gzip;
 pub mod list_watch;
 pub mod meta;
+pub mod names;
 pub mod negotiate;
 pub mod proto;
 pub mod request;

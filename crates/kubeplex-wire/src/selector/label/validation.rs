@@ -1,5 +1,7 @@
 //! `content.IsLabelKey` and `content.IsLabelValue`, with apimachinery's exact messages.
 
+use crate::names::matches_dns1123_subdomain;
+
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -23,16 +25,6 @@ fn is_label_name(s: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`.
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.split('.').all(|part| {
-        let b = part.as_bytes();
-        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        matches!((b.first(), b.last()), (Some(f), Some(l)) if alnum(f) && alnum(l))
-            && b.iter().all(|c| alnum(c) || *c == b'-')
-    })
-}
-
 /// `content.IsLabelKey` (a qualified name: optional DNS subdomain prefix, `/`, name).
 pub(super) fn label_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -46,7 +38,7 @@ pub(super) fn label_key_errors(key: &str) -> Vec<String> {
                 if prefix.len() > 253 {
                     errs.push("prefix part must be no more than 253 bytes".to_owned());
                 }
-                if !is_dns1123_subdomain(prefix) {
+                if !matches_dns1123_subdomain(prefix) {
                     let e =
                         regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"]);
                     errs.push(format!("prefix part {e}"));
