@@ -8,13 +8,13 @@
 //! the headers the capture shows, except `Audit-Id`, `Date` and the priority-and-fairness UIDs,
 //! whose values are per request or per cluster (their presence is compared).
 
-use kubeplex_test_support as support;
+use crate::support;
 
 use std::time::Duration;
 
 use http::Method;
-use kubeplex::sim::auth::{Auth, RoleRef, Rule, Subject, UserInfo, MASTERS};
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::auth::{Auth, RoleRef, Rule, Subject, UserInfo, MASTERS};
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,10 +1,10 @@
 //! Protobuf and gzip from the fake apiserver, compared with kube-apiserver's captures.
 
-use kubeplex_test_support as support;
+use crate::support;
 
-use kubeplex::sim::codec::{from_protobuf, type_for};
-use kubeplex::sim::SimBuilder;
-use kubeplex::wire::proto::{decode_unknown, decode_watch_event, WatchFrameDecoder};
+use kubeplex_sim::codec::{from_protobuf, type_for};
+use kubeplex_sim::SimBuilder;
+use kubeplex_wire::proto::{decode_unknown, decode_watch_event, WatchFrameDecoder};
 use serde_json::{json, Value};
 use support::*;
 

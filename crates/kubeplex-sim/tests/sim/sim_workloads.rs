@@ -3,10 +3,10 @@
 //! main resource, `metadata.generation` bumped by spec (and, for deployments, annotation)
 //! changes, strategic merge patches keyed by container name, protobuf, and `scale` not served.
 
-use kubeplex_test_support as support;
+use crate::support;
 
 use http::Method;
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
 use support::*;
 
@@ -105,9 +105,9 @@ async fn deployments_are_defaulted_and_generations_follow_the_registry() {
     // Protobuf carries the same object.
     let pb = get_accept(&addr, &path, "application/vnd.kubernetes.protobuf").await;
     assert_eq!(pb.header("content-type"), "application/vnd.kubernetes.protobuf");
-    let env = kubeplex::wire::proto::decode_unknown(&pb.body).expect("envelope");
-    let t = kubeplex::sim::codec::type_for("apps/v1", "Deployment").expect("Deployment type");
-    let mut decoded = kubeplex::sim::codec::from_protobuf(t, env.raw).expect("decode");
+    let env = kubeplex_wire::proto::decode_unknown(&pb.body).expect("envelope");
+    let t = kubeplex_sim::codec::type_for("apps/v1", "Deployment").expect("Deployment type");
+    let mut decoded = kubeplex_sim::codec::from_protobuf(t, env.raw).expect("decode");
     decoded["kind"] = json!("Deployment");
     decoded["apiVersion"] = json!("apps/v1");
     assert_eq!(norm_bytes(&decoded), norm_bytes(&get(&addr, &path).await.json()));

@@ -1,12 +1,12 @@
 //! The fake apiserver answers the captured requests as kube-apiserver 1.36 did: same status,
 //! same content type, same body modulo uids, timestamps and resourceVersions.
 
-use kubeplex_test_support as support;
+use crate::support;
 
 use std::time::Duration;
 
 use http::Method;
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::*;
 
@@ -115,7 +115,7 @@ async fn the_second_page_continues_where_the_first_ended() {
     let addr = sim.addr().to_string();
     let page1 = get(&addr, "/api/v1/namespaces/fx/configmaps?limit=2").await.json();
     let token = page1["metadata"]["continue"].as_str().expect("continue token").to_string();
-    let tok = kubeplex::wire::continue_token::decode(&token).expect("apiserver token format");
+    let tok = kubeplex_wire::continue_token::decode(&token).expect("apiserver token format");
     assert_eq!(tok.start, "/cm-b\u{0}");
     assert_eq!(tok.rv.to_string(), page1["metadata"]["resourceVersion"].as_str().unwrap_or(""));
     let page2 =

@@ -1,10 +1,10 @@
 //! Writes against the fake apiserver: create, update, the patch types, delete, deletecollection,
 //! and their Status errors; plus discovery as clients see it.
 
-use kubeplex_test_support as support;
+use crate::support;
 
 use http::Method;
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::*;
 

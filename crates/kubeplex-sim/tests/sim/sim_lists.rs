@@ -1,10 +1,10 @@
 //! The fake apiserver's list rules: key order, paging, remainingItemCount, every
 //! resourceVersion / resourceVersionMatch combination, compaction.
 
-use kubeplex_test_support as support;
+use crate::support;
 
-use kubeplex::sim::{Sim, SimBuilder};
-use kubeplex::wire::continue_token;
+use kubeplex_sim::{Sim, SimBuilder};
+use kubeplex_wire::continue_token;
 use serde_json::{json, Value};
 use support::*;
 

@@ -1,11 +1,11 @@
 //! The fake apiserver's watch rules: resume, 410 past history, bookmarks, timeouts, selector
 //! transitions, sendInitialEvents, and what fault injection does to open watches.
 
-use kubeplex_test_support as support;
+use crate::support;
 
 use std::time::Duration;
 
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::*;
 
@@ -210,11 +210,11 @@ async fn protobuf_watch_of_pods_by_node() {
     sim.create(pod("p-other", "n2")).expect("create");
     sim.create(pod("p-mine", "n1")).expect("create");
     let frame = w.next_frame().await.expect("a frame");
-    let e = kubeplex::wire::proto::decode_watch_event(&frame).expect("event");
+    let e = kubeplex_wire::proto::decode_watch_event(&frame).expect("event");
     assert_eq!(e.event_type, "ADDED");
-    let env = kubeplex::wire::proto::decode_unknown(e.object).expect("envelope");
+    let env = kubeplex_wire::proto::decode_unknown(e.object).expect("envelope");
     assert_eq!((env.api_version, env.kind), ("v1", "Pod"));
-    let meta = kubeplex::wire::proto::object_meta(env.raw).expect("meta");
+    let meta = kubeplex_wire::proto::object_meta(env.raw).expect("meta");
     assert_eq!(meta.name, "p-mine");
 }
 
