@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::SimBuilder;
 use kubeplex_test_support::get;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -139,7 +139,7 @@ fn free_port() -> std::net::SocketAddr {
 
 fn write_kubeconfig(dir: &Path, server: &str) -> PathBuf {
     let path = dir.join("upstream.kubeconfig");
-    std::fs::write(&path, kubeplex::sim::kubeconfig_for(&format!("http://{server}"), "upstream"))
+    std::fs::write(&path, kubeplex_sim::kubeconfig_for(&format!("http://{server}"), "upstream"))
         .unwrap();
     path
 }

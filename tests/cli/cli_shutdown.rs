@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::SimBuilder;
 use kubeplex_test_support as support;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::Sim;
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::Sim;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use support::stack::Stack;

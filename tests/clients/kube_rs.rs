@@ -6,7 +6,7 @@ use kubeplex_test_support as support;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, ObjectList};
 use kube::Client;
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use support::stack::Stack;
 
 fn client(addr: &str) -> Client {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use kubeplex_test_support::kubectl;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};

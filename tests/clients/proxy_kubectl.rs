@@ -3,7 +3,7 @@
 
 use kubeplex_test_support as support;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use support::kubectl;
 use support::stack::Stack;
 

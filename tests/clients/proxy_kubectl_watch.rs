@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use serde_json::{json, Value};
 use support::kubectl;
 use support::stack::Stack;

@@ -29,7 +29,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
-use kubeplex::sim::seed;
+use kubeplex_sim::seed;
 use serde_json::{json, Value};
 use support::kubectl;
 use support::node::{Node, ADMIN_TOKEN, READER_TOKEN};

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
 use kubeplex_test_support::stack::Stack;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use kubeplex_test_support as support;
 use support::stack::Stack;
 

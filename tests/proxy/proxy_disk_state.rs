@@ -14,11 +14,11 @@ use std::time::Duration;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::Proxy;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::Value;
 use support::watchers::*;
 use support::*;
@@ -258,7 +258,7 @@ async fn a_refusal_is_an_answer_and_the_disk_state_is_not_served() {
     first.shutdown(Duration::from_secs(5)).await;
 
     // kubeplex's credentials (none: anonymous) may read nothing any more.
-    sim.set_auth(Some(kubeplex::sim::auth::Auth::new()));
+    sim.set_auth(Some(kubeplex_sim::auth::Auth::new()));
     let second = kubeplex(&sim, &work.0, &states.0).await;
     let addr = second.addr.to_string();
     let direct = get(&sim.addr().to_string(), "/api/v1/pods?resourceVersion=0").await;

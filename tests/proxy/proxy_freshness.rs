@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::SimBuilder;
 use kubeplex::upstream::caches::FreshnessConfig;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
 use support::stack::Stack;
 use support::*;

@@ -12,10 +12,10 @@ use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::guardrails::Guardrails;
 use kubeplex::serve::resources::DISCOVERY_TTL;
 use kubeplex::serve::{Mode, Proxy};
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use support::*;
 
 async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {

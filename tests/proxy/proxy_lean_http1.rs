@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::{Http1Server, Proxy};
-use kubeplex::sim::seed::ClusterShape;
 use kubeplex::upstream::caches::CachesConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::ClusterShape;
 use support::stack::Stack;
 use support::undated;
 

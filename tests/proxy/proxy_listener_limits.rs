@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use kubeplex::serve::guardrails::Guardrails;
 use kubeplex::serve::{Http1Server, Mode, Proxy};
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use support::stack::default_caches;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

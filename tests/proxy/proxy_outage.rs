@@ -11,9 +11,9 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::SimBuilder;
 use kubeplex::upstream::caches::FreshnessConfig;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
 use serde_json::Value;
 use support::stack::Stack;
 use support::watchers::*;

@@ -8,9 +8,9 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::Sim;
 use kubeplex::wire::proto;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::Sim;
 use serde_json::json;
 use support::stack::Stack;
 use support::*;

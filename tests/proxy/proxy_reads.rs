@@ -4,8 +4,8 @@
 use kubeplex_test_support as support;
 
 use http::Method;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
 use serde_json::json;
 use support::stack::Stack;
 use support::*;
@@ -168,7 +168,7 @@ async fn fifty_concurrent_clients_cost_one_streaming_list_upstream() {
 #[tokio::test]
 async fn fifty_concurrent_clients_cost_one_list_and_one_watch_upstream() {
     // An apiserver without streaming lists: one paged list, then one watch.
-    let config = kubeplex::sim::SimConfig { watch_list: false, ..Default::default() };
+    let config = kubeplex_sim::SimConfig { watch_list: false, ..Default::default() };
     fifty_clients(Stack::with_sim(SimBuilder::new().config(config), small(), &["pods"]).await, 1)
         .await;
 }

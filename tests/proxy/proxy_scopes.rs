@@ -9,7 +9,7 @@ use kubeplex_test_support as support;
 
 use std::time::Duration;
 
-use kubeplex::sim::seed::ClusterShape;
+use kubeplex_sim::seed::ClusterShape;
 use serde_json::Value;
 use support::stack::Stack;
 use support::*;
@@ -194,7 +194,7 @@ async fn a_declared_scope_is_started_by_its_first_read_and_serves_every_read_it_
         "nodes:protobuf?fieldSelector=metadata.name=node-0".into(),
         "services:protobuf".into(),
     ];
-    let stack = Stack::with_caches(kubeplex::sim::SimBuilder::new(), shape, config).await;
+    let stack = Stack::with_caches(kubeplex_sim::SimBuilder::new(), shape, config).await;
     let reads = |resource: &str| {
         stack.upstream_calls_of(resource, "LIST") + stack.upstream_calls_of(resource, "WATCH")
     };

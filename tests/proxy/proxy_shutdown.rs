@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use kubeplex::serve::Proxy;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use kubeplex_test_support as support;
 
 async fn start() -> (Sim, Proxy, std::path::PathBuf) {

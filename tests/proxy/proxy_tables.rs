@@ -15,8 +15,8 @@ use kubeplex_test_support as support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
 use support::stack::Stack;
 use support::*;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kubeplex::sim::seed::ClusterShape;
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::stack::Stack;
 use support::watchers::*;

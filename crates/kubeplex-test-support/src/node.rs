@@ -10,12 +10,12 @@ use kubeplex::auth::ReviewConfig;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::StoreLimits;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
-use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::auth::{Auth, Rule, Subject, UserInfo};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 
 use base64::Engine;
 use serde_json::{json, Value};
