@@ -12,18 +12,14 @@ use kubeplex_test_support as support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::Sim;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use support::informer_check;
 use support::stack::Stack;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// The namespace the informers watch; the churn also writes elsewhere, which they must not see.
@@ -115,13 +111,10 @@ struct InformerReport {
 
 // ---- running it ----
 
-/// One informer-check process, its stderr watched for the moment its recording starts.
+/// One informer-check process in one mode.
 struct Run {
     mode: Mode,
-    child: Child,
-    recording: oneshot::Receiver<Instant>,
-    stdout: JoinHandle<String>,
-    stderr: JoinHandle<String>,
+    run: informer_check::Run,
 }
 
 struct Outcome {
@@ -144,75 +137,24 @@ fn spawn_scoped(
     sim: &Sim,
     sim_kc: &Path,
 ) -> Run {
-    let mut cmd = Command::new(tool);
-    cmd.arg("--kubeconfig")
-        .arg(via)
-        .args(["--resource", "pods"])
-        .args(scope)
-        .args(["--informers", &INFORMERS.to_string()])
-        .arg(format!("--duration={}s", RECORD.as_secs()))
-        .arg("--settle=15s")
-        .arg(format!("--sync-timeout={}s", SYNC_TIMEOUT.as_secs()))
-        // Explicit either way: KUBE_FEATURE_WatchListClient in the environment must not decide.
-        .arg(format!("--watchlist={}", mode.watchlist))
-        .arg(format!("--protobuf={}", mode.protobuf))
-        .args(["--compare-server", &sim.url(), "--compare-kubeconfig"])
-        .arg(sim_kc)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // Other client-go feature gates stay at their 0.36 defaults.
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("KUBE_FEATURE_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", tool.display()));
-    let mut out = child.stdout.take().expect("stdout piped");
-    let stdout = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s).await;
-        s
-    });
-    let err = child.stderr.take().expect("stderr piped");
-    let (tx, recording) = oneshot::channel();
-    let stderr = tokio::spawn(async move {
-        let mut tx = Some(tx);
-        let mut lines = BufReader::new(err).lines();
-        let mut all = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // "all 5 informers synced in 0.123s; recording events for 12s"
-            if line.starts_with("all ") && line.contains("informers synced in") {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(Instant::now());
-                }
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    Run { mode, child, recording, stdout, stderr }
+    let spec = informer_check::Spec {
+        kubeconfig: via,
+        resource: "pods",
+        scope,
+        informers: INFORMERS,
+        record: RECORD,
+        sync_timeout: SYNC_TIMEOUT,
+        watchlist: mode.watchlist,
+        protobuf: mode.protobuf,
+        compare_server: &sim.url(),
+        compare_kubeconfig: sim_kc,
+    };
+    Run { mode, run: informer_check::spawn(tool, &spec) }
 }
 
-async fn finish(mut run: Run, deadline: Instant) -> Outcome {
-    let status = match tokio::time::timeout_at(deadline, run.child.wait()).await {
-        Ok(Ok(s)) => s.to_string(),
-        Ok(Err(e)) => format!("wait failed: {e}"),
-        Err(_) => {
-            let _ = run.child.kill().await;
-            "killed: still running at the test's deadline".to_string()
-        }
-    };
-    // Both pipes close when the process ends; bounded anyway.
-    let read = |h: JoinHandle<String>| async move {
-        tokio::time::timeout(Duration::from_secs(10), h).await.ok().and_then(Result::ok)
-    };
-    let stdout = read(run.stdout).await.unwrap_or_default();
-    let stderr = read(run.stderr).await.unwrap_or_default();
-    Outcome { mode: run.mode, status, stdout, stderr }
+async fn finish(run: Run, deadline: Instant) -> Outcome {
+    let f = run.run.finish(deadline).await;
+    Outcome { mode: run.mode, status: f.status, stdout: f.stdout, stderr: f.stderr }
 }
 
 // ---- churn ----
@@ -389,7 +331,7 @@ async fn run_under_churn(
     // first one's recording ends. A run that never starts recording fails later, with its report.
     let mut recording = Vec::new();
     for run in &mut runs {
-        match tokio::time::timeout_at(deadline, &mut run.recording).await {
+        match tokio::time::timeout_at(deadline, &mut run.run.synced).await {
             Ok(Ok(t)) => recording.push(t),
             _ => break,
         }
@@ -512,7 +454,7 @@ async fn kubelet_like_informers_start_cold_and_are_served_from_the_cache() {
     let mut run =
         spawn_scoped(&tool, mode, &["--field-selector", &selector], &via, &stack.sim, &sim_kc);
     let deadline = Instant::now() + RUN_TIMEOUT;
-    let recording = tokio::time::timeout_at(deadline, &mut run.recording).await;
+    let recording = tokio::time::timeout_at(deadline, &mut run.run.synced).await;
     // Pods scheduled onto this node and elsewhere; two of this node's deleted again.
     let (mut created, mut deleted) = (0, 0);
     if let Ok(Ok(since)) = recording {

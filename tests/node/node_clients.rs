@@ -31,9 +31,10 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use kubeplex_sim::seed;
 use serde_json::{json, Value};
+use support::informer_check;
 use support::kubectl;
 use support::node::{Node, ADMIN_TOKEN, READER_TOKEN};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 const NODE_USER: &str = "system:node:node-0";
@@ -512,87 +513,33 @@ const RECORD: Duration = Duration::from_secs(8);
 const SYNC_TIMEOUT: Duration = Duration::from_secs(40);
 const RUN_TIMEOUT: Duration = Duration::from_secs(85);
 
+/// One informer-check process, list+watch or WatchList.
 struct Run {
     watchlist: bool,
-    child: tokio::process::Child,
-    synced: tokio::sync::oneshot::Receiver<()>,
-    stdout: tokio::task::JoinHandle<String>,
-    stderr: tokio::task::JoinHandle<String>,
+    run: informer_check::Run,
 }
 
 fn spawn_informers(tool: &Path, via: &Path, node: &Node, compare: &Path, watchlist: bool) -> Run {
-    let mut cmd = tokio::process::Command::new(tool);
-    cmd.arg("--kubeconfig")
-        .arg(via)
-        .args(["--resource", "configmaps", "--namespace", "team-0"])
-        .args(["--informers", &INFORMERS.to_string()])
-        .arg(format!("--duration={}s", RECORD.as_secs()))
-        .arg("--settle=15s")
-        .arg(format!("--sync-timeout={}s", SYNC_TIMEOUT.as_secs()))
-        // Explicit either way: KUBE_FEATURE_WatchListClient in the environment must not decide.
-        .arg(format!("--watchlist={watchlist}"))
-        .arg("--protobuf=false")
-        .args([
-            "--compare-server",
-            &format!("https://{}", node.direct.addr),
-            "--compare-kubeconfig",
-        ])
-        .arg(compare)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("KUBE_FEATURE_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", tool.display()));
-    let mut out = child.stdout.take().expect("stdout piped");
-    let stdout = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s).await;
-        s
-    });
-    let err = child.stderr.take().expect("stderr piped");
-    let (tx, synced) = tokio::sync::oneshot::channel();
-    let stderr = tokio::spawn(async move {
-        let mut tx = Some(tx);
-        let mut lines = BufReader::new(err).lines();
-        let mut all = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // "all 3 informers synced in 0.123s; recording events for 8s"
-            if line.starts_with("all ") && line.contains("informers synced in") {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(());
-                }
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    Run { watchlist, child, synced, stdout, stderr }
+    let spec = informer_check::Spec {
+        kubeconfig: via,
+        resource: "configmaps",
+        scope: &["--namespace", "team-0"],
+        informers: INFORMERS,
+        record: RECORD,
+        sync_timeout: SYNC_TIMEOUT,
+        watchlist,
+        protobuf: false,
+        compare_server: &format!("https://{}", node.direct.addr),
+        compare_kubeconfig: compare,
+    };
+    Run { watchlist, run: informer_check::spawn(tool, &spec) }
 }
 
 /// The run's report (JSON), its exit status and stderr.
-async fn finish(mut run: Run, deadline: Instant) -> (Value, String, String) {
-    let status = match tokio::time::timeout_at(deadline, run.child.wait()).await {
-        Ok(Ok(s)) => s.to_string(),
-        Ok(Err(e)) => format!("wait failed: {e}"),
-        Err(_) => {
-            let _ = run.child.kill().await;
-            "killed: still running at the test's deadline".to_string()
-        }
-    };
-    let read = |h: tokio::task::JoinHandle<String>| async move {
-        tokio::time::timeout(Duration::from_secs(10), h).await.ok().and_then(Result::ok)
-    };
-    let stdout = read(run.stdout).await.unwrap_or_default();
-    let stderr = read(run.stderr).await.unwrap_or_default();
-    let report = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (report, status, stderr)
+async fn finish(run: Run, deadline: Instant) -> (Value, String, String) {
+    let f = run.run.finish(deadline).await;
+    let report = serde_json::from_str(&f.stdout).unwrap_or(Value::Null);
+    (report, f.status, f.stderr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -611,7 +558,7 @@ async fn client_go_informers_with_a_token_are_served_from_the_cache() {
     let mut all_synced = true;
     for run in &mut runs {
         all_synced &=
-            matches!(tokio::time::timeout_at(deadline, &mut run.synced).await, Ok(Ok(())));
+            matches!(tokio::time::timeout_at(deadline, &mut run.run.synced).await, Ok(Ok(_)));
     }
     // Changes while both record: two creates, an update, a delete in team-0; one in team-1,
     // which the informers must not see.

@@ -8,7 +8,7 @@ use kubeplex_test_support as support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
@@ -28,21 +28,6 @@ const JSON: &str = "application/json";
 
 fn shape() -> ClusterShape {
     ClusterShape { nodes: 2, namespaces: 2, pods: 12, configmaps: 4, services: 0 }
-}
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(name: &str) -> Dir {
-    let dir = std::env::temp_dir().join(format!("kubeplex-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Dir(dir)
 }
 
 /// kubeplex in front of `sim` with its states in `states`, pods and configmaps configured.
@@ -122,8 +107,8 @@ async fn events(w: &mut Watch, n: usize) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
-    let work = temp_dir("disk-work");
-    let states = temp_dir("disk-states");
+    let work = TempDir::fresh("disk-work");
+    let states = TempDir::fresh("disk-states");
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
     let team0 = get(&sim.addr().to_string(), "/api/v1/namespaces/team-0/pods").await.json();
     let names: Vec<String> =
@@ -221,8 +206,8 @@ async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_state_file_is_skipped_and_the_upstream_serves() {
-    let work = temp_dir("disk-corrupt-work");
-    let states = temp_dir("disk-corrupt-states");
+    let work = TempDir::fresh("disk-corrupt-work");
+    let states = TempDir::fresh("disk-corrupt-states");
     std::fs::write(states.0.join("core_v1_pods_json.state"), b"KPXSTATE\x01\0\0\0garbage").unwrap();
     std::fs::write(states.0.join("core_v1_configmaps_json.state"), [0u8; 3]).unwrap();
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
@@ -246,8 +231,8 @@ async fn a_corrupt_state_file_is_skipped_and_the_upstream_serves() {
 /// answer, so the disk state is never served; clients get the apiserver's own 403.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_an_answer_and_the_disk_state_is_not_served() {
-    let work = temp_dir("disk-refused-work");
-    let states = temp_dir("disk-refused-states");
+    let work = TempDir::fresh("disk-refused-work");
+    let states = TempDir::fresh("disk-refused-states");
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
     let first = kubeplex(&sim, &work.0, &states.0).await;
     let written = eventually(Duration::from_secs(10), || {

@@ -8,7 +8,7 @@
 use kubeplex_test_support as support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use http::Method;
@@ -38,14 +38,6 @@ fn policy() -> Auth {
 
 fn shape() -> ClusterShape {
     ClusterShape { nodes: 2, namespaces: 2, pods: 8, configmaps: 6, services: 0 }
-}
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// kubeplex as the pod's sidecar, with the pod's token, its caches limited to `namespace`.
@@ -91,7 +83,7 @@ async fn direct(sim: &Sim, path: &str) -> Resp {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_rest_through() {
     let sim = SimBuilder::new().seed(seed::cluster(shape())).auth(policy()).start().await.unwrap();
-    let dir = Dir(std::env::temp_dir().join(format!("kubeplex-scope-{}", sim.addr().port())));
+    let dir = TempDir(std::env::temp_dir().join(format!("kubeplex-scope-{}", sim.addr().port())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let own = "/api/v1/namespaces/team-0/configmaps?resourceVersion=0";
 

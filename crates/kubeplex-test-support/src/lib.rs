@@ -15,3 +15,24 @@ pub mod tls;
 pub mod watchers;
 
 pub use kubeplex_test_client::*;
+
+use std::path::PathBuf;
+
+/// A directory removed, with everything in it, when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `kubeplex-NAME-PID` in the system's temporary directory, emptied first.
+    pub fn fresh(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("kubeplex-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
