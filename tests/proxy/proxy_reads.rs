@@ -218,7 +218,7 @@ async fn everything_else_passes_through_unchanged() {
     .await;
     assert_eq!(dup.status, 409);
     assert_eq!(dup.json()["reason"], "AlreadyExists");
-    // Most-recent gets (consistent lists are proven and served: tests/proxy_freshness.rs),
+    // Most-recent gets (consistent lists are proven and served: tests/proxy/proxy_freshness.rs),
     // Tables, malformed requests, discovery: the apiserver's answers.
     for (path, accept) in [
         ("/api/v1/namespaces/team-0/configmaps/via-proxy", JSON),

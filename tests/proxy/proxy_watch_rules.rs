@@ -115,7 +115,7 @@ async fn watches_from_the_cache_equal_the_apiservers_events() {
         format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={n}&fieldSelector=metadata.name%3Dprobe"),
         // (`pods/probe?watch=1`, a named GET, is a get in kube-apiserver: its `GetResource`
         // route reads only GetOptions. A single object is watched by the field selector above;
-        // tests/hostile_input.rs checks the named GET.)
+        // tests/proxy/hostile_input.rs checks the named GET.)
     ];
     let mut pairs = Vec::new();
     let before_up = upstream_watches(&stack.sim);
