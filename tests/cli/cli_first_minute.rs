@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex::sim::SimBuilder;
+use kubeplex_sim::SimBuilder;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 
