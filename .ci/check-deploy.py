@@ -8,12 +8,12 @@
   and PrometheusRule (known fields, references that resolve, the PodMonitor selecting the pods
   and their admin port).
 - Every PromQL expression (alerts, dashboard) parses, and every kubeplex_* metric it names is
-  defined in src/ (tests/deploy_metrics.rs checks they are in a real /metrics scrape too).
+  defined in src/ (tests/cli/deploy_metrics.rs checks they are in a real /metrics scrape too).
 - Every alert has a summary, a description and a runbook section in docs/operations.md.
 - The example kubeconfigs load in kubectl and point at kubeplex's TLS listener.
 
 The configuration inside each overlay's ConfigMap is checked by `kubeplex config check` in
-tests/deploy_metrics.rs (it needs the built binary).
+tests/cli/deploy_metrics.rs (it needs the built binary).
 """
 import json
 import pathlib

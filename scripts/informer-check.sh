@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds informer-check (real client-go informers, ../shared/tools/informer-check) for
-# tests/informer_check.rs and prints the binary's path as its last line. Idempotent: seconds when
-# its cache (${XDG_CACHE_HOME:-$HOME/.cache}/kubeplex-informer-check) is warm, minutes from
-# scratch. Progress goes to stderr.
+# tests/clients/informer_check.rs and prints the binary's path as its last line. Idempotent:
+# seconds when its cache (${XDG_CACHE_HOME:-$HOME/.cache}/kubeplex-informer-check) is warm,
+# minutes from scratch. Progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,12 +10,12 @@ use kubeplex::auth::ReviewConfig;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::StoreLimits;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
-use kubeplex::sim::auth::{Auth, Rule, Subject, UserInfo};
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::auth::{Auth, Rule, Subject, UserInfo};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -116,16 +116,7 @@ pub struct Node {
     /// Where the test's files are (certificates, kubeconfigs).
     pub dir: PathBuf,
     options: NodeOptions,
-    _dir: tempdir::Dir,
-}
-
-mod tempdir {
-    pub struct Dir(pub std::path::PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    _dir: crate::TempDir,
 }
 
 impl Node {
@@ -152,7 +143,7 @@ impl Node {
         let proxy = start_proxy(&dir, &options).await;
         let direct = TlsFront::start(&pki, sim.addr()).await;
         let node =
-            Node { sim, proxy, pki, direct, dir: dir.clone(), options, _dir: tempdir::Dir(dir) };
+            Node { sim, proxy, pki, direct, dir: dir.clone(), options, _dir: crate::TempDir(dir) };
         node.wait_ready().await;
         node
     }

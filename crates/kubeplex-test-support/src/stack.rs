@@ -6,10 +6,10 @@ use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::resources::DISCOVERY_TTL;
 use kubeplex::serve::Proxy;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 
 use crate::get;
 
@@ -206,7 +206,7 @@ impl Stack {
         let path = self.dir.join("kubeplex.kubeconfig");
         std::fs::write(
             &path,
-            kubeplex::sim::kubeconfig_for(&format!("http://{}", self.proxy.addr), "kubeplex"),
+            kubeplex_sim::kubeconfig_for(&format!("http://{}", self.proxy.addr), "kubeplex"),
         )
         .expect("kubeconfig");
         path

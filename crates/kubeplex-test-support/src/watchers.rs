@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubeplex::sim::Sim;
+use kubeplex_sim::Sim;
 use rand::Rng;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
