@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Extracts the raw strategic merge patch test cases of k8s.io/apimachinery's patch_test.go
 (v0.36) into patch/strategic/tests/gocases.rs: (original, patch, expected result or error)."""
-import json, re, yaml
+import json, os, re, sys, yaml
 
-SRC = ("/root/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src/k8s.io/apimachinery/"
-       "pkg/util/strategicpatch/patch_test.go")
+# The directory that holds k8s.io/ (argument 1; default: the Debian gocode tree the informer
+# check caches).
+GO_SRC_ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser(
+    "~/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src")
+SRC = GO_SRC_ROOT + "/k8s.io/apimachinery/pkg/util/strategicpatch/patch_test.go"
 text = open(SRC).read()
 
 def block(var):

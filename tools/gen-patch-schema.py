@@ -2,9 +2,13 @@
 """Generates patch/schema/table.rs: the strategic-merge-patch metadata (Go struct tags patchStrategy /
 patchMergeKey) of every struct reachable from the kinds the sim serves, read from the k8s.io/api
 and apimachinery Go sources."""
-import re, sys
+import os, re, sys
 
-SRC = "/root/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src/k8s.io/"
+# The directory that holds k8s.io/ (argument 1; default: the Debian gocode tree the informer
+# check caches).
+GO_SRC_ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser(
+    "~/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src")
+SRC = GO_SRC_ROOT + "/k8s.io/"
 FILES = {
     "core": (SRC + "api/core/v1/types.go", {"metav1": "meta"}),
     "meta": (SRC + "apimachinery/pkg/apis/meta/v1/types.go", {}),

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-DEFAULT_ROOT = "/root/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src"
+DEFAULT_ROOT = os.path.expanduser("~/.cache/kubeplex-informer-check/gocode/usr/share/gocode/src")
 
 # Package id -> files (relative to GO_SRC_ROOT) whose struct definitions we read.
 PACKAGES = {
