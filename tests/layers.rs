@@ -332,3 +332,94 @@ fn the_cycle_check_reads_paths_as_rust_does() {
     edges.get_mut(&c).unwrap().insert(a.clone());
     assert_eq!(a_cycle(&edges), Some(vec![a, b, c]));
 }
+
+// ---- the map matches the tree ----
+
+/// Every source path docs/architecture.md and the README's source map name (in backticks, as
+/// the first word of a source-map line, or in the data-flow drawing) is a file or folder of the
+/// tree: the map is read by newcomers before the code, so a moved file must move there too.
+/// Paths in the rules table are under `src/`, except `wire/...` (`crates/kubeplex-wire/src/`)
+/// and `sim/...` (`crates/kubeplex-sim/src/`); a path relative to the part the text is about
+/// (`caches/budget.rs` under `upstream/`) is found by its ending.
+#[test]
+fn the_docs_name_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let located = |path: &str| -> PathBuf {
+        let top =
+            ["src/", "crates/", "tests/", "scripts/", "docs/", "deploy/", "tools/", "benches/"];
+        if top.iter().any(|t| path.starts_with(t)) {
+            root.join(path)
+        } else if let Some(rest) = path.strip_prefix("wire/") {
+            root.join("crates/kubeplex-wire/src").join(rest)
+        } else if let Some(rest) = path.strip_prefix("sim/") {
+            root.join("crates/kubeplex-sim/src").join(rest)
+        } else {
+            root.join("src").join(path)
+        }
+    };
+    let looks_like_source = |p: &str| {
+        !p.contains(' ')
+            && !p.contains("://")
+            && (p.ends_with(".rs") || (p.ends_with('/') && p.len() > 1))
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
+    };
+    // Every file and folder of the tree, as paths relative to the root, for relative names.
+    let mut tree = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
+            let path = entry.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            let rel = path.strip_prefix(root).expect("under root").display().to_string();
+            if path.is_dir() {
+                tree.push(format!("/{rel}/"));
+                todo.push(path);
+            } else {
+                tree.push(format!("/{rel}"));
+            }
+        }
+    }
+    let exists = |path: &str| {
+        located(path).exists()
+            || root.join("..").join("shared").join(path).exists()
+            || tree.iter().any(|t| t.ends_with(&format!("/{path}")))
+    };
+    // Placeholders, not paths: `tests/AREA/main.rs`, `x/tests.rs`.
+    let placeholder = |p: &str| p.contains("AREA") || p.starts_with("x/");
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for doc in ["docs/architecture.md", "README.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("doc");
+        let mut paths: Vec<String> = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|p| looks_like_source(p))
+            .map(String::from)
+            .collect();
+        // The source map: a line that starts with a path names it.
+        if let Some(map) = text.split("## Source map").nth(1) {
+            let first_words = map.lines().filter_map(|l| l.split_whitespace().next());
+            paths.extend(first_words.filter(|w| looks_like_source(w)).map(String::from));
+        }
+        // Paths in the data-flow drawing of the architecture page.
+        if doc == "docs/architecture.md" {
+            let drawing = text.split("```").nth(1).unwrap_or("");
+            let words = drawing.split(|c: char| c.is_whitespace() || "─│├└▲▼(),;:".contains(c));
+            paths.extend(
+                words.filter(|w| w.contains('/') && looks_like_source(w)).map(String::from),
+            );
+        }
+        for path in paths.iter().filter(|p| !placeholder(p)) {
+            checked += 1;
+            if !exists(path) {
+                missing.push(format!("{doc}: {path}"));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} paths read");
+    assert!(missing.is_empty(), "the docs name paths that do not exist:\n{}", missing.join("\n"));
+}
