@@ -1,3 +1,7 @@
+use kubeplex::serve::Mode;
+
+use super::duration::Duration;
+use super::read::{closest_key, API_VERSION, MAX_FILE_BYTES};
 use super::*;
 
 fn d(s: &str) -> std::time::Duration {
