@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use kubeplex::serve::Proxy;
-use kubeplex::sim::seed::{self, ClusterShape};
-use kubeplex::sim::{Sim, SimBuilder};
+use kubeplex_sim::seed::{self, ClusterShape};
+use kubeplex_sim::{Sim, SimBuilder};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use serde_json::Value;
 
@@ -156,7 +156,7 @@ pub async fn run_demo(a: DemoArgs, config: Config) -> anyhow::Result<()> {
         .map_err(|e| super::config::name_the_setting(e, demo_setting))?;
     std::fs::write(
         &a.write_kubeconfig,
-        kubeplex::sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),
+        kubeplex_sim::kubeconfig_for(&format!("http://{}", proxy.addr), "kubeplex-demo"),
     )?;
     let kc = a.write_kubeconfig.display();
     println!("kubeplex demo: kubeplex on http://{} in front of a fake kube-apiserver (http://{}) with {} pods on {} nodes, {} writes/s of churn", proxy.addr, sim.addr(), shape.pods, shape.nodes, a.churn);

@@ -3,11 +3,15 @@
 //! The tree is the architecture:
 //! - [`wire`]: the Kubernetes wire formats and rules shared by everything (request parsing,
 //!   selectors, continue tokens, Status errors, encoders and watch framing);
-//! - [`sim`]: a fake kube-apiserver, faithful on the wire, for tests and the demo.
-//!
-//! - [`upstream`]: talks to the apiserver (credentials, TLS, HTTP/2) and runs the reflectors;
 //! - [`cache`]: owns state — per resource and encoding, the objects' upstream bytes, snapshots;
-//! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise.
+//! - [`upstream`]: talks to the apiserver (credentials, TLS, HTTP/2) and runs the reflectors;
+//! - [`auth`]: node mode's identity layer — who a client is, what it may read from the cache;
+//! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise;
+//! - [`net`]: the client listener's lean HTTP/1.1 server.
+//!
+//! The fake kube-apiserver the tests and the demo run against is a crate of its own
+//! (`kubeplex-sim`), which this library neither depends on nor re-exports: only the `kubeplex`
+//! binary's `sim` and `demo` commands take it in, with the default `sim` feature.
 #![forbid(unsafe_code)]
 
 pub mod auth;
@@ -15,8 +19,5 @@ pub mod cache;
 pub mod net;
 pub mod serve;
 pub mod upstream;
-/// The fake apiserver: the `kubeplex-sim` crate (`crates/kubeplex-sim`), with the `sim` feature.
-#[cfg(feature = "sim")]
-pub use kubeplex_sim as sim;
 /// The wire formats and rules: the `kubeplex-wire` crate (`crates/kubeplex-wire`).
 pub use kubeplex_wire as wire;

@@ -78,7 +78,7 @@ impl Scripted {
             std::process::id(),
             addr.port()
         ));
-        let config = crate::sim::kubeconfig_for(&format!("http://{addr}"), "up");
+        let config = kubeplex_sim::kubeconfig_for(&format!("http://{addr}"), "up");
         std::fs::write(&kubeconfig, config).expect("kubeconfig");
         let s = Scripted {
             addr,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::sim::{Sim, SimBuilder};
+use kubeplex_sim::{Sim, SimBuilder};
 use crate::upstream::metrics::UpstreamMetrics;
 use crate::upstream::UpstreamConfig;
 
