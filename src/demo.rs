@@ -7,9 +7,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use kubeplex::serve::Proxy;
+use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
-use kubeplex::upstream::{Upstream, UpstreamConfig};
 use serde_json::Value;
 
 use super::config::{Config, File, Settings};

@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use kubeplex_sim::{Sim, SimBuilder};
 use crate::upstream::metrics::UpstreamMetrics;
 use crate::upstream::UpstreamConfig;
+use kubeplex_sim::{Sim, SimBuilder};
 
 /// What a test reads of a feed event.
 #[derive(Debug, Clone, PartialEq, Eq)]

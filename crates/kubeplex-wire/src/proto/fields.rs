@@ -35,7 +35,8 @@ pub struct Source {
     pub scalar: Scalar,
 }
 
-/// The selectable fields a protobuf cache of one built-in kind evaluates beyond ObjectMeta's.
+/// Where a protobuf cache of one built-in kind reads the selectable fields beyond ObjectMeta's.
+/// Which fields those are is the kind's rules' (`FieldRules::supported_fields`), the one list.
 #[derive(Debug)]
 pub struct KindFields {
     /// API group ("" for core) and plural resource, as `FieldRules::for_resource` takes them.
@@ -44,8 +45,6 @@ pub struct KindFields {
     /// The kind's apiVersion and kind (which Go type `numbers` are numbers of).
     pub api_version: &'static str,
     pub kind: &'static str,
-    /// The field names evaluable from `sources` (besides `metadata.name`/`metadata.namespace`).
-    pub fields: &'static [&'static str],
     /// Every v1 field `FieldRules::field_value` reads for `fields`, fallbacks included.
     pub sources: &'static [Source],
 }
@@ -68,16 +67,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "pods",
         api_version: "v1",
         kind: "Pod",
-        fields: &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
         sources: &[
             str_at(&["spec", "restartPolicy"], &[2, 3]),
             str_at(&["spec", "serviceAccountName"], &[2, 8]),
@@ -98,7 +87,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "nodes",
         api_version: "v1",
         kind: "Node",
-        fields: &["spec.unschedulable"],
         sources: &[bool_at(&["spec", "unschedulable"], &[2, 4])],
     },
     KindFields {
@@ -106,7 +94,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "namespaces",
         api_version: "v1",
         kind: "Namespace",
-        fields: &["status.phase"],
         sources: &[str_at(&["status", "phase"], &[3, 1])],
     },
     KindFields {
@@ -114,7 +101,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "secrets",
         api_version: "v1",
         kind: "Secret",
-        fields: &["type"],
         sources: &[str_at(&["type"], &[3])],
     },
     KindFields {
@@ -122,19 +108,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "events",
         api_version: "v1",
         kind: "Event",
-        fields: &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
         sources: &[
             str_at(&["involvedObject", "kind"], &[2, 1]),
             str_at(&["involvedObject", "namespace"], &[2, 2]),
@@ -155,7 +128,6 @@ pub static KINDS: &[KindFields] = &[
         resource: "services",
         api_version: "v1",
         kind: "Service",
-        fields: &["spec.clusterIP", "spec.type"],
         sources: &[str_at(&["spec", "clusterIP"], &[2, 3]), str_at(&["spec", "type"], &[2, 4])],
     },
 ];
@@ -175,7 +147,7 @@ pub fn kind_fields(group: &str, resource: &str) -> Option<&'static KindFields> {
 pub fn holds_field(group: &str, resource: &str, field: &str) -> bool {
     let rules = FieldRules::for_resource(group, resource);
     META_FIELDS.contains(&field)
-        || kind_fields(group, resource).is_some_and(|k| k.fields.contains(&field))
+        || (kind_fields(group, resource).is_some() && rules.supported_fields().contains(&field))
         || rules.field_value(&serde_json::Value::Null, field).is_none()
 }
 
@@ -205,7 +177,10 @@ pub fn selectable_fields<'a>(
     let mut fields = SelectableFields {
         name: &meta.name,
         namespace: &meta.namespace,
-        fields: kind.map_or(&[][..], |k| k.fields),
+        fields: match kind {
+            Some(_) => FieldRules::for_resource(group, resource).supported_fields(),
+            None => &[],
+        },
         sources,
         values: vec![None; sources.len()],
     };

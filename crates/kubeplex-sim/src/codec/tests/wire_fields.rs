@@ -46,11 +46,8 @@ fn every_selectable_field_is_covered() {
         for field in rules.supported_fields() {
             assert!(holds_field(kind.group, kind.resource, field), "{} {field}", kind.resource);
         }
-        for field in kind.fields {
-            assert!(rules.supported_fields().contains(field), "{} {field}", kind.resource);
-            let in_set = rules.field_value(&Json::Null, field).is_some();
-            assert!(in_set, "{} {field} is in the field set", kind.resource);
-        }
+        // An entry exists only for a kind with fields beyond ObjectMeta's to read.
+        assert!(!kind.sources.is_empty(), "{}", kind.resource);
     }
     for resource in ["configmaps", "endpoints", "persistentvolumeclaims"] {
         let rules = FieldRules::for_resource("", resource);
