@@ -15,6 +15,7 @@
 
 pub mod caches;
 pub mod client;
+pub mod compressed;
 pub mod config;
 mod credentials;
 pub mod disk;

@@ -34,6 +34,7 @@ use hyper::body::Incoming;
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::compressed;
 use super::feed::Feed;
 use super::metrics::CallCounters;
 use super::{Upstream, UpstreamBody};
@@ -340,13 +341,15 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     async fn get(&self, path_and_query: &str) -> Result<http::Response<Incoming>, ReflectError> {
         let accept = self.encoding.media_type();
         let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(Method::GET)
             .uri(path_and_query)
             .header(header::ACCEPT, accept)
             .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
             .body(body)
             .map_err(|e| ReflectError::Transport(e.to_string()))?;
+        // As Go clients ask: a large list page comes compressed (about a tenth of its bytes).
+        compressed::accept_gzip(req.headers_mut());
         let resp =
             self.upstream.send(req).await.map_err(|e| ReflectError::Transport(e.to_string()))?;
         match resp.status() {
@@ -362,7 +365,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                 Err(ReflectError::Throttled { retry_after })
             }
             s => {
-                let body = collect(resp.into_body(), 64 * 1024).await.unwrap_or_default();
+                let body = collect(resp, 64 * 1024).await.unwrap_or_default();
                 Err(ReflectError::Status {
                     status: s.as_u16(),
                     message: String::from_utf8_lossy(&body).into_owned(),
@@ -397,7 +400,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                 path.extend(form_urlencoded::byte_serialize(t.as_bytes()));
             }
             let resp = self.get(&path).await?;
-            let body = collect(resp.into_body(), MAX_LIST_PAGE_BYTES).await?;
+            let body = collect(resp, MAX_LIST_PAGE_BYTES).await?;
             let page: ListPage =
                 list_watch::parse_list_page(self.encoding, &body).map_err(ReflectError::Decode)?;
             for item in page.items {
@@ -470,7 +473,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     ) -> Result<Ended, ReflectError> {
         let started = Instant::now();
         let resp = self.get(path).await?;
-        let mut body = resp.into_body();
+        let mut body = compressed::Chunks::new(resp);
         let mut last = rv;
         let mut events = 0usize;
         let mut lines = BytesMut::new();
@@ -482,7 +485,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let deadline =
             started + Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
         loop {
-            let next = tokio::time::timeout_at(deadline, body.frame());
+            let next = tokio::time::timeout_at(deadline, body.next());
             // A reload is taken only between frames and once a streaming list's state is in:
             // a load is never cut short.
             let next = if initial.is_none() {
@@ -493,16 +496,15 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             } else {
                 next.await
             };
-            let frame = match next {
-                Ok(Some(frame)) => frame,
+            let data = match next {
+                Ok(Some(data)) => data,
                 Ok(None) => break,
                 Err(_) => {
                     tracing::warn!(resource = %self.describe, "watch silent past its deadline; reconnecting");
                     break;
                 }
             };
-            let frame = frame.map_err(|e| ReflectError::Transport(e.to_string()))?;
-            let Ok(data) = frame.into_data() else { continue };
+            let data = data.map_err(|e| ReflectError::Transport(e.to_string()))?;
             match self.encoding {
                 Encoding::Json => {
                     lines.extend_from_slice(&data);
@@ -611,13 +613,10 @@ fn error_event_status(encoding: Encoding, object: &[u8]) -> ReflectError {
     }
 }
 
-/// Reads a whole body, refusing more than `limit` bytes.
-async fn collect(body: Incoming, limit: usize) -> Result<Bytes, ReflectError> {
-    http_body_util::Limited::new(body, limit)
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| ReflectError::Transport(e.to_string()))
+/// Reads a whole body (decompressed if the upstream compressed it), refusing more than `limit`
+/// bytes.
+async fn collect(resp: http::Response<Incoming>, limit: usize) -> Result<Bytes, ReflectError> {
+    compressed::read(resp, limit).await.map_err(|e| ReflectError::Transport(e.to_string()))
 }
 
 #[cfg(all(test, feature = "sim"))]

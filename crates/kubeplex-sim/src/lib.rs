@@ -107,6 +107,13 @@ impl SimBuilder {
         self
     }
 
+    /// Streaming lists compressed as kube-apiserver 1.37's `WatchListCompression` does
+    /// (`SimConfig::watch_list_compression`).
+    pub fn watch_list_compression(mut self, on: bool) -> Self {
+        self.config.watch_list_compression = on;
+        self
+    }
+
     /// How far the Node authorizer's graph lags the store (`SimConfig::node_graph_lag`).
     pub fn node_graph_lag(mut self, d: Duration) -> Self {
         self.config.node_graph_lag = d;

@@ -45,6 +45,10 @@ pub struct SimConfig {
     /// on kube-apiserver 1.36 right after a binding: median 0.3 s, max 0.9 s. The default is
     /// that max, so the sim is never kinder than the real one; tests may set another.
     pub node_graph_lag: Duration,
+    /// kube-apiserver 1.37's `WatchListCompression` (alpha there; 1.36 has no such gate, so
+    /// off by default): a streaming list (`sendInitialEvents=true`) whose client accepts gzip is
+    /// answered `Content-Encoding: gzip`, one gzip member per flush of the stream.
+    pub watch_list_compression: bool,
 }
 
 impl Default for SimConfig {
@@ -56,6 +60,7 @@ impl Default for SimConfig {
             min_request_timeout: Duration::from_secs(1800),
             watch_list: true,
             node_graph_lag: Duration::from_millis(900),
+            watch_list_compression: false,
         }
     }
 }
@@ -457,7 +462,8 @@ async fn dispatch(
         }
         "WATCH" => {
             need("watch")?;
-            watch_handler::watch(state, t, opts, repr, labels).await
+            let gzip = crate::wire::gzip::accepts_gzip(req.headers());
+            watch_handler::watch(state, t, opts, repr, labels, gzip).await
         }
         "POST" => {
             need("create")?;

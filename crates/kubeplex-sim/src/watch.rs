@@ -34,6 +34,7 @@ pub async fn watch(
     opts: &ListOptions,
     repr: Repr,
     labels: &RequestLabels,
+    accepts_gzip: bool,
 ) -> Result<Response<Body>, Status> {
     let kind = t.kind.clone();
     if opts.send_initial_events.is_some() && !state.config.watch_list {
@@ -83,7 +84,15 @@ pub async fn watch(
         }
     };
     let content_type = if repr.is_protobuf() { PROTOBUF_WATCH } else { JSON };
-    let (tx, resp) = respond::stream(content_type);
+    let compress = accepts_gzip
+        && opts.send_initial_events == Some(true)
+        && state.config.watch_list_compression;
+    let (tx, mut resp) = respond::stream(content_type);
+    if compress {
+        let headers = resp.headers_mut();
+        headers.insert(http::header::CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
+        headers.append(http::header::VARY, http::HeaderValue::from_static("Accept-Encoding"));
+    }
     let guard = state.metrics.longrunning(labels);
     let deadline = Instant::now() + watch_timeout(state, opts);
     let mut stream = WatchStream {
@@ -92,6 +101,7 @@ pub async fn watch(
         repr,
         opts: opts.clone(),
         tx,
+        compress,
         first: true,
         bookmarks: opts.allow_watch_bookmarks,
         last_rv: from.unwrap_or(0),
@@ -178,6 +188,8 @@ struct WatchStream {
     repr: Repr,
     opts: ListOptions,
     tx: mpsc::Sender<Bytes>,
+    /// Each event written as a gzip member of its own (`SimConfig::watch_list_compression`).
+    compress: bool,
     first: bool,
     bookmarks: bool,
     /// The newest RV the client has been told about (events or bookmarks).
@@ -201,6 +213,8 @@ impl WatchStream {
     /// is gone.
     async fn send(&mut self, event: Vec<u8>) -> bool {
         self.state.metrics.watch_event(&self.labels, event.len());
+        // Each event is flushed as it is written: compressed, it is a gzip member of its own.
+        let event = if self.compress { crate::wire::gzip::gzip(&event) } else { event };
         self.written += event.len() as u64;
         self.tx.send(Bytes::from(event)).await.is_ok()
     }
