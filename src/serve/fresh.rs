@@ -97,6 +97,22 @@ pub async fn consistent(
     proof.is_ok()
 }
 
+/// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
+/// the final bookmark of a watch that is another tier's freshness probe (`watch`): the
+/// bookmark is at the upstream's current RV only once this tier knows it holds that state.
+/// Counted as `read="bookmark"`.
+pub async fn for_bookmark(
+    state: &ProxyState,
+    cache: &Live,
+    arrived: std::time::Instant,
+    deadline: Instant,
+) -> bool {
+    let started = std::time::Instant::now();
+    let proof = cache.freshness.consistent(cache, arrived, deadline, || true, || false).await;
+    observe(state, cache, "bookmark", outcome(proof), started);
+    proof.is_ok()
+}
+
 /// Waits for the cache to reach `rv` (a not-older-than read), like the apiserver's watch cache
 /// does for ~3 s: through its own watch, or — when the upstream is already past `rv`, e.g. an
 /// RV taken from another resource on a quiet one — through the freshness proof. `Err(current)`

@@ -89,7 +89,7 @@ impl FreshnessMetrics {
             proofs: IntCounterVec::new(
                 Opts::new(
                     "kubeplex_freshness_proofs_total",
-                    "Reads that needed the cache at the upstream's current RV (read=consistent) or at an RV past the cache's (read=not_older_than), by how it was shown: load (state loaded after the read arrived), cache (already there), watch (its watch got there), probe (a bookmark probe), timeout (not shown in time).",
+                    "Reads that needed the cache at the upstream's current RV (read=consistent), at an RV past the cache's (read=not_older_than), or at the upstream's current RV for a probe-like watch's final bookmark (read=bookmark: another tier's freshness probe), by how it was shown: load (state loaded after the read arrived), cache (already there), watch (its watch got there), probe (a bookmark probe), timeout (not shown in time).",
                 ),
                 &["resource", "encoding", "read", "proof"],
             )?,

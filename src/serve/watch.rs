@@ -52,6 +52,18 @@ use crate::wire::status::Status;
 /// Bytes of frames handed to the connection at a time.
 const CHUNK: usize = 64 * 1024;
 
+/// A watch with bookmarks this short (`timeoutSeconds`) may be a freshness probe — another
+/// tier's (kubeplex's own are 3 s), asking what the apiserver answers: its events, then before
+/// the deadline a BOOKMARK at an RV at least the upstream's current one. So the cache proves
+/// itself current meanwhile (`fresh::for_bookmark`: the shared current-RV list, then its own
+/// watch, or a probe of its own upstream), and the final bookmark, due when the apiserver sends
+/// its own, waits for that proof — until just before the deadline, when it goes out at the RV
+/// the cache knows. Informers' watches (5 to 10 minutes) cost no proof.
+const PROBE_LIKE: Duration = Duration::from_secs(10);
+/// How long before a probe-like watch's deadline its final bookmark goes out when the cache
+/// could not prove itself.
+const PROBE_FINAL_MARGIN: Duration = Duration::from_millis(100);
+
 /// Answers a watch from the cache, or returns `None` to have it passed through.
 pub async fn try_watch(
     state: &Arc<ProxyState>,
@@ -156,8 +168,21 @@ pub async fn try_watch(
     };
     let now = Instant::now();
     let deadline = now + timeout;
-    // The last bookmark comes a little before the end, so the client resumes from a fresh RV.
+    let probe_like =
+        bookmarks && opts.timeout_seconds.is_some_and(|s| s > 0) && timeout <= PROBE_LIKE;
+    // The last bookmark comes a little before the end, so the client resumes from a fresh RV;
+    // a probe-like watch's not before the cache is proven current (or nearly at the end).
     let final_bookmark = deadline.checked_sub(timeout.min(Duration::from_secs(8)) / 4);
+    let proof_cutoff = deadline.checked_sub(PROBE_FINAL_MARGIN).unwrap_or(deadline);
+    let proven = probe_like.then(|| {
+        let (done, proven) = tokio::sync::oneshot::channel();
+        let (state, cache) = (state.clone(), cache.clone());
+        let proof_deadline = proof_cutoff;
+        tokio::spawn(async move {
+            let _ = done.send(fresh::for_bookmark(&state, &cache, arrived, proof_deadline).await);
+        });
+        proven
+    });
     let body = WatchBody {
         queue: reg.queue.clone(),
         id: reg.id,
@@ -171,6 +196,8 @@ pub async fn try_watch(
         final_bookmark: final_bookmark
             .filter(|_| bookmarks)
             .map(|t| Box::pin(tokio::time::sleep_until(t))),
+        proven,
+        proof_cutoff: probe_like.then(|| Box::pin(tokio::time::sleep_until(proof_cutoff))),
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         last_rv: reg.position,
         done: false,
@@ -225,6 +252,10 @@ struct WatchBody {
     bookmark_every: Duration,
     next_bookmark: Pin<Box<Sleep>>,
     final_bookmark: Option<Pin<Box<Sleep>>>,
+    /// A probe-like watch's proof under way (see [`PROBE_LIKE`]): the final bookmark waits for
+    /// it, until `proof_cutoff`.
+    proven: Option<tokio::sync::oneshot::Receiver<bool>>,
+    proof_cutoff: Option<Pin<Box<Sleep>>>,
     deadline: Pin<Box<Sleep>>,
     /// The newest RV the client has been sent (events or bookmarks), or started from.
     last_rv: u64,
@@ -324,8 +355,18 @@ impl http_body::Body for WatchBody {
                 if !this.bookmarks {
                     return Poll::Pending;
                 }
-                let final_due =
-                    this.final_bookmark.as_mut().is_some_and(|s| s.as_mut().poll(cx).is_ready());
+                // A probe-like watch's proof: done (proven or not), or given up on at the cutoff.
+                let proof_over = this
+                    .proven
+                    .as_mut()
+                    .is_some_and(|p| Pin::new(p).poll(cx).is_ready())
+                    || this.proof_cutoff.as_mut().is_some_and(|s| s.as_mut().poll(cx).is_ready());
+                if proof_over {
+                    this.proven = None;
+                    this.proof_cutoff = None;
+                }
+                let final_due = this.proven.is_none()
+                    && this.final_bookmark.as_mut().is_some_and(|s| s.as_mut().poll(cx).is_ready());
                 if final_due {
                     this.final_bookmark = None;
                 }

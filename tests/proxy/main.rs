@@ -21,6 +21,7 @@ mod proxy_reads;
 mod proxy_scopes;
 mod proxy_shutdown;
 mod proxy_tables;
+mod proxy_tiers;
 mod proxy_upstream_gzip;
 mod proxy_watch;
 mod proxy_watch_rules;

@@ -1,0 +1,100 @@
+//! Freshness through tiers (issue 21): a kubeplex in front of another kubeplex proves its reads
+//! fresh with what it asks of that upstream — consistent `limit=1` lists, and short watches
+//! with bookmarks whose final BOOKMARK must be at least the upstream's current RV — so the
+//! serving tier answers those as the apiserver does, once it knows it holds that state.
+
+use std::time::{Duration, Instant};
+
+use kubeplex::serve::Proxy;
+use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_test_support as support;
+use serde_json::{json, Value};
+use support::stack::{default_caches, Stack};
+use support::*;
+
+const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
+const SHAPE: ClusterShape =
+    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 };
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "team-1"}})
+}
+
+/// Moves the cluster's RV on with writes to another resource, so that configmaps are quiet and
+/// every cache of them lags the upstream's RV. Returns the RV after them.
+fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
+    for i in 0..3 {
+        stack.sim.create(secret(&format!("{tag}-{i}"))).expect("secret");
+    }
+    stack.sim.current_rv()
+}
+
+/// A second kubeplex whose upstream is `tier`'s kubeplex, caching configmaps.
+async fn in_front_of(tier: &Stack) -> Proxy {
+    let kubeconfig = tier.write_client_kubeconfig();
+    let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).expect("config"))
+        .expect("client");
+    let proxy = Proxy::builder(upstream, default_caches(&["configmaps"]))
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .start()
+        .await
+        .expect("second tier");
+    let admin = proxy.admin_addr.expect("admin").to_string();
+    let until = Instant::now() + Duration::from_secs(10);
+    while get(&admin, "/readyz").await.status != 200 {
+        assert!(Instant::now() < until, "the second tier never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy
+}
+
+#[tokio::test]
+async fn a_short_watch_with_bookmarks_ends_with_a_bookmark_at_the_upstreams_current_rv() {
+    let stack = Stack::new(SHAPE, &["configmaps"]).await;
+    let cached = get(&stack.addr(), &format!("{CMS}?resourceVersion=0")).await;
+    let from = rv_of(&cached.json());
+    let current = move_cluster_on(&stack, "probe");
+    assert!(
+        from < current,
+        "configmaps are quiet: the cache is at {from}, the cluster at {current}"
+    );
+    // What another tier's probe asks: events after its RV, and a bookmark before the deadline.
+    let path =
+        format!("{CMS}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=3");
+    let started = Instant::now();
+    let mut watch = watch(&stack.addr(), &path, "application/json").await;
+    let mut last_bookmark = None;
+    while let Some(event) = watch.next_within(Duration::from_secs(5)).await {
+        if event["type"] == "BOOKMARK" {
+            last_bookmark = Some((rv_of(&event["object"]), started.elapsed()));
+        }
+    }
+    let (rv, at) = last_bookmark.expect("a bookmark before the deadline");
+    assert!(rv >= current, "bookmark at {rv}, the upstream was at {current} when the watch began");
+    assert!(at < Duration::from_secs(3), "the bookmark came {at:?} in, before the deadline");
+    // Informers' watches (minutes) cost no proof: only this probe-like one was proven.
+    let proofs = stack.metric_sum("kubeplex_freshness_proofs_total", &["read=\"bookmark\""]).await;
+    assert_eq!(proofs, 1);
+}
+
+#[tokio::test]
+async fn a_not_older_than_read_at_the_current_rv_through_two_tiers_is_the_apiservers() {
+    let stack = Stack::new(SHAPE, &["configmaps"]).await;
+    let second = in_front_of(&stack).await;
+    let current = move_cluster_on(&stack, "tiers");
+    let path = format!("{CMS}?resourceVersion={current}&resourceVersionMatch=NotOlderThan");
+    let direct = get(&stack.upstream(), &path).await;
+    assert_eq!(direct.status, 200);
+    let started = Instant::now();
+    let through = get(&second.addr.to_string(), &path).await;
+    assert_eq!(through.status, 200, "{}", String::from_utf8_lossy(&through.body));
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(rv_of(&through.json()) >= current);
+    assert_eq!(through.json()["items"], direct.json()["items"]);
+    // And a consistent read through both: the same items, at an RV at least the apiserver's.
+    let consistent = get(&second.addr.to_string(), CMS).await;
+    assert_eq!(consistent.status, 200);
+    assert_eq!(consistent.json()["items"], direct.json()["items"]);
+    assert!(rv_of(&consistent.json()) >= current);
+}
