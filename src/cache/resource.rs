@@ -149,6 +149,9 @@ pub enum WatchFrom {
     Now,
     /// Changes strictly after this RV, replayed from the history first.
     After(u64),
+    /// The state as it was at this RV as ADDED events, then the changes after it (the history
+    /// replayed); the current state when that state or its history is no longer kept.
+    StateAt(u64),
 }
 
 /// A watch registered with a cache: its queue, and the state to send first (for

@@ -106,9 +106,7 @@ pub async fn try_answer(
         let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
         let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
         // A small consistent list passes through rather than wait for a reload or probe.
-        if !fresh::consistent(state, &cache, arrived, worth_it, || false).await {
-            return None;
-        }
+        fresh::consistent(state, &cache, arrived, worth_it, || false).await?;
     }
     let page_key = format!(
         "{}|{shape:?}|{}|{}",

@@ -12,7 +12,7 @@ use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
 use crate::cache::select::{self, Query};
 use crate::upstream::caches::Live;
-use crate::upstream::freshness::{NotProven, Proof};
+use crate::upstream::freshness::{NotProven, Proof, Proven};
 
 /// A reload proves a cache of at most this many bytes of objects (`upstream::freshness`).
 pub const RELOAD_MAX_BYTES: usize = 1 << 20;
@@ -83,18 +83,18 @@ pub async fn consistent(
     arrived: std::time::Instant,
     probe_worth_it: impl FnOnce() -> bool,
     reload_worth_it: impl FnOnce() -> bool,
-) -> bool {
+) -> Option<Proven> {
     let freshness = &cache.freshness;
     let budget = freshness.budget();
     if budget.is_zero() {
-        return false;
+        return None;
     }
     let started = std::time::Instant::now();
     let deadline = Instant::now() + budget;
     let proof =
         freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it).await;
-    observe(state, cache, "consistent", outcome(proof), started);
-    proof.is_ok()
+    observe(state, cache, "consistent", outcome(proof.map(|p| p.proof)), started);
+    proof.ok()
 }
 
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
@@ -109,7 +109,7 @@ pub async fn for_bookmark(
 ) -> bool {
     let started = std::time::Instant::now();
     let proof = cache.freshness.consistent(cache, arrived, deadline, || true, || false).await;
-    observe(state, cache, "bookmark", outcome(proof), started);
+    observe(state, cache, "bookmark", outcome(proof.map(|p| p.proof)), started);
     proof.is_ok()
 }
 

@@ -43,6 +43,7 @@ use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
+use crate::upstream::freshness::Proven;
 use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
@@ -104,10 +105,8 @@ pub async fn try_watch(
         // shown to be current, else passed through.
         (Some(true), None) => {
             let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
-            if !fresh::consistent(state, &cache, arrived, || true, reload).await {
-                return None;
-            }
-            (WatchFrom::State, bookmarks)
+            let proven = fresh::consistent(state, &cache, arrived, || true, reload).await?;
+            (state_at(proven), bookmarks)
         }
         (Some(true), Some(n)) => {
             if n > 0 {
@@ -124,10 +123,8 @@ pub async fn try_watch(
         // resourceVersion unset: "get state and start at most recent" — consistent too.
         (None, None) => {
             let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
-            if !fresh::consistent(state, &cache, arrived, || true, reload).await {
-                return None;
-            }
-            (WatchFrom::State, false)
+            let proven = fresh::consistent(state, &cache, arrived, || true, reload).await?;
+            (state_at(proven), false)
         }
         (None, Some(_)) => (WatchFrom::State, false),
     };
@@ -205,6 +202,16 @@ pub async fn try_watch(
         table,
     };
     Some(stream_response(&encoder, body.boxed()))
+}
+
+/// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
+/// apiserver's state when the read arrived: later events are events, as they are there), or
+/// the cache's state when it was loaded for the read.
+fn state_at(proven: Proven) -> WatchFrom {
+    match proven.at {
+        Some(rv) => WatchFrom::StateAt(rv),
+        None => WatchFrom::State,
+    }
 }
 
 /// The watch's filter: namespace, label selector, and field selector (plus the name of a watch

@@ -147,6 +147,16 @@ impl Proof {
     }
 }
 
+/// A consistent read shown fresh: how, and the upstream's RV it was shown at — the state a
+/// consistent read is answered at, so that a watch's initial state and its later events split
+/// where the apiserver splits them (`None`: the cache's state was loaded after the read
+/// arrived, and is that state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proven {
+    pub proof: Proof,
+    pub at: Option<u64>,
+}
+
 /// Why a read was not shown fresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotProven {
@@ -230,9 +240,10 @@ impl Freshness {
         deadline: Instant,
         probe_worth_it: impl FnOnce() -> bool,
         reload_worth_it: impl FnOnce() -> bool,
-    ) -> Result<Proof, NotProven> {
+    ) -> Result<Proven, NotProven> {
+        let loaded = |proof| Ok(Proven { proof, at: None });
         if cache.loaded_since(arrived) {
-            return Ok(Proof::Load);
+            return loaded(Proof::Load);
         }
         let current = tokio::time::timeout_at(deadline, self.current_rv(arrived))
             .await
@@ -241,15 +252,19 @@ impl Freshness {
             .ok_or(NotProven::Timeout)?;
         // A load requested while the list was in flight may have answered already.
         if cache.loaded_since(arrived) {
-            return Ok(Proof::Load);
+            return loaded(Proof::Load);
         }
+        let at = |proof| Proven { proof, at: Some(current) };
         if let Some(proof) = self.by_watch(cache, current, deadline).await {
-            return Ok(proof);
+            return Ok(at(proof));
         }
         if reload_worth_it() {
-            return self.reload(cache, arrived, deadline).await;
+            return self
+                .reload(cache, arrived, deadline)
+                .await
+                .map(|proof| Proven { proof, at: None });
         }
-        self.probe_until(cache, current, deadline, probe_worth_it).await
+        self.probe_until(cache, current, deadline, probe_worth_it).await.map(at)
     }
 
     /// The cache reloaded by a load requested since the read arrived: asked for unless one is

@@ -98,3 +98,54 @@ async fn a_not_older_than_read_at_the_current_rv_through_two_tiers_is_the_apiser
     assert_eq!(consistent.json()["items"], direct.json()["items"]);
     assert!(rv_of(&consistent.json()) >= current);
 }
+
+/// What a consistent WatchList's events are: (type, name, RV), up to and including the first
+/// event after the initial-events-end bookmark.
+async fn watchlist_events(w: &mut Watch) -> Vec<(String, String, String)> {
+    let mut events = Vec::new();
+    let mut ended = false;
+    loop {
+        let e = w.next_within(Duration::from_secs(8)).await.expect("an event");
+        let end = e["type"] == "BOOKMARK";
+        events.push(ev(&e));
+        if ended {
+            return events;
+        }
+        ended |= end;
+    }
+}
+
+/// A consistent WatchList's initial state is the state at the RV its proof established — the
+/// apiserver's when the read arrived — so a change made while the proof runs comes after the
+/// initial-events-end bookmark, as an event, exactly where the apiserver puts it (a tier in
+/// front of this one relies on that split when it proves its own reads with such a watch).
+#[tokio::test]
+async fn a_consistent_watchlist_splits_state_and_events_where_the_apiserver_does() {
+    // Enough configmaps elsewhere that the proof is a list and a probe (~2 s), not a reload.
+    let stack = Stack::new(ClusterShape { configmaps: 300, ..SHAPE }, &["configmaps"]).await;
+    move_cluster_on(&stack, "split");
+    let path = format!(
+        "{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10"
+    );
+    let addr = stack.addr();
+    let (ours_path, started) = (path.clone(), Instant::now());
+    // Ours answers once its proof is done; the apiserver's at once.
+    let ours = tokio::spawn(async move {
+        let w = watch(&addr, &ours_path, "application/json").await;
+        (w, started.elapsed())
+    });
+    let mut theirs = watch(&stack.upstream(), &path, "application/json").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stack
+        .sim
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "during-the-proof", "namespace": "team-0"}}))
+        .expect("create");
+    let created = started.elapsed();
+    let (mut ours, answered) = ours.await.expect("our watch");
+    assert!(answered > created, "the change came while the proof ran: {answered:?}, {created:?}");
+    let want = watchlist_events(&mut theirs).await;
+    let got = watchlist_events(&mut ours).await;
+    assert_eq!(want.last().map(|e| e.1.as_str()), Some("during-the-proof"), "{want:?}");
+    assert_eq!(got, want);
+}

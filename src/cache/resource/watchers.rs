@@ -42,6 +42,13 @@ impl ResourceCache {
             // An RV the cache has not reached yet: the events up to it are the client's
             // already; later ones are sent (the watch cache's `getAllEventsSinceLocked`).
             WatchFrom::After(rv) => (None, rv.max(current), Some(fan.history.position_after(rv)?)),
+            WatchFrom::StateAt(rv) if rv < current => {
+                match (store.at(rv, std::time::Instant::now()), fan.history.position_after(rv)) {
+                    (Ok(state), Ok(replay)) => (Some(state), rv, Some(replay)),
+                    _ => (Some(store.current()), current, None),
+                }
+            }
+            WatchFrom::StateAt(_) => (Some(store.current()), current, None),
         };
         drop(store);
         let (id, queue) = fan.add(filter, metadata, after, replay, self.watch_config.queue_frames);
