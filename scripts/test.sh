@@ -7,3 +7,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The proxy as the release image builds it: without the fake apiserver.
 cargo check --locked --no-default-features --bin kubeplex
 cargo nextest run --workspace --all-targets --locked --no-fail-fast
+# The differential suites again, through two chained kubeplexes (a pool tier behind the front).
+./scripts/test-tiers.sh

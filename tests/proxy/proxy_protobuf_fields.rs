@@ -288,7 +288,11 @@ async fn protobuf_pod_watches_by_field_equal_the_apiservers() {
     }
 
     // The upstream saw the direct watches only; kubeplex's one LIST is the `limit=1` read of
-    // the upstream's current RV that lets the consistent watch-list start from the cache.
-    assert_eq!(stack.upstream_calls("WATCH"), watches_before + paths.len() as u64);
-    assert_eq!(stack.upstream_calls("LIST"), lists_before + 1);
+    // the upstream's current RV that lets the consistent watch-list start from the cache. (What
+    // proofs cost through two tiers, KUBEPLEX_TEST_TIERS=2, is the pool scenario's to measure:
+    // the pool tier proves its own state for the front tier's reads, with a list and a probe.)
+    if support::stack::tiers() == 1 {
+        assert_eq!(stack.upstream_calls("WATCH"), watches_before + paths.len() as u64);
+        assert_eq!(stack.upstream_calls("LIST"), lists_before + 1);
+    }
 }

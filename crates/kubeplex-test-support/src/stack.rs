@@ -15,8 +15,19 @@ use crate::get;
 
 pub struct Stack {
     pub sim: Sim,
+    /// The kubeplex clients talk to.
     pub proxy: Proxy,
+    /// With `KUBEPLEX_TEST_TIERS=2`: the kubeplex between `proxy` and the fake apiserver (the
+    /// pool tier of issue 21), with the same settings; the tests then run through two tiers.
+    pub behind: Option<Proxy>,
     pub dir: std::path::PathBuf,
+}
+
+/// `KUBEPLEX_TEST_TIERS=2`: every [`Stack`] is two chained kubeplexes in front of the fake
+/// apiserver, so that the suites comparing kubeplex's answers with the apiserver's run
+/// unchanged through two tiers (`scripts/test-tiers.sh`).
+pub fn tiers() -> usize {
+    std::env::var("KUBEPLEX_TEST_TIERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
 }
 
 impl Drop for Stack {
@@ -108,14 +119,20 @@ impl Stack {
         std::fs::create_dir_all(&dir).expect("dir");
         let kc = dir.join("upstream.kubeconfig");
         sim.write_kubeconfig(&kc).expect("kubeconfig");
-        let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config"))
-            .expect("client");
-        let proxy = Proxy::builder(upstream, caches)
-            .admin("127.0.0.1:0".parse().expect("addr"))
-            .start()
-            .await
-            .expect("proxy");
-        let stack = Stack { sim, proxy, dir };
+        let behind = match tiers() {
+            2 => {
+                let proxy = start_proxy(&kc, caches.clone()).await;
+                wait_ready(&proxy).await;
+                let front = dir.join("behind.kubeconfig");
+                let url = format!("http://{}", proxy.addr);
+                std::fs::write(&front, kubeplex_sim::kubeconfig_for(&url, "behind"))
+                    .expect("kubeconfig");
+                Some((proxy, front))
+            }
+            _ => None,
+        };
+        let proxy = start_proxy(behind.as_ref().map_or(&kc, |(_, front)| front), caches).await;
+        let stack = Stack { sim, proxy, behind: behind.map(|(p, _)| p), dir };
         stack.wait_ready().await;
         stack
     }
@@ -129,17 +146,7 @@ impl Stack {
     }
 
     pub async fn wait_ready(&self) {
-        let admin = self.proxy.admin_addr.expect("admin").to_string();
-        for _ in 0..200 {
-            if get(&admin, "/readyz").await.status == 200 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "kubeplex never became ready: {}",
-            String::from_utf8_lossy(&get(&admin, "/readyz").await.body)
-        );
+        wait_ready(&self.proxy).await;
     }
 
     /// kubeplex's metrics as scraped from its admin listener.
@@ -198,6 +205,31 @@ impl Stack {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }
+}
+
+/// kubeplex with `caches` in front of the server `kubeconfig` names, admin endpoints on.
+async fn start_proxy(kubeconfig: &std::path::Path, caches: CachesConfig) -> Proxy {
+    let config = UpstreamConfig::resolve(Some(kubeconfig), None).expect("config");
+    let upstream = Upstream::new(config).expect("client");
+    Proxy::builder(upstream, caches)
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .start()
+        .await
+        .expect("proxy")
+}
+
+async fn wait_ready(proxy: &Proxy) {
+    let admin = proxy.admin_addr.expect("admin").to_string();
+    for _ in 0..200 {
+        if get(&admin, "/readyz").await.status == 200 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "kubeplex never became ready: {}",
+        String::from_utf8_lossy(&get(&admin, "/readyz").await.body)
+    );
 }
 
 impl Stack {
