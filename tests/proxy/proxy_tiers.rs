@@ -6,11 +6,10 @@
 use std::time::{Duration, Instant};
 
 use kubeplex::serve::Proxy;
-use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::ClusterShape;
 use kubeplex_test_support as support;
 use serde_json::{json, Value};
-use support::stack::{default_caches, Stack};
+use support::stack::{default_caches, start_proxy, wait_ready, Stack};
 use support::*;
 
 const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
@@ -32,20 +31,8 @@ fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
 
 /// A second kubeplex whose upstream is `tier`'s kubeplex, caching configmaps.
 async fn in_front_of(tier: &Stack) -> Proxy {
-    let kubeconfig = tier.write_client_kubeconfig();
-    let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).expect("config"))
-        .expect("client");
-    let proxy = Proxy::builder(upstream, default_caches(&["configmaps"]))
-        .admin("127.0.0.1:0".parse().expect("addr"))
-        .start()
-        .await
-        .expect("second tier");
-    let admin = proxy.admin_addr.expect("admin").to_string();
-    let until = Instant::now() + Duration::from_secs(10);
-    while get(&admin, "/readyz").await.status != 200 {
-        assert!(Instant::now() < until, "the second tier never became ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let proxy = start_proxy(&tier.write_client_kubeconfig(), default_caches(&["configmaps"])).await;
+    wait_ready(&proxy).await;
     proxy
 }
 

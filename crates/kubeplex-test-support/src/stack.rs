@@ -208,7 +208,7 @@ impl Stack {
 }
 
 /// kubeplex with `caches` in front of the server `kubeconfig` names, admin endpoints on.
-async fn start_proxy(kubeconfig: &std::path::Path, caches: CachesConfig) -> Proxy {
+pub async fn start_proxy(kubeconfig: &std::path::Path, caches: CachesConfig) -> Proxy {
     let config = UpstreamConfig::resolve(Some(kubeconfig), None).expect("config");
     let upstream = Upstream::new(config).expect("client");
     Proxy::builder(upstream, caches)
@@ -218,7 +218,8 @@ async fn start_proxy(kubeconfig: &std::path::Path, caches: CachesConfig) -> Prox
         .expect("proxy")
 }
 
-async fn wait_ready(proxy: &Proxy) {
+/// Waits (bounded) until `proxy`'s `/readyz` answers 200.
+pub async fn wait_ready(proxy: &Proxy) {
     let admin = proxy.admin_addr.expect("admin").to_string();
     for _ in 0..200 {
         if get(&admin, "/readyz").await.status == 200 {
