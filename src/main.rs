@@ -187,6 +187,30 @@ async fn terminated() -> anyhow::Result<&'static str> {
     }
 }
 
+/// The `upstreams` tried before the apiserver, with `upstreamsCaFile` read; the apiserver
+/// itself, if listed, is left to its place at the end.
+fn preferred_upstreams(
+    config: &config::Config,
+    apiserver: &kubeplex::upstream::ServerUrl,
+) -> anyhow::Result<Vec<kubeplex::upstream::PreferredServer>> {
+    let ca_pem = match &config.settings.upstreams_ca_file {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("upstreamsCaFile: reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    Ok(config
+        .upstreams
+        .iter()
+        .filter(|server| *server != apiserver)
+        .map(|server| kubeplex::upstream::PreferredServer {
+            server: server.clone(),
+            ca_pem: ca_pem.clone(),
+        })
+        .collect())
+}
+
 async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<()> {
     let s = &config.settings;
     if let Some(file) = &args.config {
@@ -194,8 +218,10 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
     }
     let cfg = UpstreamConfig::resolve(s.kubeconfig.as_deref(), s.context.as_deref())
         .context("finding the upstream apiserver")?;
+    let cfg = cfg.clone().with_preferred(preferred_upstreams(&config, &cfg.server)?);
     let upstream = Upstream::new(cfg).context("building the upstream client")?;
     let base = upstream.base_url().to_string();
+    let upstreams = upstream.urls().join(",");
     // The one registry: each layer defines its metrics and registers them into it.
     let registry = prometheus::Registry::new();
     let proxy = Proxy::builder(upstream, config.caches)
@@ -208,7 +234,7 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
         .await
         .map_err(|e| config::name_the_setting(e, config::setting_names))?;
     let admin = proxy.admin_addr.map(|a| a.to_string()).unwrap_or_default();
-    tracing::info!(listen = %proxy.addr, admin, upstream = %base, "kubeplex serving");
+    tracing::info!(listen = %proxy.addr, admin, upstream = %base, upstreams, "kubeplex serving");
     let signal = terminated().await?;
     tracing::info!(signal, "stopping");
     proxy.shutdown(config.shutdown_grace_period).await;

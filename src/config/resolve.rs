@@ -7,6 +7,7 @@ use kubeplex::cache::store::StoreLimits;
 use kubeplex::serve::stack::ACCESS_LOG_TARGET;
 use kubeplex::serve::{Http1Server, Mode, NodeConfig};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::upstream::ServerUrl;
 use kubeplex::wire::names::{is_dns1123_label, is_dns1123_subdomain};
 
 use super::error::ConfigError;
@@ -26,6 +27,8 @@ pub struct Config {
     /// The tracing filter: logLevel (else RUST_LOG, else `info`), and the access log.
     pub log_filter: String,
     pub log_format: LogFormat,
+    /// Servers tried before the apiserver (`upstreams`), checked.
+    pub upstreams: Vec<ServerUrl>,
 }
 
 /// The cache specs of the setting `key`, `{nodeName}` replaced and each checked.
@@ -106,6 +109,16 @@ impl Settings {
         tracing_subscriber::EnvFilter::try_new(&s.log_level)
             .map_err(|e| ConfigError(format!("logLevel: {:?}: {e}", s.log_level)))?;
         let mode = s.mode()?;
+        let upstreams = s
+            .upstreams
+            .iter()
+            .map(|url| {
+                ServerUrl::parse(url, true).map_err(|e| ConfigError(format!("upstreams: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if s.upstreams_ca_file.is_some() && upstreams.is_empty() {
+            return Err(ConfigError("upstreamsCaFile: set without upstreams".into()));
+        }
         let watch = WatchConfig {
             history_events: s.watch_history_events,
             history_bytes: s.watch_history_mib.saturating_mul(1 << 20),
@@ -163,6 +176,7 @@ impl Settings {
             shutdown_grace_period: s.shutdown_grace_period.0,
             log_filter,
             log_format: s.log_format,
+            upstreams,
             settings: s,
         })
     }

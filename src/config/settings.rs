@@ -29,6 +29,21 @@ pub struct Settings {
     /// Kubeconfig context (default: its current-context).
     #[arg(long, env = "KUBEPLEX_CONTEXT", help_heading = "Upstream")]
     pub context: Option<String>,
+    /// Servers tried, in order, before the apiserver the kubeconfig (or in-cluster config)
+    /// names, with the same credentials: a pool tier's Service. Requests go to the first that
+    /// can be reached; the apiserver is the last resort, and kubeplex goes back to an earlier
+    /// one (its watches resuming from their resourceVersion) within seconds of its return.
+    #[arg(
+        long = "upstream",
+        env = "KUBEPLEX_UPSTREAMS",
+        value_delimiter = ',',
+        help_heading = "Upstream"
+    )]
+    pub upstreams: Vec<String>,
+    /// CA bundle that verifies the `upstreams`' serving certificates (default: the
+    /// kubeconfig's CA).
+    #[arg(long, env = "KUBEPLEX_UPSTREAMS_CA_FILE", help_heading = "Upstream")]
+    pub upstreams_ca_file: Option<PathBuf>,
 
     /// `sidecar`: a loopback listener whose clients share kubeplex's identity (plain HTTP).
     /// `node`: the node-local mode — TLS, clients authenticated (client certificate, bearer

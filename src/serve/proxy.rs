@@ -207,6 +207,7 @@ impl ProxyBuilder {
             self;
         let guard = guardrails::Limiter::new(guardrails, &registry)?;
         let limits = guardrails.limits(&registry)?;
+        upstream.register_metrics(&registry)?;
         let preload = caches.preload.clone();
         let upstream = Arc::new(upstream);
         let metrics = Metrics::new(registry)?;

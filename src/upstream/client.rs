@@ -14,8 +14,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use http_body_util::{BodyExt, Empty};
+
 use super::config::{ClientCertPem, UpstreamConfig};
 use super::credentials::{AuthError, Credentials, Current};
+pub use super::failover::ServedBy;
+use super::failover::{self, Failover};
 use super::tls::{self, TlsError};
 
 /// A streaming request body, as the server hands them over.
@@ -52,6 +56,14 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// No connection could be made: the upstream is not there (refused, unroutable, timed
+    /// out). An upstream that answered, with any status, was there.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, ClientError::Request { source, .. } if source.is_connect())
+    }
+}
+
 /// The connection to the upstream apiserver. Cloning is cheap and shares connections.
 #[derive(Clone)]
 pub struct Upstream {
@@ -60,28 +72,38 @@ pub struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream").field("base_url", &self.inner.base_url).finish_non_exhaustive()
+        f.debug_struct("Upstream").field("base_url", &self.base_url()).finish_non_exhaustive()
     }
 }
 
 struct Inner {
     config: UpstreamConfig,
-    base_url: String,
-    scheme: Scheme,
-    authority: Authority,
     credentials: Credentials,
     /// The kubeconfig's own client certificate (exclusive with an exec plugin's).
     static_cert: Option<Arc<ClientCertPem>>,
     /// `send` replaces the caller's `Authorization` only when kubeplex has credentials of its
     /// own; without any, the caller's are the only ones there are.
     has_credentials: bool,
+    /// Where requests go, in order of preference: `config.preferred` (a pool tier), then
+    /// `config.server` (the apiserver). One unless upstreams are configured.
+    endpoints: Vec<Endpoint>,
+    failover: Arc<Failover>,
+    /// When the upstream last answered a request (see [`Upstream::last_answered`]).
+    answered: Mutex<Option<Instant>>,
+}
+
+/// One upstream server and its connections.
+struct Endpoint {
+    /// The configuration with this server's URL and TLS settings.
+    config: UpstreamConfig,
+    base_url: String,
+    scheme: Scheme,
+    authority: Authority,
     /// Connections that present no client certificate, for `send_as_is`.
     as_is: Pools,
     /// Connections that present kubeplex's client certificate, for `send`. Swapped when an
     /// exec plugin returns a new certificate: a TLS identity is fixed per connection.
     own: Mutex<Transport>,
-    /// When the upstream last answered a request (see [`Upstream::last_answered`]).
-    answered: Mutex<Option<Instant>>,
 }
 
 #[derive(Clone)]
@@ -102,40 +124,63 @@ struct Pools {
 impl Upstream {
     /// Builds the client; no connection is made until the first request.
     pub fn new(config: UpstreamConfig) -> Result<Self, ClientError> {
-        let base_url = config.base_url();
-        let scheme = if config.server.https { Scheme::HTTPS } else { Scheme::HTTP };
-        let authority: Authority = config
-            .server
-            .authority
-            .parse()
-            .map_err(|_| ClientError::ServerUrl(base_url.clone()))?;
         let credentials = Credentials::new(&config.auth, config.token_reload_interval)?;
         let static_cert = config.tls.client_cert.clone().map(Arc::new);
         let has_credentials = static_cert.is_some() || credentials.is_some();
-        let as_is = build_pools(&config, None)?;
-        let own_pools = match &static_cert {
-            Some(cert) => build_pools(&config, Some(cert))?,
-            None => as_is.clone(),
-        };
-        let own = Mutex::new(Transport { cert: static_cert.clone(), pools: own_pools });
+        let endpoints = config
+            .servers()
+            .into_iter()
+            .map(|server| Endpoint::new(server, static_cert.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let failover = Arc::new(Failover::new(
+            endpoints
+                .iter()
+                .map(|e| {
+                    let address = failover::address(&e.authority, e.config.server.https);
+                    (e.base_url.clone(), address)
+                })
+                .collect(),
+        ));
         let inner = Inner {
             config,
-            base_url,
-            scheme,
-            authority,
             credentials,
             static_cert,
             has_credentials,
-            as_is,
-            own,
+            endpoints,
+            failover,
             answered: Mutex::new(None),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
 
-    /// The server's base URL, e.g. `https://10.0.0.1:6443` (with its path prefix, if any).
+    /// The apiserver's base URL, e.g. `https://10.0.0.1:6443` (with its path prefix, if any):
+    /// the last of the upstreams.
     pub fn base_url(&self) -> &str {
-        &self.inner.base_url
+        self.inner.endpoints.last().map_or("", |e| e.base_url.as_str())
+    }
+
+    /// Every upstream's URL, in order of preference (the apiserver last).
+    pub fn urls(&self) -> Vec<&str> {
+        self.inner.endpoints.iter().map(|e| e.base_url.as_str()).collect()
+    }
+
+    /// The URL of the upstream requests go to now.
+    pub fn active_url(&self) -> &str {
+        self.inner.failover.url(self.inner.failover.active())
+    }
+
+    /// The position of the upstream requests go to now (0: the most preferred), as it
+    /// changes: a watch on a later one ([`ServedBy`]) moves back when an earlier one returns.
+    pub fn active(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.inner.failover.subscribe()
+    }
+
+    /// Registers the upstreams' series (which is active, switches between them).
+    pub fn register_metrics(
+        &self,
+        registry: &prometheus::Registry,
+    ) -> Result<(), prometheus::Error> {
+        self.inner.failover.register(registry)
     }
 
     /// The configuration this client was built from.
@@ -162,15 +207,19 @@ impl Upstream {
         req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, ClientError> {
         let current = self.inner.credentials.current().await?;
-        let pools = self.inner.own_pools(&current)?;
-        let mut req = self.inner.retarget(req)?;
-        if self.inner.has_credentials {
-            match &current.authorization {
-                Some(value) => req.headers_mut().insert(AUTHORIZATION, value.clone()),
-                None => req.headers_mut().remove(AUTHORIZATION),
-            };
-        }
-        let response = self.inner.dispatch(&pools, req).await?;
+        let response = self
+            .inner
+            .with_failover(req, |endpoint, mut req| {
+                let pools = endpoint.own_pools(&self.inner, &current)?;
+                if self.inner.has_credentials {
+                    match &current.authorization {
+                        Some(value) => req.headers_mut().insert(AUTHORIZATION, value.clone()),
+                        None => req.headers_mut().remove(AUTHORIZATION),
+                    };
+                }
+                Ok((pools, req))
+            })
+            .await?;
         if response.status() == StatusCode::UNAUTHORIZED {
             self.inner.credentials.unauthorized(&current).await;
         }
@@ -184,12 +233,93 @@ impl Upstream {
         &self,
         req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, ClientError> {
-        let req = self.inner.retarget(req)?;
-        self.inner.dispatch(&self.inner.as_is, req).await
+        self.inner.with_failover(req, |endpoint, req| Ok((endpoint.as_is.clone(), req))).await
     }
 }
 
 impl Inner {
+    /// Sends `req` to the active upstream, with the pools and headers `prepare` gives for it.
+    /// When that upstream cannot be reached, the next one becomes active (`failover`), and a
+    /// request without a body — every read — is sent there at once; one with a body (which
+    /// is gone) fails, as a dropped connection fails it for any client.
+    async fn with_failover(
+        &self,
+        req: Request<UpstreamBody>,
+        prepare: impl Fn(
+            &Endpoint,
+            Request<UpstreamBody>,
+        ) -> Result<(Pools, Request<UpstreamBody>), ClientError>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let again = replayable(&req);
+        let mut req = req;
+        let mut at = self.failover.active();
+        loop {
+            let endpoint = &self.endpoints[at];
+            let (pools, this) = prepare(endpoint, endpoint.retarget(req)?)?;
+            match self.dispatch(&pools, this).await {
+                Ok(mut response) => {
+                    response.extensions_mut().insert(ServedBy(at));
+                    return Ok(response);
+                }
+                Err(e) if e.unreachable() && at + 1 < self.endpoints.len() => {
+                    let next = self.failover.unreachable(at, &e);
+                    match &again {
+                        Some(again) if next != at => {
+                            at = next;
+                            req = again();
+                        }
+                        _ => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        pools: &Pools,
+        req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let client =
+            if req.headers().contains_key(UPGRADE) { &pools.http1 } else { &pools.multiplexed };
+        let url = req.uri().to_string();
+        let response = client.request(req).await.map_err(|source| ClientError::Request {
+            url,
+            detail: error_chain(&source),
+            source,
+        })?;
+        if !matches!(response.status().as_u16(), 502..=504) {
+            *self.answered.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        }
+        Ok(response)
+    }
+}
+
+impl Endpoint {
+    fn new(
+        config: UpstreamConfig,
+        static_cert: Option<&ClientCertPem>,
+    ) -> Result<Self, ClientError> {
+        let base_url = config.base_url();
+        let scheme = if config.server.https { Scheme::HTTPS } else { Scheme::HTTP };
+        let authority: Authority = config
+            .server
+            .authority
+            .parse()
+            .map_err(|_| ClientError::ServerUrl(base_url.clone()))?;
+        let as_is = build_pools(&config, None)?;
+        let own_pools = match static_cert {
+            Some(cert) => build_pools(&config, Some(cert))?,
+            None => as_is.clone(),
+        };
+        let own = Mutex::new(Transport {
+            cert: static_cert.map(|c| Arc::new(c.clone())),
+            pools: own_pools,
+        });
+        Ok(Endpoint { config, base_url, scheme, authority, as_is, own })
+    }
+
     /// Points an origin-form request at the server.
     fn retarget(
         &self,
@@ -216,9 +346,9 @@ impl Inner {
     }
 
     /// The pools for kubeplex's own identity, rebuilt when an exec plugin changed it.
-    fn own_pools(&self, current: &Current) -> Result<Pools, ClientError> {
+    fn own_pools(&self, inner: &Inner, current: &Current) -> Result<Pools, ClientError> {
         let exec_cert = current.exec.as_ref().and_then(|creds| creds.client_cert.clone());
-        let cert = exec_cert.or_else(|| self.static_cert.clone());
+        let cert = exec_cert.or_else(|| inner.static_cert.clone());
         let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
         // Compared by content: a plugin re-run for a new token often returns the same cert.
         if own.cert != cert {
@@ -232,25 +362,24 @@ impl Inner {
         }
         Ok(own.pools.clone())
     }
+}
 
-    async fn dispatch(
-        &self,
-        pools: &Pools,
-        req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, ClientError> {
-        let client =
-            if req.headers().contains_key(UPGRADE) { &pools.http1 } else { &pools.multiplexed };
-        let url = req.uri().to_string();
-        let response = client.request(req).await.map_err(|source| ClientError::Request {
-            url,
-            detail: error_chain(&source),
-            source,
-        })?;
-        if !matches!(response.status().as_u16(), 502..=504) {
-            *self.answered.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        }
-        Ok(response)
+/// For a request without a body, a way to build it again (to send it to the next upstream).
+fn replayable(req: &Request<UpstreamBody>) -> Option<impl Fn() -> Request<UpstreamBody>> {
+    use http_body::Body as _;
+    if !req.body().is_end_stream() {
+        return None;
     }
+    let (method, uri, version, headers) =
+        (req.method().clone(), req.uri().clone(), req.version(), req.headers().clone());
+    Some(move || {
+        let mut again = Request::new(Empty::new().map_err(|never| match never {}).boxed());
+        *again.method_mut() = method.clone();
+        *again.uri_mut() = uri.clone();
+        *again.version_mut() = version;
+        *again.headers_mut() = headers.clone();
+        again
+    })
 }
 
 impl Credentials {

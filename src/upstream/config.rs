@@ -35,6 +35,18 @@ pub struct UpstreamConfig {
     pub connect_timeout: Duration,
     /// Minimum interval between two checks of a token file for rotation.
     pub token_reload_interval: Duration,
+    /// Servers tried before `server`, in order (a pool tier's Service): requests go to the
+    /// first that can be reached, `server` — the apiserver — being the last resort
+    /// (`upstream::failover`). Same credentials. Empty: only `server`.
+    pub preferred: Vec<PreferredServer>,
+}
+
+/// A server tried before the apiserver (`UpstreamConfig::preferred`): its URL, and the CA
+/// its certificate is verified with (the kubeconfig's when `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreferredServer {
+    pub server: ServerUrl,
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// The apiserver base URL, split into the parts a request is rebuilt from.

@@ -306,6 +306,7 @@ pub(super) fn build(selected: Selected) -> Result<UpstreamConfig, ConfigError> {
         source: ConfigSource::Kubeconfig { files, context: context_name },
         connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         token_reload_interval: DEFAULT_TOKEN_RELOAD_INTERVAL,
+        preferred: Vec::new(),
     })
 }
 

@@ -5,6 +5,7 @@
 //! - [`client`]: [`Upstream`], a streaming HTTP client over rustls that multiplexes long
 //!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
 //!   exec plugins);
+//! - `failover`: which of the upstreams (a pool tier, then the apiserver) requests go to;
 //! - [`reflector`]: the list+watch loop toward the upstream for one resource, which yields
 //!   what it learns as [`feed::Feed`] events;
 //! - [`feed`]: those events, and how the live layer applies them to a cache;
@@ -20,6 +21,7 @@ pub mod config;
 mod credentials;
 pub mod disk;
 mod exec;
+mod failover;
 pub mod feed;
 pub mod freshness;
 mod kubeconfig;
@@ -31,10 +33,10 @@ mod tls;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use client::{ClientError, Upstream, UpstreamBody};
+pub use client::{ClientError, ServedBy, Upstream, UpstreamBody};
 pub use config::{
     AuthConfig, ClientCertPem, ConfigError, ConfigSource, Environment, ExecConfig, InClusterEnv,
-    ServerUrl, TlsConfig, UpstreamConfig,
+    PreferredServer, ServerUrl, TlsConfig, UpstreamConfig,
 };
 pub use credentials::AuthError;
 pub use exec::ExecError;

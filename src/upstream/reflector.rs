@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use super::compressed;
 use super::feed::Feed;
 use super::metrics::CallCounters;
-use super::{Upstream, UpstreamBody};
+use super::{ServedBy, Upstream, UpstreamBody};
 use crate::cache::resource::EventKind;
 use crate::cache::CachedObject;
 use crate::wire::list_watch::{self, ListPage};
@@ -71,6 +71,15 @@ enum State {
     Wait { until: Instant, then: Box<State> },
 }
 
+/// A watch on a fallback upstream tries to move back this often while the returned upstream
+/// has no history from its RV, for at most [`MOVE_GIVE_UP`] (then it resumes there, and
+/// relists if it must): well within the 30 s in which node tiers are back on a returned pool.
+const MOVE_RETRY: Duration = Duration::from_secs(3);
+const MOVE_GIVE_UP: Duration = Duration::from_secs(12);
+/// How long a moved-to watch may stay silent before it is taken as having history (an
+/// upstream without it answers at once with an ERROR event).
+const MOVE_FIRST_FRAME: Duration = Duration::from_secs(1);
+
 /// How long a reload waits for more reads to ask for it (see `upstream::freshness::clock`).
 const RELOAD_GATHER: Duration = Duration::from_millis(20);
 
@@ -81,6 +90,13 @@ enum Ended {
     Closed(u64),
     /// A reload was asked for (`Reflector::reloaded_by`).
     Reload,
+    /// It ran on a fallback upstream and an earlier one can be reached again: resumed there
+    /// from the newest RV seen (`upstream::failover`).
+    Moved(u64),
+    /// The connection broke (a reset, an upstream gone) after the newest RV seen, once any
+    /// streaming list's state was in: resumed from that RV after a backoff — a watch, not a
+    /// relist.
+    Broken(u64, ReflectError),
 }
 
 /// Reload requests, if the reflector takes them.
@@ -239,9 +255,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             }
             state = match state {
                 State::StreamList => match self.stream_list(&mut reloads).await {
-                    Ok(Ended::Closed(rv)) => {
+                    Ok(Ended::Closed(rv) | Ended::Moved(rv)) => {
                         failures = 0;
                         State::Watch { rv }
+                    }
+                    Ok(Ended::Broken(rv, e)) => {
+                        failures += 1;
+                        tracing::warn!(resource = %self.describe, error = %e, rv, "watch broke; resuming");
+                        self.wait_after(&e, failures, State::Watch { rv })
                     }
                     Ok(Ended::Reload) => {
                         failures = 0;
@@ -280,9 +301,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     }
                     // A cache that had to skip an object relists to become whole again.
                     Ok(_) if !self.whole.load(Ordering::Acquire) => self.relist(),
-                    Ok(Ended::Closed(last)) => {
+                    Ok(Ended::Closed(last) | Ended::Moved(last)) => {
                         failures = 0;
                         State::Watch { rv: last }
+                    }
+                    Ok(Ended::Broken(last, e)) => {
+                        failures += 1;
+                        tracing::warn!(resource = %self.describe, error = %e, rv = last, "watch broke; resuming");
+                        self.wait_after(&e, failures, State::Watch { rv: last })
                     }
                     Err(ReflectError::Gone) => {
                         self.calls.relists.inc();
@@ -425,11 +451,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     /// seen) or a reload is asked for.
     async fn watch(&self, rv: u64, reloads: &mut Reloads) -> Result<Ended, ReflectError> {
         self.calls.watch.inc();
-        let path = format!(
-            "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
-            self.collection, self.selectors
-        );
-        self.stream(&path, rv, &mut None, reloads).await
+        self.stream(&self.watch_path(rv), rv, &mut None, reloads).await
     }
 
     /// A streaming list: the state as ADDED events up to the initial-events-end bookmark (the
@@ -464,6 +486,13 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
 
     /// Reads one watch stream. While `initial` is `Some`, ADDED events are collected into it
     /// until the initial-events-end bookmark, which yields them as the state.
+    ///
+    /// A stream on a fallback upstream moves back to an earlier one once it returns
+    /// ([`Reflector::try_move`]): a watch from the newest RV seen is opened there, and the
+    /// stream goes on from it only if that upstream has history from that RV — a returned pool
+    /// whose caches started after it would answer 410, and a relist would follow. The old
+    /// stream is read on meanwhile, and the move tried again, for up to [`MOVE_GIVE_UP`]; then
+    /// the watch resumes there whatever it answers.
     async fn stream(
         &self,
         path: &str,
@@ -471,9 +500,15 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         initial: &mut Initial,
         reloads: &mut Reloads,
     ) -> Result<Ended, ReflectError> {
-        let started = Instant::now();
+        let mut started = Instant::now();
         let resp = self.get(path).await?;
+        let mut served_by = served_by(&resp);
+        let mut active = self.upstream.active();
         let mut body = compressed::Chunks::new(resp);
+        // The moved-to stream's first bytes, read to see whether it has history.
+        let mut pending: Option<Bytes> = None;
+        let mut next_move = started;
+        let mut moving_since: Option<Instant> = None;
         let mut last = rv;
         let mut events = 0usize;
         let mut lines = BytesMut::new();
@@ -482,19 +517,49 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
         // The upstream ends the watch at timeoutSeconds; a connection that silently stopped
         // carrying data (a dropped NAT flow) is given up a little after that.
-        let deadline =
-            started + Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
+        let silent_after =
+            Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
+        let mut deadline = started + silent_after;
         loop {
-            let next = tokio::time::timeout_at(deadline, body.next());
-            // A reload is taken only between frames and once a streaming list's state is in:
-            // a load is never cut short.
-            let next = if initial.is_none() {
-                tokio::select! {
-                    next = next => next,
-                    true = reload_requested(reloads) => return Ok(Ended::Reload),
+            let next = match pending.take() {
+                Some(data) => Ok(Some(Ok(data))),
+                // A reload or a move is taken only between frames and once a streaming list's
+                // state is in: a load is never cut short.
+                None if initial.is_none() => {
+                    let back = async {
+                        let _ = active.wait_for(|a| *a < served_by).await;
+                        tokio::time::sleep_until(next_move).await;
+                    };
+                    tokio::select! {
+                        next = tokio::time::timeout_at(deadline, body.next()) => next,
+                        true = reload_requested(reloads) => return Ok(Ended::Reload),
+                        () = back, if served_by > 0 => {
+                            let since = *moving_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= MOVE_GIVE_UP {
+                                tracing::info!(resource = %self.describe, rv = last, "resuming the watch on the returned upstream");
+                                return Ok(Ended::Moved(last));
+                            }
+                            match self.try_move(last, served_by).await {
+                                Some(moved) => {
+                                    tracing::info!(resource = %self.describe, rv = last, "watch moved back to the returned upstream");
+                                    (body, served_by, pending) = moved;
+                                    moving_since = None;
+                                    started = Instant::now();
+                                    deadline = started + silent_after;
+                                    events = 0;
+                                    // A partial frame of the old stream is read again, whole,
+                                    // from the new one (it resumes after `last`).
+                                    lines.clear();
+                                    scanned = 0;
+                                    frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
+                                }
+                                None => next_move = Instant::now() + MOVE_RETRY,
+                            }
+                            continue;
+                        }
+                    }
                 }
-            } else {
-                next.await
+                None => tokio::time::timeout_at(deadline, body.next()).await,
             };
             let data = match next {
                 Ok(Some(data)) => data,
@@ -504,7 +569,13 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     break;
                 }
             };
-            let data = data.map_err(|e| ReflectError::Transport(e.to_string()))?;
+            let data = match data {
+                Ok(data) => data,
+                Err(e) => {
+                    let e = ReflectError::Transport(e.to_string());
+                    return if initial.is_none() { Ok(Ended::Broken(last, e)) } else { Err(e) };
+                }
+            };
             match self.encoding {
                 Encoding::Json => {
                     lines.extend_from_slice(&data);
@@ -539,6 +610,55 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             return Err(ReflectError::Transport("watch ended immediately without events".into()));
         }
         Ok(Ended::Closed(last))
+    }
+
+    /// A watch from `rv` on the upstream now active, if it is earlier than `from` and has
+    /// history from `rv`: its first frame is not an ERROR (a 410: its caches started after
+    /// `rv`), or none comes within [`MOVE_FIRST_FRAME`] (a quiet resource). Returns the
+    /// stream, where it runs, and the bytes read of it.
+    async fn try_move(
+        &self,
+        rv: u64,
+        from: usize,
+    ) -> Option<(compressed::Chunks, usize, Option<Bytes>)> {
+        self.calls.watch.inc();
+        let resp = self.get(&self.watch_path(rv)).await.ok()?;
+        let at = served_by(&resp);
+        if at >= from {
+            return None;
+        }
+        let mut body = compressed::Chunks::new(resp);
+        match tokio::time::timeout(MOVE_FIRST_FRAME, body.next()).await {
+            Err(_) => Some((body, at, None)),
+            Ok(Some(Ok(data))) if !self.starts_with_error(&data) => Some((body, at, Some(data))),
+            Ok(_) => None,
+        }
+    }
+
+    /// Whether a stream's first bytes hold a whole ERROR event.
+    fn starts_with_error(&self, data: &[u8]) -> bool {
+        let first = match self.encoding {
+            Encoding::Json => data
+                .split(|b| *b == b'\n')
+                .next()
+                .filter(|_| data.contains(&b'\n'))
+                .map(Bytes::copy_from_slice),
+            Encoding::Protobuf => {
+                let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
+                frames.push(data);
+                frames.next_frame().ok().flatten().map(|f| Bytes::copy_from_slice(&f))
+            }
+        };
+        first
+            .and_then(|f| list_watch::parse_watch_event(self.encoding, &f).ok())
+            .is_some_and(|e| e.event_type == "ERROR")
+    }
+
+    fn watch_path(&self, rv: u64) -> String {
+        format!(
+            "{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
+            self.collection, self.selectors
+        )
     }
 
     /// Yields one event (a JSON line or a protobuf frame); returns the RV it moves to (0 for
@@ -596,6 +716,11 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         }
         Ok(rv)
     }
+}
+
+/// The upstream that answered (`upstream::failover`): 0 is the most preferred.
+fn served_by(resp: &http::Response<Incoming>) -> usize {
+    resp.extensions().get::<ServedBy>().map_or(0, |s| s.0)
 }
 
 /// The objects of a streaming list collected so far; `None` once its state is complete.

@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::config::{
-    AuthConfig, ConfigError, ConfigSource, Environment, ServerUrl, TlsConfig, UpstreamConfig,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOKEN_RELOAD_INTERVAL,
+    AuthConfig, ConfigError, ConfigSource, Environment, PreferredServer, ServerUrl, TlsConfig,
+    UpstreamConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOKEN_RELOAD_INTERVAL,
 };
 use super::kubeconfig::{self, Kubeconfig};
 
@@ -76,6 +76,7 @@ impl UpstreamConfig {
             source: ConfigSource::InCluster,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             token_reload_interval: DEFAULT_TOKEN_RELOAD_INTERVAL,
+            preferred: Vec::new(),
         })
     }
 
@@ -93,6 +94,35 @@ impl UpstreamConfig {
     /// The base URL requests are sent to, e.g. `https://10.0.0.1:6443/prefix`.
     pub fn base_url(&self) -> String {
         self.server.to_string()
+    }
+
+    /// Servers tried, in order, before this configuration's own (`preferred`).
+    pub fn with_preferred(mut self, preferred: Vec<PreferredServer>) -> Self {
+        self.preferred = preferred;
+        self
+    }
+
+    /// One configuration per upstream, in order of preference: each preferred server (its URL,
+    /// its CA or else this one's, never `insecure-skip-tls-verify` nor a `tls-server-name`
+    /// meant for the apiserver), then this one.
+    pub fn servers(&self) -> Vec<UpstreamConfig> {
+        let mut servers: Vec<UpstreamConfig> = self
+            .preferred
+            .iter()
+            .map(|p| UpstreamConfig {
+                server: p.server.clone(),
+                tls: TlsConfig {
+                    ca_pem: p.ca_pem.clone().or_else(|| self.tls.ca_pem.clone()),
+                    insecure_skip_tls_verify: false,
+                    server_name: None,
+                    client_cert: self.tls.client_cert.clone(),
+                },
+                preferred: Vec::new(),
+                ..self.clone()
+            })
+            .collect();
+        servers.push(UpstreamConfig { preferred: Vec::new(), ..self.clone() });
+        servers
     }
 }
 

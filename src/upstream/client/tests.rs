@@ -25,6 +25,7 @@ fn config(server: &str, tls: TlsConfig, auth: AuthConfig) -> UpstreamConfig {
         source: ConfigSource::InCluster,
         connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         token_reload_interval: Duration::ZERO,
+        preferred: Vec::new(),
     }
 }
 

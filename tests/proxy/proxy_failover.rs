@@ -1,0 +1,209 @@
+//! A node tier's upstreams (issue 21, part 2): a pool tier first, the apiserver last. When the
+//! pool goes away the node tier goes on through the apiserver, resuming its watches by
+//! resourceVersion; when the pool comes back the node tier moves back to it within 30 s. Its
+//! clients' watches never see an event lost, twice or out of order.
+//!
+//! The fake apiserver sends bookmarks every 60 s, as kube-apiserver does: a quiet resource's
+//! watch at the node tier stays at an RV from before the pool's return, which the returned
+//! pool (its caches started after it) has no history from — that watch must still come back.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubeplex::serve::Proxy;
+use kubeplex::upstream::{PreferredServer, ServerUrl, Upstream, UpstreamConfig};
+use kubeplex_sim::seed::ClusterShape;
+use kubeplex_sim::SimBuilder;
+use kubeplex_test_support as support;
+use support::stack::{default_caches, wait_ready, Stack};
+use support::watchers::*;
+
+/// What both tiers cache: pods (the churn writes them) and configmaps (quiet).
+const CACHED: &[&str] = &["pods", "configmaps"];
+
+const SHAPE: ClusterShape =
+    ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 4, services: 0 };
+
+/// A pool tier: kubeplex in front of the fake apiserver, caching pods, on `listen`.
+async fn pool(stack: &Stack, listen: SocketAddr) -> Proxy {
+    let config = UpstreamConfig::resolve(Some(&stack.dir.join("upstream.kubeconfig")), None)
+        .expect("config");
+    let proxy = Proxy::builder(Upstream::new(config).expect("client"), default_caches(CACHED))
+        .listen(listen)
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .start()
+        .await
+        .expect("pool");
+    wait_ready(&proxy).await;
+    proxy
+}
+
+/// A node tier whose upstreams are `pool`, then the fake apiserver.
+async fn node_tier(stack: &Stack, pool: SocketAddr) -> Proxy {
+    let config = UpstreamConfig::resolve(Some(&stack.dir.join("upstream.kubeconfig")), None)
+        .expect("config")
+        .with_preferred(vec![PreferredServer {
+            server: ServerUrl::parse(&format!("http://{pool}"), false).expect("url"),
+            ca_pem: None,
+        }]);
+    let proxy = Proxy::builder(Upstream::new(config).expect("client"), default_caches(CACHED))
+        .admin("127.0.0.1:0".parse().expect("addr"))
+        .start()
+        .await
+        .expect("node tier");
+    wait_ready(&proxy).await;
+    proxy
+}
+
+async fn metrics(proxy: &Proxy) -> String {
+    let admin = proxy.admin_addr.expect("admin").to_string();
+    String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned()
+}
+
+/// Which upstream the node tier uses now, from its metrics.
+async fn active_upstream(proxy: &Proxy) -> Option<String> {
+    let text = metrics(proxy).await;
+    text.lines()
+        .filter(|l| l.starts_with("kubeplex_upstream_active{") && l.ends_with(" 1"))
+        .find_map(|l| Some(l.split('"').nth(1)?.to_string()))
+}
+
+/// Watches open at the fake apiserver.
+fn apiserver_watches(stack: &Stack) -> i64 {
+    stack
+        .sim
+        .metrics_text()
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{") && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_tier_goes_to_the_apiserver_while_the_pool_is_down_and_back_when_it_returns() {
+    let _ = tracing_subscriber::fmt().with_env_filter("kubeplex=info").try_init();
+    let builder = SimBuilder::new();
+    // The stack's own kubeplex caches nothing and is not used: the tiers are built here.
+    let stack = Arc::new(Stack::with_sim(builder, SHAPE, &[]).await);
+    seed_churn_pods(&stack.sim);
+    let pool_addr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        probe.local_addr().expect("addr")
+    };
+    let first_pool = pool(&stack, pool_addr).await;
+    let node = node_tier(&stack, pool_addr).await;
+    let pool_url = format!("http://{pool_addr}");
+    assert_eq!(active_upstream(&node).await.as_deref(), Some(pool_url.as_str()));
+    // Through the pool: the apiserver holds the pool's two watches only.
+    assert_eq!(apiserver_watches(&stack), 2, "{}", stack.sim.metrics_text());
+
+    let node_addr = node.addr.to_string();
+    let specs = [
+        ("/api/v1/pods", ""),
+        ("/api/v1/namespaces/team-0/pods", ""),
+        ("/api/v1/pods", "labelSelector=phase%3Da"),
+        ("/api/v1/pods", "fieldSelector=spec.nodeName%3Dnode-1"),
+        ("/api/v1/configmaps", ""),
+    ];
+    let informers: Vec<Arc<Informer>> =
+        specs.iter().map(|(c, s)| Arc::new(Informer::new(&node_addr, c, s))).collect();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = informers
+        .iter()
+        .map(|i| {
+            let (i, stop) = (i.clone(), stop.clone());
+            tokio::spawn(async move { i.run(stop).await })
+        })
+        .collect();
+    let listed = eventually(Duration::from_secs(10), || async {
+        informers.iter().all(|i| i.seen.lock().map(|s| s.sessions > 0).unwrap_or(false))
+    })
+    .await;
+    assert!(listed, "informers did not start watching");
+
+    let secs = Duration::from_secs;
+    let churn = spawn_churn(stack.clone(), secs(12), Duration::from_millis(10));
+    tokio::time::sleep(secs(2)).await;
+    // The pool goes away as a killed process does: its listener and every connection end.
+    drop(first_pool);
+    let away = eventually(secs(10), || async {
+        active_upstream(&node).await == Some(format!("http://{}", stack.upstream()))
+    })
+    .await;
+    assert!(away, "the node tier did not go to the apiserver: {:?}", active_upstream(&node).await);
+    tokio::time::sleep(secs(3)).await;
+    // The pool returns on the same address, with nothing cached yet from before.
+    let second_pool = pool(&stack, pool_addr).await;
+    let returned = Instant::now();
+    let back = eventually(secs(30), || async {
+        active_upstream(&node).await.as_deref() == Some(pool_url.as_str())
+    })
+    .await;
+    let took = returned.elapsed();
+    assert!(back, "the node tier did not come back to the pool within 30 s");
+    // Its watches moved too, the quiet one included: the apiserver is left with the pool's.
+    let moved = eventually(secs(30), || async { apiserver_watches(&stack) == 2 }).await;
+    let moved_after = returned.elapsed();
+    assert!(moved, "watches at the apiserver: {}", apiserver_watches(&stack));
+    let writes = tokio::time::timeout(secs(40), churn).await.expect("churn ends").expect("join");
+
+    let mut want = Vec::new();
+    for i in &informers {
+        want.push(apiserver_state(&stack, &format!("{}?{}", i.collection, i.selectors)).await);
+    }
+    let converged = eventually(secs(30), || async {
+        informers
+            .iter()
+            .zip(&want)
+            .all(|(i, w)| i.seen.lock().map(|s| &s.objects == w).unwrap_or(false))
+    })
+    .await;
+    stop_tx.send_replace(true);
+    for t in tasks {
+        tokio::time::timeout(secs(10), t).await.expect("informer stops").expect("join");
+    }
+    let mut problems = Vec::new();
+    let mut report = Vec::new();
+    for (i, w) in informers.iter().zip(&want) {
+        let s = i.seen.lock().unwrap_or_else(|p| p.into_inner());
+        report.push(format!(
+            "{}?{}: {} objects, {} events, {} sessions, {} rewatches, {} relists",
+            i.collection,
+            i.selectors,
+            s.objects.len(),
+            s.events,
+            s.sessions,
+            s.rewatches,
+            s.relists
+        ));
+        problems.extend(s.violations.iter().take(5).cloned());
+        if &s.objects != w {
+            problems.push(format!(
+                "{}?{} differs: {}",
+                i.collection,
+                i.selectors,
+                diff(&s.objects, w)
+            ));
+        }
+    }
+    let node_metrics = metrics(&node).await;
+    let switches: Vec<_> = node_metrics
+        .lines()
+        .filter(|l| l.starts_with("kubeplex_upstream_switches_total"))
+        .collect();
+    println!(
+        "{writes} writes; back on the pool {took:?} after it returned, every watch {moved_after:?}; {switches:?}\n{}",
+        report.join("\n")
+    );
+    assert!(converged && problems.is_empty(), "{}", problems.join("\n"));
+    assert!(writes > 100, "the churn ran: {writes} writes");
+    // Through the outage the clients' watches went on from the node tier's cache: none had to
+    // list again.
+    let relists: usize =
+        informers.iter().map(|i| i.seen.lock().map(|s| s.relists).unwrap_or(0)).sum();
+    assert_eq!(relists, 0, "clients relisted:\n{}", report.join("\n"));
+    drop(second_pool);
+}
