@@ -7,7 +7,8 @@ use http_body_util::{BodyExt, Full};
 
 use super::*;
 use crate::upstream::config::{
-    AuthConfig, ConfigSource, ExecConfig, ServerUrl, TlsConfig, DEFAULT_CONNECT_TIMEOUT,
+    AuthConfig, ConfigSource, ExecConfig, PreferredServer, ServerUrl, TlsConfig,
+    DEFAULT_CONNECT_TIMEOUT,
 };
 use crate::upstream::testing::{FakeServer, Pki, TempDir};
 
@@ -456,4 +457,48 @@ fn exec_default() -> ExecConfig {
         api_version: "client.authentication.k8s.io/v1".into(),
         cluster_info: None,
     }
+}
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_read_goes_to_the_next_upstream_when_the_first_cannot_be_reached_and_a_write_fails() {
+    let server = FakeServer::plain().await;
+    let url = format!("http://127.0.0.1:{}", server.addr.port());
+    let pool = format!("http://127.0.0.1:{}", closed_port());
+    let mut cfg = config(&url, TlsConfig::default(), AuthConfig::Token("tok".into()));
+    cfg.preferred =
+        vec![PreferredServer { server: ServerUrl::parse(&pool, false).unwrap(), ca_pem: None }];
+    let upstream = Upstream::new(cfg).unwrap();
+    assert_eq!(upstream.urls(), [pool.as_str(), url.as_str()]);
+    assert_eq!(upstream.active_url(), pool);
+
+    // A read is sent again, at once, to the apiserver, with the same credentials.
+    let response = within(upstream.send(get("/api/v1/pods"))).await.unwrap();
+    assert_eq!(response.extensions().get::<ServedBy>(), Some(&ServedBy(1)));
+    ok_body(response).await;
+    assert_eq!(upstream.active_url(), url);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer tok"));
+    assert_eq!(seen[0].target, "/api/v1/pods");
+
+    // The apiserver is the last resort: unreachable too, the error is the client's.
+    let dead = format!("http://127.0.0.1:{}", closed_port());
+    let mut cfg = config(&dead, TlsConfig::default(), AuthConfig::None);
+    cfg.preferred =
+        vec![PreferredServer { server: ServerUrl::parse(&pool, false).unwrap(), ca_pem: None }];
+    let upstream = Upstream::new(cfg).unwrap();
+    let posted = Request::post("/api/v1/namespaces/a/configmaps")
+        .body(Full::new(Bytes::from_static(b"{}")).map_err(|never| match never {}).boxed())
+        .unwrap();
+    // A write's body is gone with the failed attempt: it fails, and the next request goes on.
+    let failed = within(upstream.send_as_is(posted)).await.unwrap_err();
+    assert!(failed.unreachable(), "{failed}");
+    assert_eq!(upstream.active_url(), dead);
+    let failed = within(upstream.send(get("/api/v1/pods"))).await.unwrap_err();
+    assert!(failed.unreachable(), "{failed}");
 }
