@@ -187,8 +187,8 @@ async fn terminated() -> anyhow::Result<&'static str> {
     }
 }
 
-/// The `upstreams` tried before the apiserver, with `upstreamsCaFile` read; the apiserver
-/// itself, if listed, is left to its place at the end.
+/// The `upstreams` tried before the apiserver, with `upstreamsCaFile` read and their client
+/// certificate files; the apiserver itself, if listed, is left to its place at the end.
 fn preferred_upstreams(
     config: &config::Config,
     apiserver: &kubeplex::upstream::ServerUrl,
@@ -200,6 +200,13 @@ fn preferred_upstreams(
         ),
         None => None,
     };
+    let s = &config.settings;
+    let client_cert = match (&s.upstreams_client_cert_file, &s.upstreams_client_key_file) {
+        (Some(cert), Some(key)) => {
+            Some(kubeplex::upstream::CertFiles { cert: cert.clone(), key: key.clone() })
+        }
+        _ => None,
+    };
     Ok(config
         .upstreams
         .iter()
@@ -207,6 +214,7 @@ fn preferred_upstreams(
         .map(|server| kubeplex::upstream::PreferredServer {
             server: server.clone(),
             ca_pem: ca_pem.clone(),
+            client_cert: client_cert.clone(),
         })
         .collect())
 }

@@ -116,8 +116,20 @@ impl Settings {
                 ServerUrl::parse(url, true).map_err(|e| ConfigError(format!("upstreams: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if s.upstreams_ca_file.is_some() && upstreams.is_empty() {
-            return Err(ConfigError("upstreamsCaFile: set without upstreams".into()));
+        for (key, set) in [
+            ("upstreamsCaFile", s.upstreams_ca_file.is_some()),
+            ("upstreamsClientCertFile", s.upstreams_client_cert_file.is_some()),
+            ("upstreamsClientKeyFile", s.upstreams_client_key_file.is_some()),
+        ] {
+            if set && upstreams.is_empty() {
+                return Err(ConfigError(format!("{key}: set without upstreams")));
+            }
+        }
+        if s.upstreams_client_cert_file.is_some() != s.upstreams_client_key_file.is_some() {
+            return Err(ConfigError(
+                "upstreamsClientCertFile: needs upstreamsClientKeyFile, and the other way round"
+                    .into(),
+            ));
         }
         let watch = WatchConfig {
             history_events: s.watch_history_events,

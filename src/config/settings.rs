@@ -44,6 +44,14 @@ pub struct Settings {
     /// kubeconfig's CA).
     #[arg(long, env = "KUBEPLEX_UPSTREAMS_CA_FILE", help_heading = "Upstream")]
     pub upstreams_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) presented to the `upstreams` instead of the kubeconfig's
+    /// credentials' certificate, e.g. the node tiers' certificate a pool tier authenticates
+    /// (no TokenReview per node). Read again when it changes. With upstreamsClientKeyFile.
+    #[arg(long, env = "KUBEPLEX_UPSTREAMS_CLIENT_CERT_FILE", help_heading = "Upstream")]
+    pub upstreams_client_cert_file: Option<PathBuf>,
+    /// Private key of upstreamsClientCertFile (PEM).
+    #[arg(long, env = "KUBEPLEX_UPSTREAMS_CLIENT_KEY_FILE", help_heading = "Upstream")]
+    pub upstreams_client_key_file: Option<PathBuf>,
 
     /// `sidecar`: a loopback listener whose clients share kubeplex's identity (plain HTTP).
     /// `node`: the node-local mode — TLS, clients authenticated (client certificate, bearer

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use http_body_util::{BodyExt, Empty};
 
+use super::cert_files::{CertFileError, ReloadingCert};
 use super::config::{ClientCertPem, UpstreamConfig};
 use super::credentials::{AuthError, Credentials, Current};
 pub use super::failover::ServedBy;
@@ -39,6 +40,8 @@ pub enum ClientError {
     Tls(#[from] TlsError),
     #[error(transparent)]
     Auth(#[from] AuthError),
+    #[error(transparent)]
+    CertFile(#[from] CertFileError),
     #[error("invalid upstream server url: {0}")]
     ServerUrl(String),
     #[error("request target {0:?} is not a path")]
@@ -104,6 +107,8 @@ struct Endpoint {
     /// Connections that present kubeplex's client certificate, for `send`. Swapped when an
     /// exec plugin returns a new certificate: a TLS identity is fixed per connection.
     own: Mutex<Transport>,
+    /// This server's own client certificate (a pool tier's), instead of the kubeconfig's.
+    cert_files: Option<ReloadingCert>,
 }
 
 #[derive(Clone)]
@@ -127,11 +132,21 @@ impl Upstream {
         let credentials = Credentials::new(&config.auth, config.token_reload_interval)?;
         let static_cert = config.tls.client_cert.clone().map(Arc::new);
         let has_credentials = static_cert.is_some() || credentials.is_some();
+        // Each preferred server's own client certificate, if it has one; the apiserver last.
+        let own_certs = config.preferred.iter().map(|p| p.client_cert.clone()).chain([None]);
         let endpoints = config
             .servers()
             .into_iter()
-            .map(|server| Endpoint::new(server, static_cert.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?;
+            .zip(own_certs)
+            .map(|(server, files)| {
+                let files = files.map(ReloadingCert::new).transpose()?;
+                let cert = match &files {
+                    Some(files) => Some(files.current()),
+                    None => static_cert.clone(),
+                };
+                Endpoint::new(server, cert, files)
+            })
+            .collect::<Result<Vec<_>, ClientError>>()?;
         let failover = Arc::new(Failover::new(
             endpoints
                 .iter()
@@ -299,7 +314,8 @@ impl Inner {
 impl Endpoint {
     fn new(
         config: UpstreamConfig,
-        static_cert: Option<&ClientCertPem>,
+        cert: Option<Arc<ClientCertPem>>,
+        cert_files: Option<ReloadingCert>,
     ) -> Result<Self, ClientError> {
         let base_url = config.base_url();
         let scheme = if config.server.https { Scheme::HTTPS } else { Scheme::HTTP };
@@ -309,15 +325,12 @@ impl Endpoint {
             .parse()
             .map_err(|_| ClientError::ServerUrl(base_url.clone()))?;
         let as_is = build_pools(&config, None)?;
-        let own_pools = match static_cert {
+        let own_pools = match &cert {
             Some(cert) => build_pools(&config, Some(cert))?,
             None => as_is.clone(),
         };
-        let own = Mutex::new(Transport {
-            cert: static_cert.map(|c| Arc::new(c.clone())),
-            pools: own_pools,
-        });
-        Ok(Endpoint { config, base_url, scheme, authority, as_is, own })
+        let own = Mutex::new(Transport { cert, pools: own_pools });
+        Ok(Endpoint { config, base_url, scheme, authority, as_is, own, cert_files })
     }
 
     /// Points an origin-form request at the server.
@@ -345,10 +358,16 @@ impl Endpoint {
         Ok(req)
     }
 
-    /// The pools for kubeplex's own identity, rebuilt when an exec plugin changed it.
+    /// The pools for kubeplex's own identity, rebuilt when an exec plugin changed it (or this
+    /// server's own certificate files did).
     fn own_pools(&self, inner: &Inner, current: &Current) -> Result<Pools, ClientError> {
-        let exec_cert = current.exec.as_ref().and_then(|creds| creds.client_cert.clone());
-        let cert = exec_cert.or_else(|| inner.static_cert.clone());
+        let cert = match &self.cert_files {
+            Some(files) => Some(files.current()),
+            None => {
+                let exec_cert = current.exec.as_ref().and_then(|creds| creds.client_cert.clone());
+                exec_cert.or_else(|| inner.static_cert.clone())
+            }
+        };
         let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
         // Compared by content: a plugin re-run for a new token often returns the same cert.
         if own.cert != cert {

@@ -41,12 +41,21 @@ pub struct UpstreamConfig {
     pub preferred: Vec<PreferredServer>,
 }
 
-/// A server tried before the apiserver (`UpstreamConfig::preferred`): its URL, and the CA
-/// its certificate is verified with (the kubeconfig's when `None`).
+/// A server tried before the apiserver (`UpstreamConfig::preferred`): its URL, the CA its
+/// certificate is verified with (the kubeconfig's when `None`), and the client certificate
+/// presented to it (the kubeconfig's when `None`; read again when the files change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreferredServer {
     pub server: ServerUrl,
     pub ca_pem: Option<Vec<u8>>,
+    pub client_cert: Option<CertFiles>,
+}
+
+/// A PEM client certificate chain and its key, as files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The apiserver base URL, split into the parts a request is rebuilt from.

@@ -15,6 +15,7 @@
 //!   bookmark probe).
 
 pub mod caches;
+mod cert_files;
 pub mod client;
 pub mod compressed;
 pub mod config;
@@ -33,10 +34,11 @@ mod tls;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use cert_files::CertFileError;
 pub use client::{ClientError, ServedBy, Upstream, UpstreamBody};
 pub use config::{
-    AuthConfig, ClientCertPem, ConfigError, ConfigSource, Environment, ExecConfig, InClusterEnv,
-    PreferredServer, ServerUrl, TlsConfig, UpstreamConfig,
+    AuthConfig, CertFiles, ClientCertPem, ConfigError, ConfigSource, Environment, ExecConfig,
+    InClusterEnv, PreferredServer, ServerUrl, TlsConfig, UpstreamConfig,
 };
 pub use credentials::AuthError;
 pub use exec::ExecError;

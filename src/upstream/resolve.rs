@@ -115,6 +115,7 @@ impl UpstreamConfig {
                     ca_pem: p.ca_pem.clone().or_else(|| self.tls.ca_pem.clone()),
                     insecure_skip_tls_verify: false,
                     server_name: None,
+                    // Replaced by the server's own, if it has one (`Upstream::new`).
                     client_cert: self.tls.client_cert.clone(),
                 },
                 preferred: Vec::new(),

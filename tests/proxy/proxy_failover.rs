@@ -46,6 +46,7 @@ async fn node_tier(stack: &Stack, pool: SocketAddr) -> Proxy {
         .with_preferred(vec![PreferredServer {
             server: ServerUrl::parse(&format!("http://{pool}"), false).expect("url"),
             ca_pem: None,
+            client_cert: None,
         }]);
     let proxy = Proxy::builder(Upstream::new(config).expect("client"), default_caches(CACHED))
         .admin("127.0.0.1:0".parse().expect("addr"))

@@ -7,7 +7,7 @@ use http_body_util::{BodyExt, Full};
 
 use super::*;
 use crate::upstream::config::{
-    AuthConfig, ConfigSource, ExecConfig, PreferredServer, ServerUrl, TlsConfig,
+    AuthConfig, CertFiles, ConfigSource, ExecConfig, PreferredServer, ServerUrl, TlsConfig,
     DEFAULT_CONNECT_TIMEOUT,
 };
 use crate::upstream::testing::{FakeServer, Pki, TempDir};
@@ -470,8 +470,11 @@ async fn a_read_goes_to_the_next_upstream_when_the_first_cannot_be_reached_and_a
     let url = format!("http://127.0.0.1:{}", server.addr.port());
     let pool = format!("http://127.0.0.1:{}", closed_port());
     let mut cfg = config(&url, TlsConfig::default(), AuthConfig::Token("tok".into()));
-    cfg.preferred =
-        vec![PreferredServer { server: ServerUrl::parse(&pool, false).unwrap(), ca_pem: None }];
+    cfg.preferred = vec![PreferredServer {
+        server: ServerUrl::parse(&pool, false).unwrap(),
+        ca_pem: None,
+        client_cert: None,
+    }];
     let upstream = Upstream::new(cfg).unwrap();
     assert_eq!(upstream.urls(), [pool.as_str(), url.as_str()]);
     assert_eq!(upstream.active_url(), pool);
@@ -489,8 +492,11 @@ async fn a_read_goes_to_the_next_upstream_when_the_first_cannot_be_reached_and_a
     // The apiserver is the last resort: unreachable too, the error is the client's.
     let dead = format!("http://127.0.0.1:{}", closed_port());
     let mut cfg = config(&dead, TlsConfig::default(), AuthConfig::None);
-    cfg.preferred =
-        vec![PreferredServer { server: ServerUrl::parse(&pool, false).unwrap(), ca_pem: None }];
+    cfg.preferred = vec![PreferredServer {
+        server: ServerUrl::parse(&pool, false).unwrap(),
+        ca_pem: None,
+        client_cert: None,
+    }];
     let upstream = Upstream::new(cfg).unwrap();
     let posted = Request::post("/api/v1/namespaces/a/configmaps")
         .body(Full::new(Bytes::from_static(b"{}")).map_err(|never| match never {}).boxed())
@@ -501,4 +507,51 @@ async fn a_read_goes_to_the_next_upstream_when_the_first_cannot_be_reached_and_a
     assert_eq!(upstream.active_url(), dead);
     let failed = within(upstream.send(get("/api/v1/pods"))).await.unwrap_err();
     assert!(failed.unreachable(), "{failed}");
+}
+
+#[tokio::test]
+async fn a_pool_gets_its_own_client_certificate_and_the_apiserver_the_kubeconfigs_credentials() {
+    let pki = Pki::new();
+    let pool = tls_server(&pki).await;
+    let apiserver = FakeServer::plain().await;
+    let dir = TempDir::new("pool-cert");
+    let cert = dir.write("pool.crt", &pki.client_cert_pem);
+    let key = dir.write("pool.key", &pki.client_key_pem);
+    let pool_url = format!("https://127.0.0.1:{}", pool.addr.port());
+    let mut cfg = config(
+        &format!("http://127.0.0.1:{}", apiserver.addr.port()),
+        TlsConfig::default(),
+        AuthConfig::Token("tok".into()),
+    );
+    cfg.preferred = vec![PreferredServer {
+        server: ServerUrl::parse(&pool_url, true).unwrap(),
+        ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+        client_cert: Some(CertFiles { cert, key }),
+    }];
+    let upstream = Upstream::new(cfg).unwrap();
+    ok_body(within(upstream.send(get("/api/v1/pods"))).await.unwrap()).await;
+    // Passthrough as the client: no certificate, its own token.
+    let mut as_is = get("/api/v1/nodes");
+    as_is.headers_mut().insert(AUTHORIZATION, "Bearer agent".parse().unwrap());
+    ok_body(within(upstream.send_as_is(as_is)).await.unwrap()).await;
+    let seen = pool.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].client_cert, "kubeplex's own requests present the pool's certificate");
+    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer tok"));
+    assert!(!seen[1].client_cert);
+    assert_eq!(seen[1].authorization.as_deref(), Some("Bearer agent"));
+    assert!(apiserver.seen().is_empty());
+
+    // Missing files stop start-up with the path.
+    let mut cfg = config(&pool_url, TlsConfig::default(), AuthConfig::None);
+    cfg.preferred = vec![PreferredServer {
+        server: ServerUrl::parse(&pool_url, true).unwrap(),
+        ca_pem: None,
+        client_cert: Some(CertFiles {
+            cert: dir.path().join("none.crt"),
+            key: dir.path().join("none.key"),
+        }),
+    }];
+    let err = Upstream::new(cfg).unwrap_err().to_string();
+    assert!(err.contains("none.crt"), "{err}");
 }
