@@ -12,7 +12,7 @@ use kubeplex::cache::StoreLimits;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
 use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::disk::DiskConfig;
-use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex::upstream::{CertFiles, PreferredServer, ServerUrl, Upstream, UpstreamConfig};
 use kubeplex_sim::auth::{Auth, Rule, Subject, UserInfo};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
@@ -20,6 +20,7 @@ use kubeplex_sim::{Sim, SimBuilder};
 use base64::Engine;
 use serde_json::{json, Value};
 
+use crate::stack::wait_ready;
 use crate::tls::{Issued, Pki, TlsFront};
 
 pub const KUBEPLEX_TOKEN: &str = "kubeplex-sa-token";
@@ -28,8 +29,13 @@ pub const NOBODY_TOKEN: &str = "nobody-token";
 pub const ADMIN_TOKEN: &str = "admin-token";
 pub const VIEWER_TOKEN: &str = "viewer-token";
 
+/// The group of the node tiers' client certificate a pool tier authenticates (`deploy/`'s
+/// RBAC binds kubeplex's roles to it).
+pub const NODE_TIERS_GROUP: &str = "kubeplex:node-tiers";
+
 /// The cluster's identities: kubeplex's ServiceAccount, a namespace-scoped reader, a
-/// cluster-wide viewer, a token with no rights, an admin (`system:masters`).
+/// cluster-wide viewer, a token with no rights, an admin (`system:masters`); the node tiers'
+/// certificate group has kubeplex's roles (reads, reviews, impersonation), as deploy/ binds.
 pub fn policy() -> Auth {
     // A namespace-scoped reader: configmaps and pods of team-0 only.
     policy_without_reader_grant().grant(
@@ -55,13 +61,35 @@ pub fn policy_without_reader_grant() -> Auth {
         // Authenticated, with no rights at all.
         .token(NOBODY_TOKEN, UserInfo::new("nobody"))
         .token(ADMIN_TOKEN, UserInfo::new("admin").with_group("system:masters"))
+        .cluster_role_binding("node-tiers", "kubeplex", vec![Subject::group(NODE_TIERS_GROUP)])
+        .cluster_role_binding(
+            "node-tiers-auth-delegator",
+            "system:auth-delegator",
+            vec![Subject::group(NODE_TIERS_GROUP)],
+        )
+        .cluster_role_binding(
+            "node-tiers-impersonator",
+            "kubeplex-impersonator",
+            vec![Subject::group(NODE_TIERS_GROUP)],
+        )
 }
 
-/// kubeplex in node mode with the files [`Node::start_with`] wrote in `dir`.
-async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
+/// kubeplex in node mode with the files [`Node::start_with`] wrote in `dir`; with `pool`, its
+/// first upstream is that pool tier, which it presents the node tiers' certificate to.
+async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>) -> Proxy {
     let kubeconfig = dir.join("upstream.kubeconfig");
-    let upstream =
-        Upstream::new(UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap()).unwrap();
+    let mut config = UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap();
+    if let Some(pool) = pool {
+        config = config.with_preferred(vec![PreferredServer {
+            server: ServerUrl::parse(&format!("https://{pool}"), true).unwrap(),
+            ca_pem: Some(std::fs::read(dir.join("client-ca.crt")).unwrap()),
+            client_cert: Some(CertFiles {
+                cert: dir.join("node-tier.crt"),
+                key: dir.join("node-tier.key"),
+            }),
+        }]);
+    }
+    let upstream = Upstream::new(config).unwrap();
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
@@ -79,6 +107,20 @@ async fn start_proxy(dir: &Path, options: &NodeOptions) -> Proxy {
     let mode = Mode::Node(Box::new(NodeConfig { tls, anonymous: true, reviews: options.reviews }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
+}
+
+/// With `KUBEPLEX_TEST_TIERS=2`: a pool tier (kubeplex in node mode, with the same settings
+/// and files) in front of the fake apiserver, which node tiers authenticate to with a
+/// certificate of [`NODE_TIERS_GROUP`], and its address.
+async fn start_pool(dir: &Path, options: &NodeOptions, pki: &Pki) -> Option<Proxy> {
+    if crate::stack::tiers() != 2 {
+        return None;
+    }
+    pki.client("kubeplex-node-tier", &[NODE_TIERS_GROUP]).write(dir, "node-tier");
+    let options = NodeOptions { disk: DiskConfig::default(), ..options.clone() };
+    let pool = start_proxy(dir, &options, None).await;
+    wait_ready(&pool).await;
+    Some(pool)
 }
 
 /// The cluster [`Node::start`] seeds: 3 nodes, namespaces team-0..2, 30 pods, 12 configmaps.
@@ -108,6 +150,8 @@ impl Default for NodeOptions {
 pub struct Node {
     pub sim: Sim,
     pub proxy: Proxy,
+    /// With `KUBEPLEX_TEST_TIERS=2`: the pool tier between `proxy` and the fake apiserver.
+    pub behind: Option<Proxy>,
     /// The cluster CA: it signs kubeplex's serving certificate and client certificates.
     pub pki: Pki,
     /// The fake apiserver behind TLS with the cluster CA's certificate: where real clients
@@ -140,10 +184,19 @@ impl Node {
         let pki = Pki::new("test-cluster-ca");
         pki.server().write(&dir, "serving");
         std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem).unwrap();
-        let proxy = start_proxy(&dir, &options).await;
+        let behind = start_pool(&dir, &options, &pki).await;
+        let proxy = start_proxy(&dir, &options, behind.as_ref().map(|p| p.addr)).await;
         let direct = TlsFront::start(&pki, sim.addr()).await;
-        let node =
-            Node { sim, proxy, pki, direct, dir: dir.clone(), options, _dir: crate::TempDir(dir) };
+        let node = Node {
+            sim,
+            proxy,
+            behind,
+            pki,
+            direct,
+            dir: dir.clone(),
+            options,
+            _dir: crate::TempDir(dir),
+        };
         node.wait_ready().await;
         node
     }
@@ -151,21 +204,14 @@ impl Node {
     /// Shuts kubeplex down gracefully and starts it again with the same settings and files
     /// (a node's reboot), without waiting for it to be ready: the apiserver may be down.
     pub async fn restart_proxy(self) -> Node {
-        let Node { sim, proxy, pki, direct, dir, options, _dir } = self;
+        let Node { sim, proxy, behind, pki, direct, dir, options, _dir } = self;
         assert!(proxy.shutdown(Duration::from_secs(5)).await, "kubeplex drained");
-        let proxy = start_proxy(&dir, &options).await;
-        Node { sim, proxy, pki, direct, dir, options, _dir }
+        let proxy = start_proxy(&dir, &options, behind.as_ref().map(|p| p.addr)).await;
+        Node { sim, proxy, behind, pki, direct, dir, options, _dir }
     }
 
     async fn wait_ready(&self) {
-        let admin = self.proxy.admin_addr.unwrap().to_string();
-        for _ in 0..200 {
-            if crate::get(&admin, "/readyz").await.status == 200 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("kubeplex never became ready");
+        wait_ready(&self.proxy).await;
     }
 
     pub fn addr(&self) -> String {
