@@ -159,11 +159,70 @@ def check_workloads(where, docs):
         check_state_dir(where, at, spec, c, env)
         check(any(p.get("name") == "admin" for p in c.get("ports", [])),
               f"{where}: {at}: no port named admin")
+        # Files named by KUBEPLEX_*_FILE variables are in mounted volumes too.
+        for name, e in env.items():
+            if name.startswith("KUBEPLEX_") and name.endswith("_FILE"):
+                value = e.get("value", "")
+                check(any(pathlib.PurePosixPath(value).is_relative_to(m) for m in mounts),
+                      f"{where}: {at}: {name} {value} is not in a mounted volume")
         if spec.get("hostNetwork"):
-            secrets = [s["secret"]["name"] for v in spec.get("volumes", [])
-                       for s in v.get("projected", {}).get("sources", []) if "secret" in s]
-            check(secrets == ["kubeplex-serving-cert"], f"{where}: {at}: mounts Secrets {secrets}")
+            # A node's kubeplex holds its serving certificate, and with a pool tier the node
+            # tiers' client certificate for it; never another Secret of the cluster.
+            secrets = sorted(s["secret"]["name"] for v in spec.get("volumes", [])
+                             for s in v.get("projected", {}).get("sources", []) if "secret" in s)
+            check("kubeplex-serving-cert" in secrets and set(secrets) <= {
+                "kubeplex-serving-cert", "kubeplex-node-tier-client"},
+                f"{where}: {at}: mounts Secrets {secrets}")
     check(found > 0, f"{where}: no kubeplex container")
+
+
+def check_pool(where, docs):
+    """The pool tier: 2+ replicas never on one node, a PodDisruptionBudget and a Service that
+    select them, a serving certificate for the Service's names, and node tiers whose first
+    upstream is that Service, with the certificate and CA files they name mounted."""
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d.get("kind"), []).append(d)
+    pools = [d for d in by_kind.get("Deployment", [])
+             if d["spec"]["template"]["metadata"].get("labels", {}).get(
+                 "app.kubernetes.io/component") == "pool"]
+    check(len(pools) == 1, f"{where}: one pool Deployment")
+    for d in pools:
+        spec, labels = d["spec"], d["spec"]["template"]["metadata"]["labels"]
+        check(spec.get("replicas", 1) >= 2, f"{where}: pool replicas {spec.get('replicas')}")
+        anti = spec["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
+        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        check(any(t.get("topologyKey") == "kubernetes.io/hostname" and all(
+            labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items())
+            for t in terms), f"{where}: pool replicas may share a node")
+        pdbs = [p for p in by_kind.get("PodDisruptionBudget", []) if all(
+            labels.get(k) == v for k, v in p["spec"]["selector"]["matchLabels"].items())]
+        check(len(pdbs) == 1 and pdbs[0]["spec"].get("minAvailable") == 1,
+              f"{where}: no PodDisruptionBudget keeps a pool replica")
+        services = [v for v in by_kind.get("Service", []) if all(
+            labels.get(k) == x for k, x in v["spec"].get("selector", {}).items())]
+        check(len(services) == 1, f"{where}: no Service selects the pool")
+        for svc in services:
+            name, ns = svc["metadata"]["name"], svc["metadata"]["namespace"]
+            port = svc["spec"]["ports"][0]
+            c = kubeplex_container(spec["template"]["spec"])
+            check(any(p.get("name") == port.get("targetPort") for p in c.get("ports", [])),
+                  f"{where}: Service {name} targets no pool port")
+            url = f"https://{name}.{ns}.svc:{port['port']}"
+            certs = [c for c in by_kind.get("Certificate", [])
+                     if c["spec"].get("secretName") == "kubeplex-pool-serving-cert"]
+            check(len(certs) == 1 and f"{name}.{ns}.svc" in certs[0]["spec"].get("dnsNames", []),
+                  f"{where}: the pool's serving certificate does not name {name}.{ns}.svc")
+            for at, pod, _ in pod_templates(docs):
+                if not pod.get("hostNetwork"):
+                    continue
+                env = {e["name"]: e.get("value") for e in kubeplex_container(pod).get("env", [])}
+                check((env.get("KUBEPLEX_UPSTREAMS") or "").split(",")[0] == url,
+                      f"{where}: {at}: first upstream is not {url}")
+                for key in ("KUBEPLEX_UPSTREAMS_CA_FILE", "KUBEPLEX_UPSTREAMS_CLIENT_CERT_FILE",
+                            "KUBEPLEX_UPSTREAMS_CLIENT_KEY_FILE"):
+                    check(bool(env.get(key)), f"{where}: {at}: {key} unset")
+    return len(pools)
 
 
 def check_state_dir(where, at, spec, c, env):
@@ -310,7 +369,8 @@ def check_kubeconfigs(where, docs):
 
 
 def main():
-    check(len(OVERLAYS) >= 2, "deploy/overlays: expected the sidecar and node overlays")
+    check({o.name for o in OVERLAYS} >= {"sidecar", "node", "pool"},
+          "deploy/overlays: expected the sidecar, node and pool overlays")
     metrics = metrics_defined_in_src()
     for overlay in OVERLAYS:
         where = str(overlay.relative_to(ROOT))
@@ -322,9 +382,11 @@ def main():
         cm = check_cert_manager(where, docs) if any(
             d.get("apiVersion", "").startswith("cert-manager.io/") for d in docs) else 0
         alerts, panels = check_monitoring(where, docs, metrics)
-        kubeconfigs = check_kubeconfigs(where, docs) if overlay.name == "node" else 0
-        if overlay.name == "node":
-            check(cm >= 4, f"{where}: the node overlay makes its serving certificate")
+        kubeconfigs = check_kubeconfigs(where, docs) if overlay.name in ("node", "pool") else 0
+        if overlay.name == "pool":
+            check_pool(where, docs)
+        if overlay.name in ("node", "pool"):
+            check(cm >= 4, f"{where}: the {overlay.name} overlay makes its serving certificate")
         print(f"{where}: {len(docs)} objects: {builtin} built-in valid for 1.36, "
               f"{cm} cert-manager, {alerts} alerts, {panels} dashboard queries, "
               f"{kubeconfigs} kubeconfigs checked")

@@ -162,26 +162,36 @@ fn every_overlays_configuration_passes_config_check() {
     let dir = std::env::temp_dir().join(format!("kubeplex-deploy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut checked = Vec::new();
-    for overlay in ["node", "sidecar"] {
+    for overlay in ["node", "pool", "sidecar"] {
         let objects = render(&repo().join("deploy/overlays").join(overlay));
-        let configs: Vec<&str> = objects
+        let configs: Vec<(&str, &str)> = objects
             .iter()
             .filter(|o| o["kind"] == "ConfigMap")
-            .filter_map(|o| o["data"]["kubeplex.yaml"].as_str())
+            .filter_map(|o| {
+                Some((o["metadata"]["name"].as_str()?, o["data"]["kubeplex.yaml"].as_str()?))
+            })
             .collect();
-        assert_eq!(configs.len(), 1, "{overlay}: one kubeplex.yaml");
-        let file = dir.join(format!("{overlay}.yaml"));
-        std::fs::write(&file, configs[0]).unwrap();
-        let out = config_check(&file);
-        assert!(out.status.success(), "{overlay}: {}", String::from_utf8_lossy(&out.stderr));
-        // The check can fail: the same file with a misspelled key is refused.
-        let bad = dir.join(format!("{overlay}-bad.yaml"));
-        std::fs::write(&bad, format!("{}\nshutdownGracePeriood: 1s\n", configs[0])).unwrap();
-        let out = config_check(&bad);
-        assert!(!out.status.success(), "{overlay}: a misspelled key passed");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("shutdownGracePeriood"));
+        // The pool overlay has the node tiers' and the pool's.
+        let want = if overlay == "pool" { 2 } else { 1 };
+        assert_eq!(configs.len(), want, "{overlay}: kubeplex.yaml files {configs:?}");
+        for (name, config) in configs {
+            let file = dir.join(format!("{name}.yaml"));
+            std::fs::write(&file, config).unwrap();
+            let out = config_check(&file);
+            assert!(
+                out.status.success(),
+                "{overlay}/{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The check can fail: the same file with a misspelled key is refused.
+            let bad = dir.join(format!("{name}-bad.yaml"));
+            std::fs::write(&bad, format!("{config}\nshutdownGracePeriood: 1s\n")).unwrap();
+            let out = config_check(&bad);
+            assert!(!out.status.success(), "{overlay}/{name}: a misspelled key passed");
+            assert!(String::from_utf8_lossy(&out.stderr).contains("shutdownGracePeriood"));
+        }
         checked.push(overlay);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(checked, ["node", "sidecar"]);
+    assert_eq!(checked, ["node", "pool", "sidecar"]);
 }
