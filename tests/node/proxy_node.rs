@@ -326,3 +326,44 @@ async fn through_a_pool_tier_the_node_tiers_caches_are_filled_from_the_pool() {
         "{message}"
     );
 }
+
+/// What a pool tier does for a node tier that vouches for its kubelet: a certificate client
+/// impersonating `system:node:node-0` is answered from the cache as that kubelet — once the
+/// apiserver agreed the client may impersonate it — and refused what the kubelet is refused. A
+/// client that may not impersonate gets the apiserver's refusal, never the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_as_an_impersonated_kubelet_is_answered_from_the_cache_as_the_kubelet() {
+    use http::Method;
+    let node = Node::start().await;
+    let tier = node.pki.client("kubeplex-node-tier", &[support::node::NODE_TIERS_GROUP]);
+    let tier = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(tier), true);
+    let kubelet = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let kubelet = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(kubelet), true);
+    let as_kubelet = [
+        ("Accept", "application/json"),
+        ("Impersonate-User", "system:node:node-0"),
+        ("Impersonate-Group", "system:nodes"),
+    ];
+    let addr = node.addr();
+    let own = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0&resourceVersion=0";
+    let cached_before = node.served("cache").0;
+    let vouched = tier.request(&addr, Method::GET, own, &as_kubelet).await;
+    assert_eq!(vouched.status, 200, "{}", String::from_utf8_lossy(&vouched.body));
+    assert_eq!(node.served("cache").0, cached_before + 1, "answered from the cache");
+    let itself = kubelet.get(&addr, own).await;
+    assert_eq!(vouched.body, itself.body, "what the kubelet itself gets");
+    // Another node's pods: the Node authorizer's refusal, for the kubelet.
+    let other = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&resourceVersion=0";
+    let refused = tier.request(&addr, Method::GET, other, &as_kubelet).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.body, kubelet.get(&addr, other).await.body);
+    // A client that may not impersonate: the apiserver's impersonation refusal.
+    let nobody = node.pki.client("someone", &["some-group"]);
+    let nobody = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(nobody), true);
+    let cached_before = node.served("cache").0;
+    let denied = nobody.request(&addr, Method::GET, own, &as_kubelet).await;
+    assert_eq!(denied.status, 403, "{}", String::from_utf8_lossy(&denied.body));
+    let message = denied.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(r#"User "someone" cannot impersonate resource "users""#), "{message}");
+    assert_eq!(node.served("cache").0, cached_before, "nothing from the cache");
+}

@@ -136,6 +136,12 @@ struct NodesArgs {
     /// The node DaemonSet manifest: kubeplex's RBAC is read from it.
     #[arg(long, default_value = "deploy/base/node/daemonset.yaml")]
     daemonset: PathBuf,
+    /// The pool tier's configuration (the pool mode).
+    #[arg(long, default_value = "deploy/base/pool/kubeplex.yaml")]
+    pool_config: PathBuf,
+    /// The pool tier's manifest: its RBAC, and the node tiers' group's, are read from it.
+    #[arg(long, default_value = "deploy/base/pool/pool.yaml")]
+    pool_manifest: PathBuf,
     /// Certificates, kubeconfigs and kubeplex logs (default: a new temporary directory,
     /// removed at the end unless --keep).
     #[arg(long)]
@@ -444,8 +450,13 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
         node_status_every: a.node_status_every,
         settle: a.settle,
         mode: a.mode,
-        tier: node::TierConfig { bin: a.kubeplex_bin, config: a.node_config },
+        tier: node::TierConfig {
+            bin: a.kubeplex_bin,
+            config: a.node_config,
+            pool_config: a.pool_config,
+        },
         daemonset: a.daemonset,
+        pool_manifest: a.pool_manifest,
         work_dir: work_dir.clone(),
     };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

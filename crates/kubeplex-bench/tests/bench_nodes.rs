@@ -1,8 +1,10 @@
-//! A smoke run of `kubeplex-bench nodes` (2 nodes, a few seconds) in both modes: directly
-//! against its fake apiserver, and through two kubeplex processes in node mode with the shipped
-//! node configuration. The figures are printed, every kubelet synced, every client's final view
-//! is the apiserver's, and no kubeplex cache is left without watchers once the agents run
-//! (config/node.yaml starts no cache nobody reads).
+//! A smoke run of `kubeplex-bench nodes` (2 nodes, a few seconds) in its three modes: directly
+//! against its fake apiserver, through two kubeplex processes in node mode with the shipped
+//! node configuration, and through those in front of a pool tier of two replicas with the
+//! shipped pool configuration, one of them killed mid-run. The figures are printed, every
+//! kubelet synced, every client's final view is the apiserver's, no kubeplex cache is left
+//! without watchers once the agents run (config/node.yaml starts no cache nobody reads), and
+//! the node tiers went back to the killed replica once it returned.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -47,7 +49,7 @@ async fn kubeplex_bin() -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_scenario_runs_directly_and_through_a_node_tier() {
+async fn the_node_scenario_runs_directly_through_a_node_tier_and_through_a_pool_tier() {
     let bin = kubeplex_bin().await;
     let root = root();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
@@ -59,7 +61,12 @@ async fn the_node_scenario_runs_directly_and_through_a_node_tier() {
         .arg("--node-config")
         .arg(root.join("config/node.yaml"))
         .arg("--daemonset")
-        .arg(root.join("deploy/base/node/daemonset.yaml"));
+        .arg(root.join("deploy/base/node/daemonset.yaml"))
+        .arg("--pool-config")
+        .arg(root.join("deploy/base/pool/kubeplex.yaml"))
+        .arg("--pool-manifest")
+        .arg(root.join("deploy/base/pool/pool.yaml"))
+        .args(["--mode", "all"]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
         .await
@@ -75,7 +82,7 @@ async fn the_node_scenario_runs_directly_and_through_a_node_tier() {
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
         modes.iter().map(|m| m["mode"].as_str()).collect::<Vec<_>>(),
-        [Some("direct"), Some("node-tier")]
+        [Some("direct"), Some("node-tier"), Some("pool")]
     );
     for m in modes {
         let mode = m["mode"].as_str().unwrap_or("?");
@@ -120,4 +127,13 @@ async fn the_node_scenario_runs_directly_and_through_a_node_tier() {
         "config/node.yaml must start no cache without readers: {tier}"
     );
     assert!(report["ratios"]["LIST+WATCH"].as_f64().is_some(), "{}", report["ratios"]);
+    assert!(report["pool_ratios"]["LIST+WATCH"].as_f64().is_some(), "{}", report["pool_ratios"]);
+    // The pool mode: a replica killed and started again, and every node tier back on it.
+    let pool = &modes[2];
+    assert!(!pool["pool"]["upstream_calls"].as_object().expect("the pool's calls").is_empty());
+    let failover = &pool["failover"];
+    assert!(failover["switches_away"].as_u64().unwrap_or(0) >= 1, "{failover}");
+    let back = failover["all_back_after_s"].as_f64().expect("every node tier came back");
+    assert!(back <= 30.0, "{failover}");
+    assert_eq!(failover["nodes_on_first_upstream"], 2, "{failover}");
 }

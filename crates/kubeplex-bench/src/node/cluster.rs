@@ -14,6 +14,10 @@ use super::NodeSpec;
 
 /// kubeplex's ServiceAccount (deploy/base/node/daemonset.yaml): `kube-system/kubeplex`.
 pub const KUBEPLEX_TOKEN: &str = "kubeplex-sa-token";
+/// The pool tier's ServiceAccount (`kubeplex-pool`, deploy/base/pool).
+pub const POOL_TOKEN: &str = "kubeplex-pool-sa-token";
+/// The group of the node tiers' certificate, which deploy/base/pool binds.
+pub const NODE_TIERS_GROUP: &str = "kubeplex:node-tiers";
 /// kube-proxy's ServiceAccount, bound to `system:node-proxier` as kubeadm binds it.
 const KUBE_PROXY_SA: &str = "kube-proxy";
 /// The CNI-like and log-agent-like DaemonSets' ServiceAccounts.
@@ -45,9 +49,10 @@ pub fn kubelet_token(i: usize) -> String {
 
 /// The fake apiserver's policy for a run of `nodes` nodes, with kubeplex's RBAC read from the
 /// shipped DaemonSet manifest (its ClusterRoles and ClusterRoleBindings).
-pub fn policy(nodes: usize, daemonset: &Path) -> anyhow::Result<Auth> {
+pub fn policy(nodes: usize, daemonset: &Path, pool: &Path) -> anyhow::Result<Auth> {
     let mut auth = Auth::new()
         .service_account_token(KUBEPLEX_TOKEN, "kube-system", "kubeplex")
+        .service_account_token(POOL_TOKEN, "kube-system", "kubeplex-pool")
         // kubeadm's binding of kube-proxy's ServiceAccount.
         .cluster_role_binding(
             "kubeadm:node-proxier",
@@ -75,9 +80,15 @@ pub fn policy(nodes: usize, daemonset: &Path) -> anyhow::Result<Auth> {
             .service_account_token(&cni_token(i), "kube-system", CNI_SA)
             .service_account_token(&logs_token(i), "kube-system", LOGS_SA);
     }
-    let text = std::fs::read_to_string(daemonset)
-        .with_context(|| format!("reading kubeplex's RBAC from {}", daemonset.display()))?;
-    with_manifest_rbac(auth, &text).with_context(|| format!("{}", daemonset.display()))
+    // kubeplex's RBAC as deploy/ ships it: the node tier's, and the pool tier's (its
+    // ServiceAccount's, and the node tiers' certificate group's).
+    for manifest in [daemonset, pool] {
+        let text = std::fs::read_to_string(manifest)
+            .with_context(|| format!("reading kubeplex's RBAC from {}", manifest.display()))?;
+        auth =
+            with_manifest_rbac(auth, &text).with_context(|| format!("{}", manifest.display()))?;
+    }
+    Ok(auth)
 }
 
 /// Adds the ClusterRoles and ClusterRoleBindings of a multi-document manifest.

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 pub use report::NodesReport;
-use report::{CacheReport, Counters, ModeReport, Served, TierReport, Views};
+use report::{CacheReport, Counters, FailoverReport, ModeReport, Served, TierReport, Views};
 use shared::Shared;
 pub use tier::TierConfig;
 
@@ -52,9 +52,19 @@ pub enum Mode {
     Direct,
     /// Every agent of node i talks to node i's kubeplex.
     NodeTier,
-    /// Both, one after the other.
+    /// Every agent of node i talks to node i's kubeplex, whose upstreams are a pool tier of two
+    /// kubeplex replicas (then the apiserver); one replica is killed mid-run and started again.
+    Pool,
+    /// Direct, then the node tier.
     Both,
+    /// Direct, the node tier, then the node tier with the pool.
+    All,
 }
+
+/// Pool replicas in the pool mode.
+pub const POOL_REPLICAS: usize = 2;
+/// How long a killed pool replica stays down before it is started again.
+const POOL_DOWN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct NodeSpec {
@@ -77,6 +87,8 @@ pub struct NodeSpec {
     pub tier: TierConfig,
     /// The node DaemonSet manifest, for kubeplex's RBAC.
     pub daemonset: PathBuf,
+    /// The pool tier's manifest, for the pool's and the node tiers' RBAC there.
+    pub pool_manifest: PathBuf,
     /// Where certificates, kubeconfigs and kubeplex logs go.
     pub work_dir: PathBuf,
 }
@@ -88,7 +100,9 @@ pub async fn run(spec: NodeSpec) -> anyhow::Result<NodesReport> {
     let modes: &[&'static str] = match spec.mode {
         Mode::Direct => &["direct"],
         Mode::NodeTier => &["node-tier"],
+        Mode::Pool => &["pool"],
         Mode::Both => &["direct", "node-tier"],
+        Mode::All => &["direct", "node-tier", "pool"],
     };
     let mut reports = Vec::new();
     for mode in modes {
@@ -102,6 +116,7 @@ pub async fn run(spec: NodeSpec) -> anyhow::Result<NodesReport> {
         seconds: spec.duration.as_secs_f64(),
         modes: reports,
         ratios: BTreeMap::new(),
+        pool_ratios: BTreeMap::new(),
     }
     .with_ratios())
 }
@@ -117,7 +132,7 @@ struct Endpoints {
 async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeReport> {
     let dir = spec.work_dir.join(mode);
     std::fs::create_dir_all(&dir)?;
-    let policy = cluster::policy(spec.nodes, &spec.daemonset)?;
+    let policy = cluster::policy(spec.nodes, &spec.daemonset, &spec.pool_manifest)?;
     let (mut churn, pods) = churn::Churn::initial(spec);
     let mut objects = cluster::objects(spec);
     objects.extend(pods);
@@ -129,8 +144,36 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     // The node tier starts before its agents, as a DaemonSet's pods do: its caches' start-up
     // is part of what it costs the apiserver.
     let pki = pki::Pki::new()?;
+    let mut pool = match mode {
+        "pool" => Some(
+            tier::Tier::start_pool(
+                &spec.tier,
+                POOL_REPLICAS,
+                &dir,
+                &pki,
+                &sim.url(),
+                cluster::POOL_TOKEN,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
+    let upstreams = match &pool {
+        Some(p) => {
+            let (cert, key) = pki
+                .client("kubeplex-node-tier", cluster::NODE_TIERS_GROUP)?
+                .write(&dir, "node-tier")?;
+            Some(tier::PoolUpstreams {
+                replicas: p.nodes.iter().map(|k| k.addr).collect(),
+                ca: dir.join("client-ca.crt"),
+                cert,
+                key,
+            })
+        }
+        None => None,
+    };
     let mut tier = match mode {
-        "node-tier" => Some(
+        "node-tier" | "pool" => Some(
             tier::Tier::start(
                 &spec.tier,
                 spec.nodes,
@@ -138,6 +181,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
                 &pki,
                 &sim.url(),
                 cluster::KUBEPLEX_TOKEN,
+                upstreams.as_ref(),
             )
             .await?,
         ),
@@ -186,26 +230,94 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     let mut open_max = 0.0f64;
     let mut sample = tokio::time::interval(Duration::from_secs(1));
     let mut controllers = std::pin::pin!(controllers);
+    // The pool mode: a replica killed halfway, started again after POOL_DOWN.
+    let kill_at = tokio::time::Instant::now() + spec.duration / 2;
+    let mut failover = pool.as_ref().map(|_| FailoverReport::default());
+    let replicas: Vec<std::net::SocketAddr> =
+        pool.as_ref().map(|p| p.nodes.iter().map(|k| k.addr).collect()).unwrap_or_default();
+    let mut killed: Option<tokio::time::Instant> = None;
+    let mut restarted: Option<tokio::time::Instant> = None;
+    let down = POOL_DOWN.min(spec.duration / 4);
+    let mut churn_done = false;
+    // After the churn, a failover under way is seen to its end, for at most this long.
+    let mut give_up: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
-            _ = &mut controllers => break,
-            _ = sample.tick() => open_max = open_max.max(Counters::read(&sim.metrics_text()).open_watches),
+            _ = &mut controllers, if !churn_done => {
+                if failover.is_none() {
+                    break;
+                }
+                churn_done = true;
+                give_up = Some(tokio::time::Instant::now() + Duration::from_secs(40));
+            }
+            _ = sample.tick() => {
+                open_max = open_max.max(Counters::read(&sim.metrics_text()).open_watches);
+                let now = tokio::time::Instant::now();
+                let (Some(p), Some(t), Some(report)) = (pool.as_mut(), tier.as_ref(), failover.as_mut()) else {
+                    if churn_done { break } else { continue }
+                };
+                match (killed, restarted) {
+                    (None, _) if now >= kill_at => {
+                        p.kill(0).await;
+                        killed = Some(now);
+                        report.killed_at_s = (now - started).as_secs_f64();
+                    }
+                    (Some(k), None) if now >= k + down => {
+                        p.restart(0).await.context("restarting pool-0")?;
+                        let now = tokio::time::Instant::now();
+                        restarted = Some(now);
+                        report.restarted_at_s = (now - started).as_secs_f64();
+                    }
+                    (Some(_), Some(r)) if report.all_back_after_s.is_none() => {
+                        let back = on_first_upstream(t, &replicas).await;
+                        if back == t.nodes.len() {
+                            report.all_back_after_s = Some((now - r).as_secs_f64());
+                        }
+                    }
+                    _ => {}
+                }
+                let failover_done = report.all_back_after_s.is_some();
+                if churn_done && (failover_done || give_up.is_some_and(|g| now >= g)) {
+                    break;
+                }
+            }
         }
     }
     let steady = Served::between(&steady_from, &Counters::read(&sim.metrics_text()));
     tokio::time::sleep(spec.settle).await;
     let views = compare_views(&sim, &shared);
     let running = Counters::read(&sim.metrics_text());
+    // kubeplex's counters start with the process: its start-up is part of the run.
+    let pool_report = match &pool {
+        Some(p) => Some(tier_report(p, &dir).await?),
+        None => None,
+    };
     let tier_report = match &tier {
-        // kubeplex's counters start with the process: its start-up is part of the run.
         Some(t) => Some(tier_report(t, &dir).await?),
         None => None,
     };
+    if let (Some(report), Some(t)) = (failover.as_mut(), tier.as_ref()) {
+        for k in &t.nodes {
+            for (name, labels, n) in report::series(&k.metrics().await?) {
+                if name == "kubeplex_upstream_switches_total" {
+                    match labels.get("direction").map(String::as_str) {
+                        Some("away") => report.switches_away += n as u64,
+                        Some("back") => report.switches_back += n as u64,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        report.nodes_on_first_upstream = on_first_upstream(t, &replicas).await;
+    }
     // The run's end: the agents go, then the tier, so that every watch has ended (and been
     // counted) when the apiserver is read.
     agents.shutdown().await;
     if let Some(t) = tier.as_mut() {
         t.stop().await;
+    }
+    if let Some(p) = pool.as_mut() {
+        p.stop().await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let after = Counters::read(&sim.metrics_text());
@@ -236,7 +348,22 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         churn: counts.report(),
         views,
         kubeplex: tier_report,
+        pool: pool_report,
+        failover,
     })
+}
+
+/// How many of the node tier's kubeplexes use their first upstream now: node i's is pool
+/// replica i mod `replicas.len()` (`tier::Tier::start`).
+async fn on_first_upstream(t: &tier::Tier, replicas: &[std::net::SocketAddr]) -> usize {
+    let mut on = 0;
+    for (i, k) in t.nodes.iter().enumerate() {
+        let Some(first) = replicas.get(i % replicas.len().max(1)) else { continue };
+        let Ok(text) = k.metrics().await else { continue };
+        let active = format!("kubeplex_upstream_active{{server=\"https://{first}\"}} 1");
+        on += usize::from(text.lines().any(|l| l == active));
+    }
+    on
 }
 
 /// Node `i`'s agents' targets: the apiserver with their tokens (the kubelet's standing in for

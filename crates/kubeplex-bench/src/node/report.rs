@@ -197,6 +197,25 @@ pub struct ModeReport {
     pub churn: ChurnReport,
     pub views: Views,
     pub kubeplex: Option<TierReport>,
+    /// The pool tier's side (the pool mode), summed over its replicas.
+    pub pool: Option<TierReport>,
+    pub failover: Option<FailoverReport>,
+}
+
+/// A pool replica killed mid-run, and the node tiers' way back to it (the pool mode).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FailoverReport {
+    /// Seconds into the run.
+    pub killed_at_s: f64,
+    pub restarted_at_s: f64,
+    /// From its restart until every node tier used its first upstream again (sampled every
+    /// second); `None`: not by the end of the churn.
+    pub all_back_after_s: Option<f64>,
+    /// `kubeplex_upstream_switches_total`, over the node tier.
+    pub switches_away: u64,
+    pub switches_back: u64,
+    /// Node tiers on their first upstream at the end.
+    pub nodes_on_first_upstream: usize,
 }
 
 /// The whole run.
@@ -210,6 +229,8 @@ pub struct NodesReport {
     pub modes: Vec<ModeReport>,
     /// node tier / direct, per figure, when both ran.
     pub ratios: BTreeMap<&'static str, Option<f64>>,
+    /// node tier with the pool / direct, per figure, when both ran.
+    pub pool_ratios: BTreeMap<&'static str, Option<f64>>,
 }
 
 /// The figures compared across modes, in the order they are printed.
@@ -242,13 +263,18 @@ fn figures(m: &ModeReport) -> Vec<(&'static str, f64)> {
 
 impl NodesReport {
     pub fn with_ratios(mut self) -> NodesReport {
-        let direct = self.modes.iter().find(|m| m.mode == "direct").map(figures);
-        let tier = self.modes.iter().find(|m| m.mode == "node-tier").map(figures);
-        if let (Some(d), Some(t)) = (direct, tier) {
-            for ((name, d), (_, t)) in d.into_iter().zip(t) {
-                self.ratios.insert(name, (d != 0.0).then(|| t / d));
+        let of = |mode: &str| self.modes.iter().find(|m| m.mode == mode).map(figures);
+        let ratios = |other: Option<Vec<(&'static str, f64)>>| {
+            let mut out = BTreeMap::new();
+            if let (Some(d), Some(t)) = (of("direct"), other) {
+                for ((name, d), (_, t)) in d.into_iter().zip(t) {
+                    out.insert(name, (d != 0.0).then(|| t / d));
+                }
             }
-        }
+            out
+        };
+        self.ratios = ratios(of("node-tier"));
+        self.pool_ratios = ratios(of("pool"));
         self
     }
 }
@@ -267,6 +293,9 @@ impl std::fmt::Display for NodesReport {
         if !self.ratios.is_empty() {
             write!(f, " {:>11}", "tier/direct")?;
         }
+        if !self.pool_ratios.is_empty() {
+            write!(f, " {:>11}", "pool/direct")?;
+        }
         writeln!(f)?;
         let rows: Vec<Vec<(&str, f64)>> = self.modes.iter().map(figures).collect();
         for (i, (name, _)) in rows.first().map(Vec::as_slice).unwrap_or_default().iter().enumerate()
@@ -280,10 +309,12 @@ impl std::fmt::Display for NodesReport {
                     write!(f, " {v:>14.0}")?;
                 }
             }
-            match self.ratios.get(name) {
-                Some(Some(r)) => write!(f, " {r:>11.2}")?,
-                Some(None) => write!(f, " {:>11}", "-")?,
-                None => {}
+            for ratios in [&self.ratios, &self.pool_ratios] {
+                match ratios.get(name) {
+                    Some(Some(r)) => write!(f, " {r:>11.2}")?,
+                    Some(None) => write!(f, " {:>11}", "-")?,
+                    None => {}
+                }
             }
             writeln!(f)?;
         }
@@ -345,6 +376,22 @@ fn write_mode(f: &mut std::fmt::Formatter<'_>, m: &ModeReport) -> std::fmt::Resu
             format!(" — {}", m.views.differing.join("; "))
         }
     )?;
+    if let Some(o) = &m.failover {
+        let back = o
+            .all_back_after_s
+            .map_or("not by the end".to_string(), |s| format!("{s:.0} s after its restart"));
+        writeln!(
+            f,
+            "  pool replica pool-0 killed at {:.0} s, started again at {:.0} s; every node tier back on its first upstream: {back}; switches away {}, back {}; on their first upstream at the end: {}",
+            o.killed_at_s, o.restarted_at_s, o.switches_away, o.switches_back, o.nodes_on_first_upstream
+        )?;
+    }
+    if let Some(p) = &m.pool {
+        let calls: Vec<String> = p.upstream_calls.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        writeln!(f, "  pool upstream calls (all replicas): {}", calls.join(", "))?;
+        let auth: Vec<String> = p.auth_decisions.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        writeln!(f, "  pool auth decisions (all replicas): {}", auth.join(", "))?;
+    }
     if let Some(k) = &m.kubeplex {
         let calls: Vec<String> = k.upstream_calls.iter().map(|(c, n)| format!("{c} {n}")).collect();
         writeln!(f, "  kubeplex upstream calls (all nodes): {}", calls.join(", "))?;

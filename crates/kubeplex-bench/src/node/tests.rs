@@ -13,8 +13,13 @@ pub(crate) fn spec(nodes: usize) -> NodeSpec {
         node_status_every: Duration::from_secs(1),
         settle: Duration::from_secs(1),
         mode: Mode::Direct,
-        tier: TierConfig { bin: "kubeplex".into(), config: "node.yaml".into() },
+        tier: TierConfig {
+            bin: "kubeplex".into(),
+            config: "node.yaml".into(),
+            pool_config: "pool.yaml".into(),
+        },
         daemonset: "daemonset.yaml".into(),
+        pool_manifest: "pool.yaml".into(),
         work_dir: std::env::temp_dir(),
     }
 }

@@ -1,7 +1,9 @@
 //! The node tier: one kubeplex process per node, launched from the kubeplex binary in node
 //! mode (TLS, client certificates, TokenReviews and SubjectAccessReviews) with the shipped node
-//! configuration, each on its own loopback ports. The processes are killed when the tier is
-//! dropped (an error, ctrl-c), and stopped with SIGTERM at the end of a run.
+//! configuration, each on its own loopback ports; and the pool tier, replicas of kubeplex with
+//! the shipped pool configuration (deploy/base/pool), which node tiers may have as their first
+//! upstreams. The processes are killed when a tier is dropped (an error, ctrl-c), and stopped
+//! with SIGTERM at the end of a run.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,18 @@ pub struct TierConfig {
     /// The node configuration file (`config/node.yaml`): its caches, TTLs and the rest; the
     /// flags below override only what differs per node.
     pub config: PathBuf,
+    /// The pool tier's configuration (`deploy/base/pool/kubeplex.yaml`).
+    pub pool_config: PathBuf,
+}
+
+/// A node tier's upstreams before the apiserver: pool replicas, in the order node `i` tries
+/// them (rotated by `i`, as a Service spreads connections), with the certificate the pool
+/// authenticates node tiers by.
+pub struct PoolUpstreams {
+    pub replicas: Vec<SocketAddr>,
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// One node's kubeplex.
@@ -36,6 +50,9 @@ pub struct Kubeplex {
     pub admin: SocketAddr,
     child: Child,
     log: PathBuf,
+    /// How it was started, to start it again ([`Tier::restart`]).
+    bin: PathBuf,
+    args: Vec<std::ffi::OsString>,
 }
 
 /// The running tier, node `i` at index `i`.
@@ -51,7 +68,8 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 
 impl Tier {
     /// Starts `nodes` kubeplex processes in front of the fake apiserver at `upstream` (an
-    /// `http://` URL), with kubeplex's ServiceAccount token, and waits until every one is ready.
+    /// `http://` URL), with kubeplex's ServiceAccount token — and behind `pool` first, if
+    /// given — and waits until every one is ready.
     pub async fn start(
         config: &TierConfig,
         nodes: usize,
@@ -59,60 +77,102 @@ impl Tier {
         pki: &Pki,
         upstream: &str,
         token: &str,
+        pool: Option<&PoolUpstreams>,
     ) -> anyhow::Result<Tier> {
-        if !config.bin.is_file() {
-            bail!(
-                "{}: no kubeplex binary (build it: cargo build --release -p kubeplex, or pass --kubeplex-bin)",
-                config.bin.display()
-            );
-        }
-        std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem)?;
-        pki.server()?.write(dir, "serving")?;
-        let kubeconfig = super::pki::write_kubeconfig(
-            dir,
-            "kubeplex-upstream",
-            upstream,
-            None,
-            super::pki::token_user(token),
-        )?;
+        let kubeconfig = prepare(config, dir, pki, upstream, token, "kubeplex-upstream")?;
         let mut tier = Tier { nodes: Vec::with_capacity(nodes) };
         for i in 0..nodes {
-            let (addr, admin) = (free_port()?, free_port()?);
             let node = node_name(i);
-            let log = dir.join(format!("kubeplex-{node}.log"));
-            let stderr = std::fs::File::create(&log)?;
-            let child = Command::new(&config.bin)
-                .arg("serve")
-                .arg("--config")
-                .arg(&config.config)
-                .arg("--node-name")
-                .arg(&node)
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .arg("--listen")
-                .arg(addr.to_string())
-                .arg("--admin-listen")
-                .arg(admin.to_string())
-                .arg("--tls-cert-file")
-                .arg(dir.join("serving.crt"))
-                .arg("--tls-private-key-file")
-                .arg(dir.join("serving.key"))
-                .arg("--client-ca-file")
-                .arg(dir.join("client-ca.crt"))
-                .arg("--shutdown-grace-period")
-                .arg("2s")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| format!("starting {}", config.bin.display()))?;
-            tier.nodes.push(Kubeplex { node, addr, admin, child, log });
+            let mut extra: Vec<std::ffi::OsString> =
+                vec!["--node-name".into(), node.clone().into()];
+            if let Some(p) = pool {
+                let n = p.replicas.len().max(1);
+                let order: Vec<String> =
+                    (0..n).map(|k| format!("https://{}", p.replicas[(i + k) % n])).collect();
+                extra.extend([
+                    "--upstream".into(),
+                    order.join(",").into(),
+                    "--upstreams-ca-file".into(),
+                    p.ca.clone().into_os_string(),
+                    "--upstreams-client-cert-file".into(),
+                    p.cert.clone().into_os_string(),
+                    "--upstreams-client-key-file".into(),
+                    p.key.clone().into_os_string(),
+                ]);
+            }
+            tier.nodes.push(Kubeplex::spawn(
+                &config.bin,
+                &config.config,
+                node,
+                dir,
+                &kubeconfig,
+                extra,
+            )?);
         }
         for k in &mut tier.nodes {
             k.wait_ready(Duration::from_secs(60)).await?;
         }
         Ok(tier)
+    }
+
+    /// Starts `replicas` pool kubeplex processes (`pool-0` ..) in front of the fake apiserver,
+    /// with the pool's ServiceAccount token, and waits until every one is ready (its caches
+    /// synced).
+    pub async fn start_pool(
+        config: &TierConfig,
+        replicas: usize,
+        dir: &Path,
+        pki: &Pki,
+        upstream: &str,
+        token: &str,
+    ) -> anyhow::Result<Tier> {
+        let kubeconfig = prepare(config, dir, pki, upstream, token, "kubeplex-pool-upstream")?;
+        let mut tier = Tier { nodes: Vec::with_capacity(replicas) };
+        for i in 0..replicas {
+            let name = format!("pool-{i}");
+            tier.nodes.push(Kubeplex::spawn(
+                &config.bin,
+                &config.pool_config,
+                name,
+                dir,
+                &kubeconfig,
+                Vec::new(),
+            )?);
+        }
+        for k in &mut tier.nodes {
+            k.wait_ready(Duration::from_secs(60)).await?;
+        }
+        Ok(tier)
+    }
+
+    /// Kills process `i` as a node failure would (SIGKILL: no draining).
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(k) = self.nodes.get_mut(i) {
+            let _ = k.child.kill().await;
+        }
+    }
+
+    /// Starts process `i` again with the same settings and ports, and waits until it is ready.
+    pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        let Some(k) = self.nodes.get_mut(i) else { bail!("no process {i}") };
+        let stderr = std::fs::OpenOptions::new().append(true).create(true).open(&k.log)?;
+        // Its ports were just released; binding them again may take a moment.
+        for attempt in 0..20 {
+            k.child = Command::new(&k.bin)
+                .args(&k.args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr.try_clone()?)
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting {}", k.bin.display()))?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            match k.child.try_wait()? {
+                Some(_) if attempt < 19 => continue,
+                _ => break,
+            }
+        }
+        k.wait_ready(Duration::from_secs(60)).await
     }
 
     /// Stops every process with SIGTERM (kubeplex drains: its watches end cleanly), then kills
@@ -132,7 +192,69 @@ impl Tier {
     }
 }
 
+/// Checks the binary, writes the serving certificate, the client CA and a kubeconfig for the
+/// fake apiserver at `upstream` with `token`; returns the kubeconfig's path.
+fn prepare(
+    config: &TierConfig,
+    dir: &Path,
+    pki: &Pki,
+    upstream: &str,
+    token: &str,
+    name: &str,
+) -> anyhow::Result<PathBuf> {
+    if !config.bin.is_file() {
+        bail!(
+            "{}: no kubeplex binary (build it: cargo build --release -p kubeplex, or pass --kubeplex-bin)",
+            config.bin.display()
+        );
+    }
+    std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem)?;
+    if !dir.join("serving.crt").is_file() {
+        pki.server()?.write(dir, "serving")?;
+    }
+    super::pki::write_kubeconfig(dir, name, upstream, None, super::pki::token_user(token))
+}
+
 impl Kubeplex {
+    /// Launches kubeplex with `config` and `kubeconfig` on two free loopback ports, the
+    /// serving certificate and client CA in `dir`, and `extra` flags; its log in `dir`.
+    fn spawn(
+        bin: &Path,
+        config: &Path,
+        name: String,
+        dir: &Path,
+        kubeconfig: &Path,
+        extra: Vec<std::ffi::OsString>,
+    ) -> anyhow::Result<Kubeplex> {
+        let (addr, admin) = (free_port()?, free_port()?);
+        let log = dir.join(format!("kubeplex-{name}.log"));
+        let stderr = std::fs::File::create(&log)?;
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["serve".into(), "--config".into(), config.into()];
+        args.extend(extra);
+        for (flag, value) in [
+            ("--kubeconfig", kubeconfig.as_os_str().to_owned()),
+            ("--listen", addr.to_string().into()),
+            ("--admin-listen", admin.to_string().into()),
+            ("--tls-cert-file", dir.join("serving.crt").into_os_string()),
+            ("--tls-private-key-file", dir.join("serving.key").into_os_string()),
+            ("--client-ca-file", dir.join("client-ca.crt").into_os_string()),
+            ("--shutdown-grace-period", "2s".into()),
+        ] {
+            args.push(flag.into());
+            args.push(value);
+        }
+        let child = Command::new(bin)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Kubeplex { node: name, addr, admin, child, log, bin: bin.to_path_buf(), args })
+    }
+
     async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<()> {
         let admin = Target::open(Some(&format!("http://{}", self.admin)), None, false)?;
         let deadline = tokio::time::Instant::now() + within;

@@ -1,9 +1,12 @@
 use super::*;
 
+const DAEMONSET: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/base/node/daemonset.yaml");
+const POOL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/base/pool/pool.yaml");
+
 #[test]
 fn kubeplex_rbac_is_read_from_the_shipped_manifest() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/base/node/daemonset.yaml");
-    let auth = policy(2, Path::new(path)).expect("the DaemonSet manifest parses");
+    let auth = policy(2, Path::new(DAEMONSET), Path::new(POOL)).expect("the manifests parse");
     let user = auth.authenticate_token(KUBEPLEX_TOKEN).expect("kubeplex's token");
     let allowed = |verb: &str, group: &str, resource: &str, name: &str| {
         let attrs = kubeplex_sim::auth::Attributes {
@@ -29,9 +32,35 @@ fn kubeplex_rbac_is_read_from_the_shipped_manifest() {
 }
 
 #[test]
+fn the_pools_rbac_and_the_node_tiers_group_are_read_from_the_pool_manifest() {
+    let auth = policy(2, Path::new(DAEMONSET), Path::new(POOL)).expect("the manifests parse");
+    let allowed = |user: &kubeplex_sim::auth::UserInfo, verb: &str, resource: &str, name: &str| {
+        let attrs = kubeplex_sim::auth::Attributes {
+            user: user.clone(),
+            verb: verb.into(),
+            resource_request: true,
+            version: "v1".into(),
+            resource: resource.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        auth.authorize(&attrs, &kubeplex_sim::auth::NoObjects).allowed
+    };
+    let pool = auth.authenticate_token(POOL_TOKEN).expect("the pool's token");
+    assert!(allowed(&pool, "watch", "secrets", ""), "the pool caches Secrets");
+    assert!(allowed(&pool, "impersonate", "users", "system:node:node-0"));
+    assert!(allowed(&pool, "impersonate", "groups", NODE_TIERS_GROUP));
+    assert!(!allowed(&pool, "impersonate", "groups", "system:masters"));
+    // The node tiers' certificate identity, as the pool impersonates it.
+    let tier = kubeplex_sim::auth::UserInfo::new("kubeplex-node-tier").with_group(NODE_TIERS_GROUP);
+    assert!(allowed(&tier, "list", "pods", ""));
+    assert!(allowed(&tier, "impersonate", "users", "system:node:node-1"));
+    assert!(!allowed(&tier, "list", "secrets", ""), "node tiers cache no Secrets");
+}
+
+#[test]
 fn the_agents_identities_read_what_their_roles_allow() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/base/node/daemonset.yaml");
-    let auth = policy(2, Path::new(path)).expect("policy");
+    let auth = policy(2, Path::new(DAEMONSET), Path::new(POOL)).expect("policy");
     let user = |token: &str| auth.authenticate_token(token).expect("a known token");
     assert_eq!(user(&kubelet_token(1)).username, "system:node:node-1");
     assert_eq!(user(&kube_proxy_token(0)).username, "system:serviceaccount:kube-system:kube-proxy");
