@@ -20,6 +20,21 @@ impl NodeAuth {
         }
     }
 
+    /// [`NodeAuth::may_read_cached`] for a watch: a denial remembered for it is asked again
+    /// rather than taken. A watch passed through holds an apiserver watch for its whole life
+    /// (minutes), so one refused a moment ago — the Node authorizer's graph catching up with
+    /// a pod just bound — is worth a fresh review when it is retried: granted now, the cache
+    /// answers it. A grant remembered is used as for any read.
+    pub async fn may_watch_cached(&self, user: &UserInfo, attributes: &ResourceAttributes) -> bool {
+        match self.reviews.authorize_afresh(user, attributes).await {
+            Ok(d) => d.allowed,
+            Err(e) => {
+                tracing::warn!(error = %e, "access review failed; passing the watch through");
+                false
+            }
+        }
+    }
+
     /// The upstream answered a read of `user`'s that was passed through with success: a
     /// denial remembered for it is out of date (the Node authorizer's graph caught up with a
     /// new pod, a RoleBinding was added), so the next such read is reviewed again rather than

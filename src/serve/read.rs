@@ -39,9 +39,10 @@ impl CachedRead<'_> {
     }
 }
 
-/// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`): only a
-/// grant opens it; a denial or a failed review sends the read upstream, where the apiserver
-/// answers it — a refusal included — as it would without kubeplex.
+/// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`; for a
+/// watch `may_watch_cached`, which asks a remembered denial again): only a grant opens it; a
+/// denial or a failed review sends the read upstream, where the apiserver answers it — a
+/// refusal included — as it would without kubeplex.
 pub struct Gate<'a> {
     pub node: Option<(&'a NodeAuth, UserInfo)>,
     pub class: &'a Class,
@@ -55,7 +56,11 @@ impl Gate<'_> {
             Some((node, user)) => {
                 let watch = self.class.verb == Verb::Watch;
                 let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
-                node.may_read_cached(user, &attributes).await
+                if watch {
+                    node.may_watch_cached(user, &attributes).await
+                } else {
+                    node.may_read_cached(user, &attributes).await
+                }
             }
         }
     }

@@ -367,3 +367,40 @@ async fn a_read_as_an_impersonated_kubelet_is_answered_from_the_cache_as_the_kub
     assert!(message.contains(r#"User "someone" cannot impersonate resource "users""#), "{message}");
     assert_eq!(node.served("cache").0, cached_before, "nothing from the cache");
 }
+
+/// A kubelet's watch of a ConfigMap refused for a moment (the Node authorizer's graph not yet
+/// knowing the pod that uses it) and retried: once the apiserver grants it, the retry is
+/// answered from the cache — the remembered denial is asked again for a watch — rather than
+/// passed through to hold an apiserver watch for its whole life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_refused_for_a_moment_is_answered_from_the_cache_once_granted() {
+    let node = Node::start().await;
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "fresh-w", "namespace": "team-0"}, "data": {"k": "v"}}))
+        .expect("create");
+    let path = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dfresh-w&watch=1&resourceVersion=0&timeoutSeconds=1";
+    assert_eq!(client.get(&node.addr(), path).await.status, 403, "no pod of node-0 uses it");
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "uses-fresh-w", "namespace": "team-0"},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}],
+                "volumes": [{"name": "v", "configMap": {"name": "fresh-w"}}]}}))
+        .expect("create");
+    let started = std::time::Instant::now();
+    let granted = loop {
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "never granted");
+        let (cache, upstream) = (node.served("cache").0, node.served("upstream").0);
+        let answer = client.get(&node.addr(), path).await;
+        if answer.status == 200 {
+            break (answer, node.served("cache").0 - cache, node.served("upstream").0 - upstream);
+        }
+        assert_eq!(answer.status, 403, "refused as the apiserver refuses it");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let (answer, from_cache, passed) = granted;
+    assert!(String::from_utf8_lossy(&answer.body).contains("\"fresh-w\""));
+    assert_eq!((from_cache, passed), (1, 0), "the granted watch came from the cache");
+}
