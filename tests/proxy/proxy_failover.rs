@@ -25,36 +25,38 @@ const CACHED: &[&str] = &["pods", "configmaps"];
 const SHAPE: ClusterShape =
     ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 4, services: 0 };
 
-/// A pool tier: kubeplex in front of the fake apiserver, caching pods, on `listen`.
-async fn pool(stack: &Stack, listen: SocketAddr) -> Proxy {
+/// kubeplex in front of the fake apiserver caching [`CACHED`], on `listen` — or, with `pool`,
+/// in front of that first.
+async fn start(stack: &Stack, listen: SocketAddr, pool: Option<SocketAddr>) -> Proxy {
     let config = UpstreamConfig::resolve(Some(&stack.dir.join("upstream.kubeconfig")), None)
-        .expect("config");
+        .expect("config")
+        .with_preferred(
+            pool.map(|pool| PreferredServer {
+                server: ServerUrl::parse(&format!("http://{pool}"), false).expect("url"),
+                ca_pem: None,
+                client_cert: None,
+            })
+            .into_iter()
+            .collect(),
+        );
     let proxy = Proxy::builder(Upstream::new(config).expect("client"), default_caches(CACHED))
         .listen(listen)
         .admin("127.0.0.1:0".parse().expect("addr"))
         .start()
         .await
-        .expect("pool");
+        .expect("kubeplex");
     wait_ready(&proxy).await;
     proxy
 }
 
+/// A pool tier on `listen`.
+async fn pool(stack: &Stack, listen: SocketAddr) -> Proxy {
+    start(stack, listen, None).await
+}
+
 /// A node tier whose upstreams are `pool`, then the fake apiserver.
 async fn node_tier(stack: &Stack, pool: SocketAddr) -> Proxy {
-    let config = UpstreamConfig::resolve(Some(&stack.dir.join("upstream.kubeconfig")), None)
-        .expect("config")
-        .with_preferred(vec![PreferredServer {
-            server: ServerUrl::parse(&format!("http://{pool}"), false).expect("url"),
-            ca_pem: None,
-            client_cert: None,
-        }]);
-    let proxy = Proxy::builder(Upstream::new(config).expect("client"), default_caches(CACHED))
-        .admin("127.0.0.1:0".parse().expect("addr"))
-        .start()
-        .await
-        .expect("node tier");
-    wait_ready(&proxy).await;
-    proxy
+    start(stack, "127.0.0.1:0".parse().expect("addr"), Some(pool)).await
 }
 
 async fn metrics(proxy: &Proxy) -> String {
@@ -151,44 +153,10 @@ async fn a_node_tier_goes_to_the_apiserver_while_the_pool_is_down_and_back_when_
     assert!(moved, "watches at the apiserver: {}", apiserver_watches(&stack));
     let writes = tokio::time::timeout(secs(40), churn).await.expect("churn ends").expect("join");
 
-    let mut want = Vec::new();
-    for i in &informers {
-        want.push(apiserver_state(&stack, &format!("{}?{}", i.collection, i.selectors)).await);
-    }
-    let converged = eventually(secs(30), || async {
-        informers
-            .iter()
-            .zip(&want)
-            .all(|(i, w)| i.seen.lock().map(|s| &s.objects == w).unwrap_or(false))
-    })
-    .await;
+    let settled = settle(&stack, &informers, secs(30)).await;
     stop_tx.send_replace(true);
     for t in tasks {
         tokio::time::timeout(secs(10), t).await.expect("informer stops").expect("join");
-    }
-    let mut problems = Vec::new();
-    let mut report = Vec::new();
-    for (i, w) in informers.iter().zip(&want) {
-        let s = i.seen.lock().unwrap_or_else(|p| p.into_inner());
-        report.push(format!(
-            "{}?{}: {} objects, {} events, {} sessions, {} rewatches, {} relists",
-            i.collection,
-            i.selectors,
-            s.objects.len(),
-            s.events,
-            s.sessions,
-            s.rewatches,
-            s.relists
-        ));
-        problems.extend(s.violations.iter().take(5).cloned());
-        if &s.objects != w {
-            problems.push(format!(
-                "{}?{} differs: {}",
-                i.collection,
-                i.selectors,
-                diff(&s.objects, w)
-            ));
-        }
     }
     let node_metrics = metrics(&node).await;
     let switches: Vec<_> = node_metrics
@@ -197,14 +165,14 @@ async fn a_node_tier_goes_to_the_apiserver_while_the_pool_is_down_and_back_when_
         .collect();
     println!(
         "{writes} writes; back on the pool {took:?} after it returned, every watch {moved_after:?}; {switches:?}\n{}",
-        report.join("\n")
+        settled.report.join("\n")
     );
-    assert!(converged && problems.is_empty(), "{}", problems.join("\n"));
+    assert!(settled.converged && settled.problems.is_empty(), "{}", settled.problems.join("\n"));
     assert!(writes > 100, "the churn ran: {writes} writes");
     // Through the outage the clients' watches went on from the node tier's cache: none had to
     // list again.
     let relists: usize =
         informers.iter().map(|i| i.seen.lock().map(|s| s.relists).unwrap_or(0)).sum();
-    assert_eq!(relists, 0, "clients relisted:\n{}", report.join("\n"));
+    assert_eq!(relists, 0, "clients relisted:\n{}", settled.report.join("\n"));
     drop(second_pool);
 }

@@ -274,50 +274,13 @@ async fn informers_stay_exact_through_churn_dropped_watches_and_compaction() {
     tokio::time::timeout(STEP, faults).await.expect("faults end").expect("join");
 
     // The churn has stopped: every informer must come to hold exactly the apiserver's state.
-    let mut want = Vec::new();
-    for i in &informers {
-        want.push(apiserver_state(&stack, &format!("{}?{}", i.collection, i.selectors)).await);
-    }
-    let converged = eventually(secs(30), || async {
-        informers
-            .iter()
-            .zip(&want)
-            .all(|(i, w)| i.seen.lock().map(|s| &s.objects == w).unwrap_or(false))
-    })
-    .await;
+    let settled = settle(&stack, &informers, secs(30)).await;
     stop_tx.send_replace(true);
     for t in tasks {
         tokio::time::timeout(STEP, t).await.expect("informer stops").expect("join");
     }
-    let mut report = Vec::new();
-    let mut problems = Vec::new();
-    for (i, w) in informers.iter().zip(&want) {
-        let s = i.seen.lock().unwrap_or_else(|p| p.into_inner());
-        report.push(format!(
-            "{}?{}: {} objects, {} events, {} bookmarks, {} sessions, {} rewatches, {} relists, \
-             {} refused lists",
-            i.collection,
-            i.selectors,
-            s.objects.len(),
-            s.events,
-            s.bookmarks,
-            s.sessions,
-            s.rewatches,
-            s.relists,
-            s.list_failures
-        ));
-        problems.extend(s.violations.iter().take(5).cloned());
-        if &s.objects != w {
-            problems.push(format!(
-                "{}?{} differs: {}",
-                i.collection,
-                i.selectors,
-                diff(&s.objects, w)
-            ));
-        }
-    }
-    println!("{writes} writes\n{}", report.join("\n"));
-    assert!(converged && problems.is_empty(), "{}", problems.join("\n"));
+    println!("{writes} writes\n{}", settled.report.join("\n"));
+    assert!(settled.converged && settled.problems.is_empty(), "{}", settled.problems.join("\n"));
     let total = |f: fn(&Seen) -> usize| {
         informers.iter().map(|i| i.seen.lock().map(|s| f(&s)).unwrap_or(0)).sum::<usize>()
     };

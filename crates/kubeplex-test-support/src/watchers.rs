@@ -207,6 +207,59 @@ where
     }
 }
 
+/// What informers came to once the writes stopped ([`settle`]).
+pub struct Settled {
+    /// Every informer came to hold exactly the apiserver's state within the limit.
+    pub converged: bool,
+    /// Broken watch rules (the first few per informer) and views that differ.
+    pub problems: Vec<String>,
+    /// One line per informer: objects, events, bookmarks, sessions, rewatches, relists.
+    pub report: Vec<String>,
+}
+
+/// Waits (up to `limit`) until every informer holds the apiserver's current state for its
+/// collection and selectors, and reports what each saw.
+pub async fn settle(stack: &Stack, informers: &[Arc<Informer>], limit: Duration) -> Settled {
+    let mut want = Vec::new();
+    for i in informers {
+        want.push(apiserver_state(stack, &format!("{}?{}", i.collection, i.selectors)).await);
+    }
+    let converged = eventually(limit, || async {
+        informers
+            .iter()
+            .zip(&want)
+            .all(|(i, w)| i.seen.lock().map(|s| &s.objects == w).unwrap_or(false))
+    })
+    .await;
+    let (mut problems, mut report) = (Vec::new(), Vec::new());
+    for (i, w) in informers.iter().zip(&want) {
+        let s = i.seen.lock().unwrap_or_else(|p| p.into_inner());
+        report.push(format!(
+            "{}?{}: {} objects, {} events, {} bookmarks, {} sessions, {} rewatches, {} relists, \
+             {} refused lists",
+            i.collection,
+            i.selectors,
+            s.objects.len(),
+            s.events,
+            s.bookmarks,
+            s.sessions,
+            s.rewatches,
+            s.relists,
+            s.list_failures
+        ));
+        problems.extend(s.violations.iter().take(5).cloned());
+        if &s.objects != w {
+            problems.push(format!(
+                "{}?{} differs: {}",
+                i.collection,
+                i.selectors,
+                diff(&s.objects, w)
+            ));
+        }
+    }
+    Settled { converged, problems, report }
+}
+
 /// The differences between a client's view and the apiserver's, for failure messages.
 pub fn diff(got: &BTreeMap<String, String>, want: &BTreeMap<String, String>) -> String {
     let mut out = Vec::new();

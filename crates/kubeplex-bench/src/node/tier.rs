@@ -109,9 +109,7 @@ impl Tier {
                 extra,
             )?);
         }
-        for k in &mut tier.nodes {
-            k.wait_ready(Duration::from_secs(60)).await?;
-        }
+        tier.wait_ready().await?;
         Ok(tier)
     }
 
@@ -139,10 +137,27 @@ impl Tier {
                 Vec::new(),
             )?);
         }
-        for k in &mut tier.nodes {
-            k.wait_ready(Duration::from_secs(60)).await?;
-        }
+        tier.wait_ready().await?;
         Ok(tier)
+    }
+
+    /// Waits until every process is ready. One that lost its port to another process between
+    /// [`free_port`] and its bind is started again on new ports (a few times at most).
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        for k in &mut self.nodes {
+            let mut attempts = 0;
+            loop {
+                match k.wait_ready(Duration::from_secs(60)).await {
+                    Err(e) if attempts < 3 && k.lost_its_port() => {
+                        attempts += 1;
+                        tracing::warn!(node = %k.node, error = %e, "port taken meanwhile; starting it again on new ports");
+                        k.respawn_on_new_ports()?;
+                    }
+                    result => break result?,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Kills process `i` as a node failure would (SIGKILL: no draining).
@@ -270,6 +285,33 @@ impl Kubeplex {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         bail!("kubeplex for {} not ready within {within:?}: {}", self.node, self.log_tail())
+    }
+
+    /// It exited because one of its listeners could not bind.
+    fn lost_its_port(&self) -> bool {
+        std::fs::read_to_string(&self.log).is_ok_and(|l| l.contains("Address already in use"))
+    }
+
+    /// Starts it again with the same settings on two new free ports.
+    fn respawn_on_new_ports(&mut self) -> anyhow::Result<()> {
+        let (addr, admin) = (free_port()?, free_port()?);
+        let mut args = self.args.clone();
+        for (flag, value) in [("--listen", addr), ("--admin-listen", admin)] {
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = value.to_string().into();
+            }
+        }
+        let stderr = std::fs::File::create(&self.log)?;
+        self.child = Command::new(&self.bin)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", self.bin.display()))?;
+        (self.addr, self.admin, self.args) = (addr, admin, args);
+        Ok(())
     }
 
     fn log_tail(&self) -> String {
