@@ -45,6 +45,11 @@ impl CachedRead<'_> {
 /// refusal included — as it would without kubeplex.
 pub struct Gate<'a> {
     pub node: Option<(&'a NodeAuth, UserInfo)>,
+    /// The request's headers when they ask to act as someone else: the read is then that
+    /// user's, once the upstream agrees the client may impersonate them (the apiserver's
+    /// impersonation filter: `impersonate` on each part) — as a node tier vouches for its
+    /// kubelet at a pool tier. A refusal, or a failed check, keeps the gate shut.
+    pub impersonation: Option<&'a http::HeaderMap>,
     pub class: &'a Class,
     pub rp: &'a ResourcePath,
 }
@@ -53,7 +58,18 @@ impl Gate<'_> {
     pub async fn open(&self) -> bool {
         match &self.node {
             None => true,
-            Some((node, user)) => {
+            Some((node, client)) => {
+                let target;
+                let user = match self.impersonation {
+                    Some(headers) => match node.impersonation(client, headers).await {
+                        Ok(Some(t)) => {
+                            target = t;
+                            &target
+                        }
+                        _ => return false,
+                    },
+                    None => client,
+                };
                 let watch = self.class.verb == Verb::Watch;
                 let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
                 if watch {

@@ -45,19 +45,6 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
         Identity::Anonymous if impersonates(req.headers()) => return None,
         _ => {}
     }
-    // Whom the read is for: the client, or — node mode — whom it impersonates once the
-    // upstream agrees it may (the apiserver's impersonation filter: `impersonate` on each part),
-    // as a node tier vouches for its kubelet at a pool tier. A refusal, or a failed check, sends
-    // the read upstream, which answers it as it would.
-    let user = match (identity.user(), state.node.as_deref()) {
-        (Some(client), Some(node)) if impersonates(req.headers()) => {
-            match node.impersonation(&client, req.headers()).await {
-                Ok(Some(target)) => Some(target),
-                _ => return None,
-            }
-        }
-        (user, _) => user,
-    };
     let ApiPath::Resource(rp) = &class.path else { return None };
     if rp.subresource.is_some() {
         return None;
@@ -92,7 +79,8 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
     };
     // Node mode: nothing from the cache reaches a client the upstream would refuse; asked once
     // the cache could answer, before any cache is read or started.
-    let gate = Gate { node: state.node.as_deref().zip(user), class, rp };
+    let impersonation = impersonates(req.headers()).then_some(req.headers());
+    let gate = Gate { node: state.node.as_deref().zip(identity.user()), impersonation, class, rp };
     let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate };
     let answer = if opts.watch {
         watch::try_watch(state, &read, req.headers(), req.uri().query()).await

@@ -265,7 +265,8 @@ impl Inner {
             Request<UpstreamBody>,
         ) -> Result<(Pools, Request<UpstreamBody>), ClientError>,
     ) -> Result<Response<Incoming>, ClientError> {
-        let again = replayable(&req);
+        // Kept only where there is a next upstream to send it to.
+        let again = if self.endpoints.len() > 1 { replayable(&req) } else { None };
         let mut req = req;
         let mut at = self.failover.active();
         loop {

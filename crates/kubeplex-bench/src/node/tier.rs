@@ -173,14 +173,7 @@ impl Tier {
         let stderr = std::fs::OpenOptions::new().append(true).create(true).open(&k.log)?;
         // Its ports were just released; binding them again may take a moment.
         for attempt in 0..20 {
-            k.child = Command::new(&k.bin)
-                .args(&k.args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr.try_clone()?)
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| format!("starting {}", k.bin.display()))?;
+            k.child = launch(&k.bin, &k.args, stderr.try_clone()?)?;
             tokio::time::sleep(Duration::from_millis(300)).await;
             match k.child.try_wait()? {
                 Some(_) if attempt < 19 => continue,
@@ -205,6 +198,18 @@ impl Tier {
             }
         }
     }
+}
+
+/// Starts `bin` with `args`, its stderr to `log`; killed when dropped.
+fn launch(bin: &Path, args: &[std::ffi::OsString], log: std::fs::File) -> anyhow::Result<Child> {
+    Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))
 }
 
 /// Checks the binary, writes the serving certificate, the client CA and a kubeconfig for the
@@ -259,14 +264,7 @@ impl Kubeplex {
             args.push(flag.into());
             args.push(value);
         }
-        let child = Command::new(bin)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+        let child = launch(bin, &args, stderr)?;
         Ok(Kubeplex { node: name, addr, admin, child, log, bin: bin.to_path_buf(), args })
     }
 
@@ -302,14 +300,7 @@ impl Kubeplex {
             }
         }
         let stderr = std::fs::File::create(&self.log)?;
-        self.child = Command::new(&self.bin)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
+        self.child = launch(&self.bin, &args, stderr)?;
         (self.addr, self.admin, self.args) = (addr, admin, args);
         Ok(())
     }
