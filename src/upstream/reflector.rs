@@ -37,12 +37,13 @@ use tokio::time::Instant;
 use super::compressed;
 use super::feed::Feed;
 use super::metrics::CallCounters;
-use super::{ServedBy, Upstream, UpstreamBody};
+use super::{Upstream, UpstreamBody};
 use crate::cache::resource::EventKind;
 use crate::cache::CachedObject;
 use crate::wire::list_watch::{self, ListPage};
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::{Encoding, ResourceInfo};
+use move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
 pub const LIST_PAGE_SIZE: usize = 500;
@@ -70,15 +71,6 @@ enum State {
     /// Wait until `until`, then continue with `then`.
     Wait { until: Instant, then: Box<State> },
 }
-
-/// A watch on a fallback upstream tries to move back this often while the returned upstream
-/// has no history from its RV, for at most [`MOVE_GIVE_UP`] (then it resumes there, and
-/// relists if it must): well within the 30 s in which node tiers are back on a returned pool.
-const MOVE_RETRY: Duration = Duration::from_secs(3);
-const MOVE_GIVE_UP: Duration = Duration::from_secs(12);
-/// How long a moved-to watch may stay silent before it is taken as having history (an
-/// upstream without it answers at once with an ERROR event).
-const MOVE_FIRST_FRAME: Duration = Duration::from_secs(1);
 
 /// How long a reload waits for more reads to ask for it (see `upstream::freshness::clock`).
 const RELOAD_GATHER: Duration = Duration::from_millis(20);
@@ -261,8 +253,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     }
                     Ok(Ended::Broken(rv, e)) => {
                         failures += 1;
-                        tracing::warn!(resource = %self.describe, error = %e, rv, "watch broke; resuming");
-                        self.wait_after(&e, failures, State::Watch { rv })
+                        self.resume_after(&e, failures, rv)
                     }
                     Ok(Ended::Reload) => {
                         failures = 0;
@@ -307,8 +298,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     }
                     Ok(Ended::Broken(last, e)) => {
                         failures += 1;
-                        tracing::warn!(resource = %self.describe, error = %e, rv = last, "watch broke; resuming");
-                        self.wait_after(&e, failures, State::Watch { rv: last })
+                        self.resume_after(&e, failures, last)
                     }
                     Err(ReflectError::Gone) => {
                         self.calls.relists.inc();
@@ -335,6 +325,13 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         tracing::debug!(resource = %self.describe, "reloading for a freshness proof");
         let now = Instant::now();
         State::Wait { until: now + RELOAD_GATHER, then: Box::new(self.relist()) }
+    }
+
+    /// A watch that broke after `rv` ([`Ended::Broken`]): watched again from there after the
+    /// backoff — a watch, never a relist.
+    fn resume_after(&self, e: &ReflectError, failures: u32, rv: u64) -> State {
+        tracing::warn!(resource = %self.describe, error = %e, rv, "watch broke; resuming");
+        self.wait_after(e, failures, State::Watch { rv })
     }
 
     /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
@@ -613,9 +610,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 
     /// A watch from `rv` on the upstream now active, if it is earlier than `from` and has
-    /// history from `rv`: its first frame is not an ERROR (a 410: its caches started after
-    /// `rv`), or none comes within [`MOVE_FIRST_FRAME`] (a quiet resource). Returns the
-    /// stream, where it runs, and the bytes read of it.
+    /// history from `rv` ([`has_history`]). Returns the stream, where it runs, and the bytes
+    /// read of it.
     async fn try_move(
         &self,
         rv: u64,
@@ -628,30 +624,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             return None;
         }
         let mut body = compressed::Chunks::new(resp);
-        match tokio::time::timeout(MOVE_FIRST_FRAME, body.next()).await {
-            Err(_) => Some((body, at, None)),
-            Ok(Some(Ok(data))) if !self.starts_with_error(&data) => Some((body, at, Some(data))),
-            Ok(_) => None,
-        }
-    }
-
-    /// Whether a stream's first bytes hold a whole ERROR event.
-    fn starts_with_error(&self, data: &[u8]) -> bool {
-        let first = match self.encoding {
-            Encoding::Json => data
-                .split(|b| *b == b'\n')
-                .next()
-                .filter(|_| data.contains(&b'\n'))
-                .map(Bytes::copy_from_slice),
-            Encoding::Protobuf => {
-                let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
-                frames.push(data);
-                frames.next_frame().ok().flatten().map(|f| Bytes::copy_from_slice(&f))
-            }
-        };
-        first
-            .and_then(|f| list_watch::parse_watch_event(self.encoding, &f).ok())
-            .is_some_and(|e| e.event_type == "ERROR")
+        let read = has_history(&mut body, self.encoding, MAX_WATCH_FRAME).await?;
+        Some((body, at, read))
     }
 
     fn watch_path(&self, rv: u64) -> String {
@@ -718,11 +692,6 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 }
 
-/// The upstream that answered (`upstream::failover`): 0 is the most preferred.
-fn served_by(resp: &http::Response<Incoming>) -> usize {
-    resp.extensions().get::<ServedBy>().map_or(0, |s| s.0)
-}
-
 /// The objects of a streaming list collected so far; `None` once its state is complete.
 type Initial = Option<Vec<CachedObject>>;
 
@@ -744,5 +713,6 @@ async fn collect(resp: http::Response<Incoming>, limit: usize) -> Result<Bytes, 
     compressed::read(resp, limit).await.map_err(|e| ReflectError::Transport(e.to_string()))
 }
 
+mod move_back;
 #[cfg(all(test, feature = "sim"))]
 mod tests;
