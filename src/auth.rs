@@ -28,12 +28,14 @@
 
 //!
 //! The parts, a file each: [`identity`] (who a request comes from), [`authenticate`],
-//! [`authorize`] (reads from the cache), [`impersonate`] (what passes through as whom),
+//! [`authorize`] (reads from the cache), [`graph_lag`] (a node's reads right after a binding),
+//! [`impersonate`] (what passes through as whom),
 //! [`refusal`] (what the apiserver would answer instead), and [`review`] (the review client,
 //! its answers' cache, outage policy and persistence).
 
 pub mod authenticate;
 pub mod authorize;
+pub mod graph_lag;
 pub mod identity;
 pub mod impersonate;
 pub mod node;

@@ -65,7 +65,7 @@ fn refusal(user: &UserInfo, attributes: &ResourceAttributes, reason: &str) -> St
 }
 /// The identity `Impersonate-*` headers ask for: `None` without such headers, `Some(None)`
 /// when they name groups, a uid or extras but no user.
-fn requested_impersonation(headers: &HeaderMap) -> Option<Option<UserInfo>> {
+pub(super) fn requested_impersonation(headers: &HeaderMap) -> Option<Option<UserInfo>> {
     let mut any = false;
     let mut user = UserInfo::default();
     let mut has_user = false;

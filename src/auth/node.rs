@@ -14,6 +14,9 @@ pub struct NodeAuth {
     pub reviews: Reviews,
     /// Requests without credentials are `system:anonymous` (true) or refused with 401.
     pub anonymous: bool,
+    /// How long after a pod's binding its node's reads that depend on it are held
+    /// ([`super::graph_lag`]); zero: never.
+    pub graph_lag: std::time::Duration,
 }
 
 impl NodeAuth {

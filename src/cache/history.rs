@@ -196,6 +196,11 @@ impl History {
         self.events.back_mut()
     }
 
+    /// The events received at or after `since`, newest first.
+    pub fn received_since(&self, since: Instant) -> impl Iterator<Item = &Event> {
+        self.events.iter().rev().take_while(move |e| e.received >= since)
+    }
+
     pub fn len(&self) -> usize {
         self.events.len()
     }

@@ -20,8 +20,10 @@ use self::gauges::Gauges;
 use super::clock::unix_now;
 use super::fanout::{Closed, FanOut, Queue, WatchConfig};
 use super::frames::Encoder;
+use super::history::Seen;
 use super::index;
 use super::metrics::CacheMetrics as Metrics;
+use super::object::CachedObject;
 pub use super::object::Encoding;
 use super::scope::Scope;
 use super::store::{Snapshot, SnapshotError, Store, StoreLimits};
@@ -206,6 +208,23 @@ impl ResourceCache {
             dispatched: AtomicU64::new(0),
             watch_config,
         }
+    }
+
+    /// When the newest object that entered `selection` (an ADDED as a watcher of it would see
+    /// it) at or after `since` and passes `wanted` was received, if any: e.g. when a pod was
+    /// last bound to a node.
+    pub fn entered_since(
+        &self,
+        since: std::time::Instant,
+        selection: impl Fn(&CachedObject) -> bool,
+        wanted: impl Fn(&CachedObject) -> bool,
+    ) -> Option<std::time::Instant> {
+        let fan = self.fanout();
+        let newest = fan
+            .history
+            .received_since(since)
+            .find(|e| wanted(&e.object) && e.seen_by(&selection) == Some(Seen::Added));
+        newest.map(|e| e.received)
     }
 
     fn fanout(&self) -> std::sync::MutexGuard<'_, FanOut> {

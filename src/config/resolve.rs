@@ -219,6 +219,7 @@ impl Settings {
                     tls,
                     anonymous: self.anonymous_auth,
                     reviews,
+                    graph_lag: self.node_graph_lag.0,
                 })))
             }
             ModeName::Sidecar => {

@@ -188,6 +188,18 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub review_timeout: Duration,
+    /// Node mode: how long after a pod is bound to a node that node's reads of the pod and of
+    /// what it uses in its namespace (ConfigMaps, Secrets, claims) are held before they go on,
+    /// so that they reach the apiserver after its Node authorizer's graph has caught up with
+    /// the binding, not before (1.36: up to 0.9 s), and are not refused and retried; 0s: never
+    /// held.
+    #[arg(
+        long,
+        env = "KUBEPLEX_NODE_GRAPH_LAG",
+        default_value = "900ms",
+        help_heading = "Node mode"
+    )]
+    pub node_graph_lag: Duration,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,

@@ -120,6 +120,9 @@ pub struct NodeConfig {
     /// apiserver's `--anonymous-auth`.
     pub anonymous: bool,
     pub reviews: ReviewConfig,
+    /// How long a node's reads that depend on a pod just bound to it are held
+    /// (`auth::graph_lag`); zero: never.
+    pub graph_lag: std::time::Duration,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -220,7 +223,9 @@ impl ProxyBuilder {
                     .map_err(|e| StartError::Tls(e.to_string()))?;
                 let reviews =
                     Reviews::new(upstream.clone(), config.reviews, metrics.reviews.clone());
-                (Some(Arc::new(NodeAuth { reviews, anonymous: config.anonymous })), Some(tls))
+                let graph_lag = config.graph_lag;
+                let node = NodeAuth { reviews, anonymous: config.anonymous, graph_lag };
+                (Some(Arc::new(node)), Some(tls))
             }
         };
         // Caches' states on disk (when configured) are read before anything serves: their

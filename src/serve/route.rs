@@ -10,9 +10,10 @@ use tower::{Service, ServiceExt};
 use super::body::Body;
 use super::metrics::Source;
 use super::read::{CachedRead, Gate};
-use super::request::{impersonates, Classified};
+use super::request::{impersonates, Classified, Verb};
 use super::state::ProxyState;
 use super::{cached, watch};
+use crate::auth::authorize::read_attributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
 use crate::wire::request::ApiPath;
@@ -22,6 +23,7 @@ pub async fn route<P>(state: &Arc<ProxyState>, req: Classified, passthrough: P) 
 where
     P: Service<Classified, Response = Response<Body>, Error = Infallible>,
 {
+    wait_for_node_graph(state, &req).await;
     if let Some(mut answer) = from_cache(state, &req).await {
         answer.extensions_mut().insert(Source::Cache);
         return answer;
@@ -30,6 +32,27 @@ where
         Ok(resp) => resp,
         Err(never) => match never {},
     }
+}
+
+/// Node mode: a node's read that depends on a pod bound to it a moment ago waits until the Node
+/// authorizer's graph has caught up with the binding (`auth::graph_lag`), wherever it then
+/// goes: the cache, or upstream.
+async fn wait_for_node_graph(state: &ProxyState, classified: &Classified) {
+    let Some(node) = state.node.as_deref().filter(|n| !n.graph_lag.is_zero()) else { return };
+    let Classified { req, class, identity } = classified;
+    let ApiPath::Resource(rp) = &class.path else { return };
+    if req.method() != http::Method::GET {
+        return;
+    }
+    let attributes = read_attributes(rp, class.options.as_ref(), class.verb == Verb::Watch);
+    let client = identity.user();
+    let Some(until) = node.graph_hold(&state.caches, client.as_ref(), req.headers(), &attributes)
+    else {
+        return;
+    };
+    let now = std::time::Instant::now();
+    state.metrics.reviews.graph_waits.observe(until.saturating_duration_since(now).as_secs_f64());
+    tokio::time::sleep_until(until.into()).await;
 }
 
 /// A GET of a resource collection or object (not a subresource) whose resource supports

@@ -6,7 +6,9 @@
 //! served from the cache for a request the upstream would refuse.
 
 use kubeplex_test_support as support;
-use support::node::{Node, ADMIN_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
+use std::time::Duration;
+
+use support::node::{Node, NodeOptions, ADMIN_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
 use support::tls::{Credentials, Pki, TlsClient};
 
 /// How a test identity reaches kubeplex, and how the same identity reaches the apiserver
@@ -201,7 +203,10 @@ async fn passthrough_keeps_the_clients_identity() {
 /// memory — and once the apiserver allows it, it is reviewed again and served from the cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_refused_for_a_moment_is_refused_no_longer_than_the_apiserver_refuses_it() {
-    let node = Node::start().await;
+    // No hold (`nodeGraphLag: 0s`): the refusals themselves, as when no cache of pods shows
+    // the binding.
+    let node =
+        Node::start_with(NodeOptions { graph_lag: Duration::ZERO, ..Default::default() }).await;
     let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
     let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
     let direct = |path: &str| {
@@ -374,7 +379,9 @@ async fn a_read_as_an_impersonated_kubelet_is_answered_from_the_cache_as_the_kub
 /// passed through to hold an apiserver watch for its whole life.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_refused_for_a_moment_is_answered_from_the_cache_once_granted() {
-    let node = Node::start().await;
+    // No hold (`nodeGraphLag: 0s`): the refused watch's retries themselves.
+    let node =
+        Node::start_with(NodeOptions { graph_lag: Duration::ZERO, ..Default::default() }).await;
     let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
     let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
     node.sim
@@ -403,4 +410,64 @@ async fn a_watch_refused_for_a_moment_is_answered_from_the_cache_once_granted() 
     let (answer, from_cache, passed) = granted;
     assert!(String::from_utf8_lossy(&answer.body).contains("\"fresh-w\""));
     assert_eq!((from_cache, passed), (1, 0), "the granted watch came from the cache");
+}
+
+/// Right after a pod is bound to its node the kubelet reads what the pod uses, and the Node
+/// authorizer refuses those reads until its graph has caught up. Through kubeplex, which saw the
+/// binding in its cache of pods, such a read is held until then (`nodeGraphLag` after it
+/// received the binding) and answered: the kubelet gets no refusal and the apiserver no
+/// request to refuse. A read no new pod of the node can explain (another namespace) is not
+/// held: refused at once, by the apiserver, as before. The apiserver's graph lags 3 s here, so
+/// that the reads surely fall in its window on a busy machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_read_right_after_a_binding_waits_for_the_node_authorizer_instead_of_being_refused()
+{
+    let lag = Duration::from_secs(3);
+    let options = NodeOptions { graph_lag: lag, apiserver_graph_lag: lag, ..Default::default() };
+    let node = Node::start_with(options).await;
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
+    for ns in ["team-0", "team-1"] {
+        node.sim
+            .create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "held", "namespace": ns}, "data": {"k": "v"}}))
+            .expect("create");
+    }
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "uses-held", "namespace": "team-0"},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}],
+                "volumes": [{"name": "v", "configMap": {"name": "held"}}]}}))
+        .expect("create");
+    let created = std::time::Instant::now();
+    // The kubelet sees its new pod (its watch of its pods, from kubeplex's cache).
+    let pods = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0&resourceVersion=0";
+    while !String::from_utf8_lossy(&client.get(&node.addr(), pods).await.body).contains("uses-held")
+    {
+        assert!(created.elapsed() < Duration::from_secs(2), "kubeplex never saw the binding");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused_before = node.upstream_answered("configmaps", "403");
+    // Another namespace's ConfigMap: no new pod of node-0 there, so not held, and refused.
+    let other = client.get(&node.addr(), "/api/v1/namespaces/team-1/configmaps/held").await;
+    assert_eq!(other.status, 403, "{}", String::from_utf8_lossy(&other.body));
+    assert!(created.elapsed() < lag, "the other read was not held");
+    assert_eq!(node.upstream_answered("configmaps", "403"), refused_before + 1);
+    // The new pod's ConfigMap, by name as the kubelet's watch of it asks: held, then answered.
+    let named =
+        "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dheld&resourceVersion=0";
+    let answer = client.get(&node.addr(), named).await;
+    assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(String::from_utf8_lossy(&answer.body).contains("\"held\""));
+    assert!(created.elapsed() >= lag, "answered after the apiserver's graph caught up");
+    // The pod itself, by name (the status manager's GET): its hold is over too.
+    let pod = client.get(&node.addr(), "/api/v1/namespaces/team-0/pods/uses-held").await;
+    assert_eq!(pod.status, 200, "{}", String::from_utf8_lossy(&pod.body));
+    assert_eq!(
+        node.upstream_answered("configmaps", "403"),
+        refused_before + 1,
+        "the apiserver refused nothing but the other namespace's read"
+    );
+    assert_eq!(node.upstream_answered("pods", "403"), 0);
+    assert_eq!(node.metric("kubeplex_auth_node_graph_wait_seconds_count", &[]), 1);
 }

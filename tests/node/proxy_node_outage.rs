@@ -224,7 +224,12 @@ async fn a_node_restarted_during_an_outage_answers_its_agents_as_before_then_rev
         interval: Duration::from_millis(200),
         ..DiskConfig::default()
     };
-    let options = NodeOptions { reviews: short_reviews(), discovery_ttl: DISCOVERY_TTL, disk };
+    let options = NodeOptions {
+        reviews: short_reviews(),
+        discovery_ttl: DISCOVERY_TTL,
+        disk,
+        ..Default::default()
+    };
     let node = Node::start_with(options).await;
     let clients = clients(&node);
     let addr = node.addr();

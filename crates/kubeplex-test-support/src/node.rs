@@ -104,7 +104,12 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
     };
     let tls = kubeplex_net::TlsConfig::new(dir.join("serving.crt"), dir.join("serving.key"))
         .with_client_ca(dir.join("client-ca.crt"));
-    let mode = Mode::Node(Box::new(NodeConfig { tls, anonymous: true, reviews: options.reviews }));
+    let mode = Mode::Node(Box::new(NodeConfig {
+        tls,
+        anonymous: true,
+        reviews: options.reviews,
+        graph_lag: options.graph_lag,
+    }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
 }
@@ -131,6 +136,11 @@ pub const SHAPE: ClusterShape =
 #[derive(Debug, Clone)]
 pub struct NodeOptions {
     pub reviews: ReviewConfig,
+    /// `nodeGraphLag` (the product's default: 900 ms).
+    pub graph_lag: Duration,
+    /// How far the fake apiserver's Node authorizer lags its store (its default: 900 ms, the
+    /// most measured on 1.36).
+    pub apiserver_graph_lag: Duration,
     pub discovery_ttl: Duration,
     /// Caches' states, and review answers, on disk (off by default).
     pub disk: DiskConfig,
@@ -140,6 +150,8 @@ impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
             reviews: ReviewConfig::default(),
+            graph_lag: Duration::from_millis(900),
+            apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
             discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }
@@ -171,8 +183,13 @@ impl Node {
     /// [`Node::start`] with kubeplex's settings (short TTLs, for outages that outlast them; a
     /// state directory).
     pub async fn start_with(options: NodeOptions) -> Node {
-        let sim =
-            SimBuilder::new().seed(seed::cluster(SHAPE)).auth(policy()).start().await.unwrap();
+        let sim = SimBuilder::new()
+            .seed(seed::cluster(SHAPE))
+            .auth(policy())
+            .node_graph_lag(options.apiserver_graph_lag)
+            .start()
+            .await
+            .unwrap();
         let dir = std::env::temp_dir().join(format!(
             "kubeplex-node-{}-{}",
             std::process::id(),
@@ -270,6 +287,15 @@ impl Node {
         )
     }
 
+    /// The fake apiserver's answers with `code` to requests for `resource`.
+    pub fn upstream_answered(&self, resource: &str, code: &str) -> u64 {
+        sum_series(
+            &self.sim.metrics_text(),
+            "apiserver_request_total",
+            &[("resource", resource), ("code", code)],
+        )
+    }
+
     /// Writes a kubeconfig for kubeplex's TLS listener as an agent on the node has it
     /// (`server: https://127.0.0.1:PORT`, the cluster CA as `certificate-authority-data`) with
     /// `user` (a kubeconfig `user` entry); its path.
@@ -312,7 +338,11 @@ impl Node {
 /// Sum of the `name{...}` series of Prometheus text whose labels include all of `labels`.
 fn sum_series(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
     text.lines()
-        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        // `name{labels} value`, or `name value` for a series without labels.
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            rest.strip_prefix('{').or_else(|| rest.starts_with(' ').then_some(rest))
+        })
         .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64

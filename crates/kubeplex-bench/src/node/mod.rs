@@ -320,7 +320,11 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         p.stop().await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after = Counters::read(&sim.metrics_text());
+    let after_text = sim.metrics_text();
+    // The fake apiserver's whole /metrics page, for a closer look than the report's sums
+    // (requests by code, by resource).
+    let _ = std::fs::write(dir.join("apiserver-metrics.txt"), &after_text);
+    let after = Counters::read(&after_text);
     let mut served = Served::between(&before, &after);
     served.open_watches = (running.open_watches - before.open_watches) as i64;
     served.open_watches_max = (open_max.max(running.open_watches) - before.open_watches) as i64;
