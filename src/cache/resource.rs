@@ -41,6 +41,21 @@ pub enum EventKind {
     Deleted,
 }
 
+/// A load of the cache's state, as requested.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    requested: std::time::Instant,
+    /// Asked for the upstream's current state (resourceVersion unset), not any state.
+    consistent: bool,
+}
+
+impl Load {
+    /// Whether its state is consistent for a read that arrived at `arrived`.
+    fn consistent_for(self, arrived: std::time::Instant) -> bool {
+        self.consistent && self.requested >= arrived
+    }
+}
+
 pub struct ResourceCache {
     info: Arc<ResourceInfo>,
     /// Where it lists and watches: the cluster-wide collection, or one namespace's
@@ -64,11 +79,11 @@ pub struct ResourceCache {
     /// in another (see [`ResourceCache::mark_progress`]).
     epoch: AtomicU64,
     /// The load (list or streaming list) under way, if any, and when its request was sent.
-    loading: Mutex<Option<std::time::Instant>>,
-    /// When the request of the load the state comes from was sent: that state is consistent
-    /// for every read that arrived before then (the upstream answers a list with
-    /// resourceVersion unset at its current RV).
-    loaded_from: Mutex<Option<std::time::Instant>>,
+    loading: Mutex<Option<Load>>,
+    /// The load the state comes from: when it was requested, that state is consistent for
+    /// every read that arrived before then (the upstream answers a list with resourceVersion
+    /// unset at its current RV) — unless it asked for any state (`resourceVersion=0`).
+    loaded_from: Mutex<Option<Load>>,
     /// Bumped whenever a load ends, applied or failed: readers waiting for a load wake.
     loads: watch::Sender<u64>,
 
@@ -356,12 +371,15 @@ impl ResourceCache {
                 .loaded_from
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .is_some_and(|at| at >= arrived)
+                .is_some_and(|load| load.consistent_for(arrived))
     }
 
     /// Whether a load requested at or after `arrived` is under way.
     pub fn loading_since(&self, arrived: std::time::Instant) -> bool {
-        self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|at| at >= arrived)
+        self.loading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|load| load.consistent_for(arrived))
     }
 
     /// Waits until the state comes from a load requested at or after `arrived`
@@ -386,6 +404,11 @@ impl ResourceCache {
         let loading = self.loading.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         (self.is_synced() && !loading)
             .then(|| (self.epoch.load(Ordering::Acquire), store.resource_version()))
+    }
+
+    /// Changes whenever the cache's RV does (a change, a bookmark, a load).
+    pub fn watch_rv(&self) -> watch::Receiver<u64> {
+        self.rv_tx.subscribe()
     }
 
     /// Waits until the cache has reached `rv`; `Err(current)` after `timeout`.

@@ -97,6 +97,25 @@ pub async fn consistent(
     proof.ok()
 }
 
+/// [`consistent`] for a watch of one object in a small cache, proven by a metadata list of the
+/// cache (`Freshness::consistent_listed`).
+pub async fn consistent_listed(
+    state: &ProxyState,
+    cache: &Live,
+    arrived: std::time::Instant,
+) -> Option<Proven> {
+    let freshness = &cache.freshness;
+    let budget = freshness.budget();
+    if budget.is_zero() {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let deadline = Instant::now() + budget;
+    let proof = freshness.consistent_listed(cache, arrived, deadline).await;
+    observe(state, cache, "consistent", outcome(proof.map(|p| p.proof)), started);
+    proof.ok()
+}
+
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
 /// the final bookmark of a watch that is another tier's freshness probe (`watch`): the
 /// bookmark is at the upstream's current RV only once this tier knows it holds that state.

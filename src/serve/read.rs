@@ -9,6 +9,7 @@ use crate::auth::authorize::read_attributes;
 use crate::auth::{NodeAuth, UserInfo};
 use crate::cache::{Encoding, Scope};
 use crate::upstream::caches::Live;
+use crate::upstream::reflector::FirstLoad;
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::resource::ResourceInfo;
 
@@ -35,7 +36,18 @@ impl CachedRead<'_> {
         if !self.gate.open().await {
             return None;
         }
-        caches.for_read(self.info, encoding, self.scope, !self.opts.watch)
+        caches.for_read(self.info, encoding, self.scope, self.first_load())
+    }
+
+    /// How a cache started for this read loads: as the read would ask the apiserver directly
+    /// (a watch — a WatchList — streams; a list pages, at resourceVersion=0 when it accepts any
+    /// state, as an informer's first list does).
+    fn first_load(&self) -> FirstLoad {
+        match (self.opts.watch, self.opts.resource_version.as_deref()) {
+            (true, _) => FirstLoad::Stream,
+            (false, Some("0")) => FirstLoad::PagedAnyState,
+            (false, _) => FirstLoad::Paged,
+        }
     }
 }
 

@@ -43,7 +43,8 @@ use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
-use crate::upstream::freshness::Proven;
+use crate::upstream::caches::Live;
+use crate::upstream::freshness::{Proven, LISTED_MAX_OBJECTS};
 use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
@@ -104,9 +105,7 @@ pub async fn try_watch(
         // Consistent (a WatchList with resourceVersion unset): the state once the cache is
         // shown to be current, else passed through.
         (Some(true), None) => {
-            let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
-            let proven = fresh::consistent(state, &cache, arrived, || true, reload).await?;
-            (state_at(proven), bookmarks)
+            (state_at(consistent(state, &cache, info, &filter, arrived).await?), bookmarks)
         }
         (Some(true), Some(n)) => {
             if n > 0 {
@@ -121,11 +120,7 @@ pub async fn try_watch(
         (Some(false), Some(n)) => (WatchFrom::After(n), false),
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
         // resourceVersion unset: "get state and start at most recent" — consistent too.
-        (None, None) => {
-            let reload = || fresh::reload_covers(&cache, info.namespaced, &filter);
-            let proven = fresh::consistent(state, &cache, arrived, || true, reload).await?;
-            (state_at(proven), false)
-        }
+        (None, None) => (state_at(consistent(state, &cache, info, &filter, arrived).await?), false),
         (None, Some(_)) => (WatchFrom::State, false),
     };
     let encoder = cache.encoder();
@@ -207,6 +202,24 @@ pub async fn try_watch(
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
 /// apiserver's state when the read arrived: later events are events, as they are there), or
 /// the cache's state when it was loaded for the read.
+/// The freshness proof of a consistent watch: for a watch of one object in a small cache, a
+/// metadata list of the cache; else the cache's own proof, a reload for a small cache the
+/// watch covers.
+async fn consistent(
+    state: &ProxyState,
+    cache: &Live,
+    info: &ResourceInfo,
+    filter: &Filter,
+    arrived: std::time::Instant,
+) -> Option<Proven> {
+    let named = filter.field.as_ref().and_then(|f| f.exact_value("metadata.name")).is_some();
+    if named && cache.object_count() <= LISTED_MAX_OBJECTS {
+        return fresh::consistent_listed(state, cache, arrived).await;
+    }
+    let reload = || fresh::reload_covers(cache, info.namespaced, filter);
+    fresh::consistent(state, cache, arrived, || true, reload).await
+}
+
 fn state_at(proven: Proven) -> WatchFrom {
     match proven.at {
         Some(rv) => WatchFrom::StateAt(rv),

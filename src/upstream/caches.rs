@@ -38,7 +38,7 @@ use super::feed::{self, Feed};
 pub use super::freshness::FreshnessConfig;
 use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
-use super::reflector::Reflector;
+use super::reflector::{FirstLoad, Reflector};
 use super::Upstream;
 use crate::cache::fanout::WatchConfig;
 use crate::cache::metrics::CacheMetrics;
@@ -232,25 +232,25 @@ impl Caches {
     /// "What a cache may cost"): the narrowest running cache whose scope contains it; else a
     /// new cache of exactly `read`, unless the read names one object or the resource has
     /// [`MAX_SCOPES_PER_RESOURCE`] caches. `None`: the read passes through.
-    /// `list`: the read is a list (not a watch), and a cache started for it loads as a list
-    /// does ([`Reflector::first_load_paged`]).
+    /// `first`: how a cache started for it loads — as the read would ask directly
+    /// ([`FirstLoad`]).
     pub fn for_read(
         &self,
         info: &Arc<ResourceInfo>,
         encoding: Encoding,
         read: &Scope,
-        list: bool,
+        first: FirstLoad,
     ) -> Option<Arc<Live>> {
         if let Some(live) = self.containing(info, encoding, read) {
             return Some(live);
         }
         if let Some(declared) = self.declared(info, encoding, read) {
-            return self.start(info, encoding, declared, list);
+            return self.start(info, encoding, declared, first);
         }
         if read.name().is_some() || self.scopes_of(info, encoding) >= MAX_SCOPES_PER_RESOURCE {
             return None;
         }
-        self.start(info, encoding, read.clone(), list)
+        self.start(info, encoding, read.clone(), first)
     }
 
     /// Whether a named read (which starts no cache of its own) has a cache to be served by: a
@@ -327,16 +327,16 @@ impl Caches {
         encoding: Encoding,
         scope: Scope,
     ) -> Option<Arc<Live>> {
-        self.start(info, encoding, scope, false)
+        self.start(info, encoding, scope, FirstLoad::Stream)
     }
 
-    /// [`Caches::get_or_start`], loading first with a paged list when `paged_first`.
+    /// [`Caches::get_or_start`], loading first as `first` says.
     fn start(
         &self,
         info: &Arc<ResourceInfo>,
         encoding: Encoding,
         scope: Scope,
-        paged_first: bool,
+        first: FirstLoad,
     ) -> Option<Arc<Live>> {
         let key = key_of(info, encoding, scope.clone());
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
@@ -381,7 +381,7 @@ impl Caches {
         let feed = self.weighed(key.clone(), cache.clone(), apply);
         let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
             .within(cache.collection_path(), cache.selector_query())
-            .first_load_paged(paged_first)
+            .first_load(first)
             .reloaded_by(reloads);
         let reflector = tokio::spawn(reflector.run());
         let sweeper = {

@@ -17,8 +17,9 @@ use crate::cache::CachedObject;
 #[derive(Debug)]
 pub enum Feed {
     /// A load (paged list or streaming list) is being requested, at `requested`: its state will
-    /// be consistent for every read that arrived before then.
-    LoadStarted { requested: Instant },
+    /// be consistent for every read that arrived before then — when `consistent` (a list at
+    /// `resourceVersion=0` is consistent for no read).
+    LoadStarted { requested: Instant, consistent: bool },
     /// The load ended without a complete state; nothing was replaced. `unreachable`: the
     /// upstream gave no answer (no connection, a 5xx, a 429), rather than refusing it;
     /// `forbidden`: it refused kubeplex the list (401, 403).
@@ -37,7 +38,7 @@ pub enum Feed {
 /// Applies one event to `cache` (kube-runtime's `Writer::apply_watcher_event`).
 pub fn apply(cache: &ResourceCache, feed: Feed) {
     match feed {
-        Feed::LoadStarted { requested } => cache.load_started(requested),
+        Feed::LoadStarted { requested, consistent } => cache.load_started(requested, consistent),
         Feed::LoadFailed { .. } => cache.load_failed(),
         Feed::Loaded { objects, rv, whole } => {
             cache.replace(objects, rv);

@@ -26,6 +26,14 @@
 //!    resource, a list of this one comes first ([`Clock::progress`]; one per resource, shared by
 //!    all its caches, and none when a list of it already reached R).
 //!
+//! **A metadata list, for a watch of one object in a small cache** (the kubelet's watch of each
+//! ConfigMap and Secret its pods use, a node's watch of its Node; [`LISTED_MAX_OBJECTS`]): one
+//! consistent list of the cache's scope, metadata only, answered at once and shared by the reads
+//! that join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
+//! listed object at its listed RV and nothing the list lacks, it is marked at the list's RV.
+//! A pool tier gets such watches from every node as pods land: a reload per read would send the
+//! whole cache as events each time, a probe would hold each pod's start-up ~1.5 s.
+//!
 //! **A reload instead of a probe, for a small cache a read covers**: when a consistent watch of
 //! a quiet cache whose objects are small and mostly the read's own (a node's own pods, its
 //! Node, the services kube-proxy watches) would need a probe, the cache is reloaded instead —
@@ -58,6 +66,7 @@ pub use clock::Clock;
 use super::metrics::CallCounters;
 use super::{Upstream, UpstreamBody};
 use crate::cache::resource::ResourceCache;
+use crate::cache::CachedObject;
 use crate::wire::meta;
 
 /// How long reads wait for the cache rather than passing through.
@@ -133,6 +142,8 @@ pub enum Proof {
     Probe,
     /// The cache was reloaded for it.
     Reload,
+    /// A metadata list of the cache's scope showed it holds the upstream's state.
+    Listed,
 }
 
 impl Proof {
@@ -143,6 +154,7 @@ impl Proof {
             Proof::Watch => "watch",
             Proof::Probe => "probe",
             Proof::Reload => "reload",
+            Proof::Listed => "listed",
         }
     }
 }
@@ -175,6 +187,33 @@ impl NotProven {
     }
 }
 
+/// At most this many objects in a cache whose watches of one object are proven by a metadata
+/// list of the whole cache, shared by every such read that comes with it
+/// ([`Freshness::consistent_listed`]): about 64 KiB of metadata, where the watch alone costs
+/// one object, but a reload would send every object's body and a probe take ~1.5 s.
+pub const LISTED_MAX_OBJECTS: usize = 256;
+
+/// What a consistent metadata list of a whole cache's scope showed: the upstream's RV, and
+/// every object's (by `namespace/name` key).
+struct Listed {
+    rv: u64,
+    objects: std::collections::HashMap<String, u64>,
+}
+
+impl Listed {
+    /// Whether `snap` holds the listed state or a newer one: every listed object at its listed
+    /// RV or later, and nothing else but objects newer than the list (created after it).
+    fn held_by(&self, snap: &crate::cache::Snapshot) -> bool {
+        let items = snap.items();
+        self.objects
+            .iter()
+            .all(|(key, rv)| items.get(key).is_some_and(|o| o.resource_version >= *rv))
+            && items
+                .iter()
+                .all(|(key, o)| self.objects.contains_key(key) || o.resource_version > self.rv)
+    }
+}
+
 /// A result every waiter of one single-flight operation gets: `None` while it runs.
 type Shared<T> = watch::Receiver<Option<T>>;
 
@@ -196,6 +235,12 @@ pub struct Freshness {
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
     /// woken by the move can tell who moved it).
     probed_to: AtomicU64,
+    /// The metadata list of the whole cache that reads can still join (not sent yet), and the
+    /// last one that answered, with when it was sent ([`Freshness::listed`]).
+    listing: Mutex<Option<Shared<Option<Arc<Listed>>>>>,
+    listed_last: Mutex<Option<(std::time::Instant, Arc<Listed>)>>,
+    /// Held while a metadata list is in flight: one at a time.
+    listing_turn: tokio::sync::Mutex<()>,
 }
 
 impl Freshness {
@@ -221,6 +266,9 @@ impl Freshness {
             reload,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
+            listing: Mutex::new(None),
+            listed_last: Mutex::new(None),
+            listing_turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -265,6 +313,157 @@ impl Freshness {
                 .map(|proof| Proven { proof, at: None });
         }
         self.probe_until(cache, current, deadline, probe_worth_it).await.map(at)
+    }
+
+    /// [`Freshness::consistent`] by a metadata list of the cache ([`Freshness::listed`]), for a
+    /// watch of one object in a small cache — the kubelet's watch of each ConfigMap and Secret
+    /// its pods use, a node's watch of its Node: one small request, answered at once, shared by
+    /// the reads that come with it, instead of a reload of the cache per read (each of its
+    /// objects as an event) or a bookmark probe (~1.5 s). When a shared list sent since the
+    /// read arrived already shows the cache current, no request.
+    pub async fn consistent_listed(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        arrived: std::time::Instant,
+        deadline: Instant,
+    ) -> Result<Proven, NotProven> {
+        if cache.loaded_since(arrived) {
+            return Ok(Proven { proof: Proof::Load, at: None });
+        }
+        if let Some(rv) = self.clock.sent_since(arrived) {
+            if cache.resource_version() >= rv {
+                return Ok(Proven { proof: Proof::Cache, at: Some(rv) });
+            }
+        }
+        self.listed(cache, arrived, deadline).await
+    }
+
+    /// The cache shown to hold the upstream's state as of `arrived` by one consistent list of
+    /// its whole scope, metadata only, sent after the read arrived and shared by every read
+    /// that joins it before it is sent ([`clock::GATHER`]): once the cache holds each listed
+    /// object at its listed RV (or later) and nothing listed as gone, no event of the cache's
+    /// scope lies between its RV and the list's, and it is moved to the list's RV as a bookmark
+    /// would (`ResourceCache::mark_progress`). One request, answered at once, and no object
+    /// bodies — where a reload would send each object as an event, and a probe take ~1.5 s.
+    async fn listed(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        arrived: std::time::Instant,
+        deadline: Instant,
+    ) -> Result<Proven, NotProven> {
+        let listed = tokio::time::timeout_at(deadline, self.metadata_list(arrived))
+            .await
+            .ok()
+            .flatten()
+            .ok_or(NotProven::Timeout)?;
+        let mut moved = cache.watch_rv();
+        loop {
+            if cache.loaded_since(arrived) {
+                return Ok(Proven { proof: Proof::Load, at: None });
+            }
+            if cache.resource_version() >= listed.rv {
+                return Ok(Proven { proof: Proof::Listed, at: Some(listed.rv) });
+            }
+            if let Some((epoch, _)) = cache.probe_start() {
+                let snap = cache.current();
+                if listed.held_by(&snap)
+                    && cache.mark_progress(epoch, snap.resource_version(), listed.rv)
+                {
+                    continue;
+                }
+            }
+            if tokio::time::timeout_at(deadline, moved.changed()).await.is_err() {
+                return Err(NotProven::Timeout);
+            }
+        }
+    }
+
+    /// A metadata list of the cache's scope sent at or after `arrived`: the last one if it was,
+    /// else the one not sent yet, else a new one (one in flight at a time).
+    async fn metadata_list(self: &Arc<Self>, arrived: std::time::Instant) -> Option<Arc<Listed>> {
+        if let Some((sent, listed)) = &*self.listed_last.lock().unwrap_or_else(|p| p.into_inner()) {
+            if *sent >= arrived {
+                return Some(listed.clone());
+            }
+        }
+        let mut rx = {
+            let mut slot = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+            match &*slot {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    *slot = Some(rx.clone());
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let _turn = this.listing_turn.lock().await;
+                        tokio::time::sleep(clock::GATHER).await;
+                        this.listing.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        let sent = std::time::Instant::now();
+                        let listed = this.fetch_metadata_list().await.map(Arc::new);
+                        if let Some(l) = &listed {
+                            this.clock.sampled(&this.resource, sent, l.rv);
+                            *this.listed_last.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some((sent, l.clone()));
+                        }
+                        let _ = tx.send(Some(listed));
+                    });
+                    rx
+                }
+            }
+        };
+        let got = rx.wait_for(Option::is_some).await.ok()?;
+        (*got).clone().flatten()
+    }
+
+    /// A consistent list of the cache's scope, metadata only. `None` when it failed.
+    async fn fetch_metadata_list(&self) -> Option<Listed> {
+        let cache = self.cache.upgrade()?;
+        self.calls.proof_list.inc();
+        let selectors = cache.selector_query();
+        let path = match selectors.strip_prefix('&') {
+            Some(q) => format!("{}?{q}", cache.collection_path()),
+            None => cache.collection_path(),
+        };
+        drop(cache);
+        let req = request(&path, ACCEPT_METADATA)?;
+        let fetch = async {
+            let resp = self.upstream.send(req).await.ok()?;
+            if resp.status() != StatusCode::OK {
+                tracing::debug!(status = %resp.status(), "metadata list refused");
+                return None;
+            }
+            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
+        };
+        let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
+        #[derive(serde::Deserialize)]
+        struct List {
+            metadata: Meta,
+            #[serde(default)]
+            items: Vec<Item>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Item {
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            #[serde(default)]
+            namespace: String,
+            #[serde(default)]
+            name: String,
+            #[serde(rename = "resourceVersion", default)]
+            resource_version: String,
+        }
+        let list: List = serde_json::from_slice(&body.to_bytes()).ok()?;
+        let mut objects = std::collections::HashMap::with_capacity(list.items.len());
+        for item in list.items {
+            let m = item.metadata;
+            objects.insert(
+                CachedObject::key_for(&m.namespace, &m.name),
+                m.resource_version.parse().ok()?,
+            );
+        }
+        Some(Listed { rv: list.metadata.resource_version.parse().ok()?, objects })
     }
 
     /// The cache reloaded by a load requested since the read arrived: asked for unless one is

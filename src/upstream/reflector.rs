@@ -15,7 +15,8 @@
 //!   → [`State::Wait`] on an error.
 //! - [`State::Watch`] → `Watch` again from the newest RV seen (event or bookmark) when the
 //!   stream ends — upstream timeouts and dropped connections are routine; → `List` when the
-//!   upstream no longer has history from that RV (410 Gone, or an ERROR event with 410);
+//!   upstream no longer has history from that RV (410 Gone, or an ERROR event with 410) — a
+//!   load of a state not older than that RV, which an upstream serves from its cache;
 //!   → `Wait` on other errors, to resume the same RV afterwards. (Relists use the streaming
 //!   list again where the upstream has it.)
 //! - [`State::Wait`] → its `then` state when the backoff, or the upstream's `Retry-After`,
@@ -23,7 +24,7 @@
 //!
 //! The loop never ends by itself; its owner (the live cache, `upstream::caches`) aborts it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -152,13 +153,35 @@ pub struct Reflector<F> {
     feed: F,
     /// Cleared when the upstream refuses `sendInitialEvents`.
     streaming: bool,
-    /// The first load is a paged list, not a streaming one ([`Reflector::first_load_paged`]).
-    paged_first: bool,
+    /// How the first load is requested ([`Reflector::first_load`]).
+    first: FirstLoad,
     /// Reload requests ([`Reflector::reloaded_by`]).
     reloads: Option<tokio::sync::watch::Receiver<u64>>,
+    /// A paged list was requested (the first load at any state is the first one only).
+    listed: AtomicBool,
+    /// The RV the next load must not be older than (0: none, a consistent load): set when the
+    /// upstream no longer has the watch's history from there ([`Reflector::relist_after_gone`]).
+    relist_from: AtomicU64,
     /// No object has been skipped since the last load began. A watch that ends after a skip
     /// relists, to become whole again.
     whole: AtomicBool,
+}
+
+/// How a cache's first load is requested: as the read that started the cache would ask it
+/// directly, so that the cache costs the apiserver what that reader would, no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FirstLoad {
+    /// A streaming list (a WatchList reader, a configured cache): the state as watch events.
+    #[default]
+    Stream,
+    /// A consistent paged list (a list with resourceVersion unset, `kubectl get`), then a
+    /// watch: a streaming list would send the state as watch events.
+    Paged,
+    /// A paged list at `resourceVersion=0`, then a watch (an informer's first list, which
+    /// accepts any state): the upstream answers it from its watch cache — a tier above
+    /// kubeplex from its own cache, with no freshness proof — and the state is consistent for
+    /// no read, so the cache's consistent reads are proven as for a quiet cache.
+    PagedAnyState,
 }
 
 impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
@@ -180,9 +203,11 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             calls,
             feed,
             streaming: true,
-            paged_first: false,
+            first: FirstLoad::Stream,
             reloads: None,
             whole: AtomicBool::new(true),
+            listed: AtomicBool::new(false),
+            relist_from: AtomicU64::new(0),
         }
     }
 
@@ -193,12 +218,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self
     }
 
-    /// Loads first with a paged list and then watches, as a list-then-watch client (an informer
-    /// without WatchList, `kubectl get`) would read it directly: a cache started for such a read
-    /// costs the apiserver the requests and events the reader would, no more (a streaming list
-    /// sends the state as watch events). Relists stream where the upstream can.
-    pub fn first_load_paged(mut self, paged: bool) -> Self {
-        self.paged_first = paged;
+    /// How the first load is requested: as the read that started the cache would ask
+    /// ([`FirstLoad`]). Relists stream where the upstream can.
+    pub fn first_load(mut self, first: FirstLoad) -> Self {
+        self.first = first;
         self
     }
 
@@ -211,9 +234,9 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 
     /// A load is being requested now: its skips count against it.
-    fn load_started(&self) {
+    fn load_started(&self, consistent: bool) {
         self.whole.store(true, Ordering::Release);
-        (self.feed)(Feed::LoadStarted { requested: std::time::Instant::now() });
+        (self.feed)(Feed::LoadStarted { requested: std::time::Instant::now(), consistent });
     }
 
     /// An object could not be indexed: it is left out, and the cache is not whole until a
@@ -235,7 +258,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
 
     /// Runs until aborted.
     pub async fn run(mut self) {
-        let mut state = if self.paged_first { State::List } else { State::StreamList };
+        let mut state = match self.first {
+            FirstLoad::Stream => State::StreamList,
+            FirstLoad::Paged | FirstLoad::PagedAnyState => State::List,
+        };
         let mut failures: u32 = 0;
         let mut reloads = self.reloads.take();
         loop {
@@ -300,11 +326,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                         failures += 1;
                         self.resume_after(&e, failures, last)
                     }
-                    Err(ReflectError::Gone) => {
-                        self.calls.relists.inc();
-                        tracing::info!(resource = %self.describe, rv, "watch history expired; relisting");
-                        self.relist()
-                    }
+                    Err(ReflectError::Gone) => self.relist_after_gone(rv),
                     Err(e) => {
                         failures += 1;
                         tracing::warn!(resource = %self.describe, error = %e, "watch failed");
@@ -316,6 +338,27 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     *then
                 }
             };
+        }
+    }
+
+    /// The upstream no longer has the watch's history after `rv` (410): a relist of a state not
+    /// older than `rv` — all the cache needs to go on from, and what an upstream answers from
+    /// its watch cache (a tier above kubeplex from its cache, with no freshness proof), as it
+    /// does when a pool replica that restarted, or the one a node tier failed over to, has no
+    /// history from there. If that load fails, the next is consistent.
+    fn relist_after_gone(&self, rv: u64) -> State {
+        self.calls.relists.inc();
+        tracing::info!(resource = %self.describe, rv, "watch history expired; relisting");
+        self.relist_from.store(rv, Ordering::Release);
+        self.relist()
+    }
+
+    /// The query of a load's RV: not older than the one a relist after a 410 asks for (taken:
+    /// one load only), or none for a consistent load. `(query, consistent)`.
+    fn load_rv(&self) -> (String, bool) {
+        match self.relist_from.swap(0, Ordering::AcqRel) {
+            0 => (String::new(), true),
+            rv => (format!("&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"), false),
         }
     }
 
@@ -400,8 +443,16 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     /// A complete paged list; replaces the cache's contents. Returns the list's RV.
     async fn list(&self) -> Result<u64, ReflectError> {
         self.calls.list.inc();
-        self.load_started();
-        let result = self.list_pages().await;
+        // The first load of a cache started by a read of any state asks for any state; every
+        // other load is consistent.
+        let first = !self.listed.swap(true, Ordering::AcqRel);
+        let (rv_query, consistent) = if first && self.first == FirstLoad::PagedAnyState {
+            ("&resourceVersion=0".to_string(), false)
+        } else {
+            self.load_rv()
+        };
+        self.load_started(consistent);
+        let result = self.list_pages(&rv_query).await;
         if let Err(e) = &result {
             (self.feed)(Feed::LoadFailed {
                 unreachable: e.unreachable(),
@@ -411,13 +462,13 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         result
     }
 
-    async fn list_pages(&self) -> Result<u64, ReflectError> {
+    async fn list_pages(&self, rv_query: &str) -> Result<u64, ReflectError> {
         let base = self.collection.clone();
         let mut objects = Vec::new();
         let mut list_rv: Option<u64> = None;
         let mut token: Option<String> = None;
         loop {
-            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}{}", self.selectors);
+            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}{rv_query}{}", self.selectors);
             if let Some(t) = &token {
                 path.push_str("&continue=");
                 path.extend(form_urlencoded::byte_serialize(t.as_bytes()));
@@ -456,12 +507,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     /// seen) or — once the state is in — a reload is asked for.
     async fn stream_list(&self, reloads: &mut Reloads) -> Result<Ended, ReflectError> {
         self.calls.watchlist.inc();
+        let (rv_query, consistent) = self.load_rv();
+        let rv_query = rv_query.replace("&resourceVersionMatch=NotOlderThan", "");
         let path = format!(
-            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
+            "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan{rv_query}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
             self.collection, self.selectors
         );
         let mut initial = Some(Vec::new());
-        self.load_started();
+        self.load_started(consistent);
         let result = self.stream(&path, 0, &mut initial, reloads).await;
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself

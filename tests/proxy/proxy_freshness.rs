@@ -467,3 +467,72 @@ async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_reloadin
     }
     assert!(seen > 0);
 }
+
+/// A consistent WatchList of one object in a small quiet cache — the kubelet's watch of each
+/// ConfigMap and Secret its pods use, which a pool tier gets from every node — is proven by one
+/// metadata list of the cache: no reload (which would send every object of the cache as an
+/// event, for each such read) and no probe (~1.5 s). The cache is then at the upstream's RV,
+/// so the answer is the apiserver's, byte for byte, its bookmark included; and a change made
+/// just before the read is in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_one_metadata_list() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    for name in ["watched", "changed"] {
+        stack
+            .sim
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "team-0"}, "data": {"v": "1"}}))
+            .expect("create");
+    }
+    wait_synced(&stack, "configmaps").await;
+    let calls = || async {
+        let m = "kubeplex_upstream_calls_total";
+        (
+            stack.metric_sum(m, &["verb=\"proof_list\""]).await,
+            stack.metric_sum(m, &["verb=\"proof_watch\""]).await,
+            stack.metric_sum(m, &["verb=\"watchlist\""]).await,
+        )
+    };
+    let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
+    let named = |name: &str| format!("{CMS}?fieldSelector=metadata.name%3D{name}&{wl}");
+    let initial_state = |mut w: Watch| async move {
+        let mut lines = Vec::new();
+        loop {
+            let line = w.next_line_within(Duration::from_secs(5)).await.expect("event");
+            let end = line.windows(10).any(|w| w == b"\"BOOKMARK\"");
+            lines.push(line);
+            if end {
+                return lines;
+            }
+        }
+    };
+    for (name, change) in [("watched", false), ("changed", true)] {
+        let current = move_cluster_on(&stack, name);
+        if change {
+            // Just before the read: the cache may not have it yet when the read arrives.
+            stack
+                .sim
+                .modify("", "configmaps", "team-0", name, |v| v["data"]["v"] = json!("2"))
+                .expect("modify");
+        }
+        let before = calls().await;
+        let started = Instant::now();
+        let ours = initial_state(watch(&stack.addr(), &named(name), JSON).await).await;
+        let took = started.elapsed();
+        let theirs = initial_state(watch(&stack.upstream(), &named(name), JSON).await).await;
+        assert_eq!(ours, theirs, "the state and the initial-events-end bookmark, byte for byte");
+        let end: Value = serde_json::from_slice(ours.last().expect("end")).expect("json");
+        assert!(rv_of(&end) >= current);
+        if change {
+            assert!(
+                String::from_utf8_lossy(&ours[0]).contains("\"v\":\"2\""),
+                "the change is in it"
+            );
+        }
+        assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
+        let after = calls().await;
+        assert_eq!(after.0 - before.0, 1, "one metadata list");
+        assert_eq!((after.1, after.2), (before.1, before.2), "no probe, no reload");
+    }
+    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &["proof=\"listed\""]).await, 2);
+}

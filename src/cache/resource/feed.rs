@@ -102,11 +102,13 @@ impl ResourceCache {
     }
 
     /// A load (paged list or streaming list) is being requested at `requested`: objects skipped
-    /// from now on count against it, proofs begun before it do not apply after it, and its
-    /// state will be consistent for reads that arrived before `requested`.
-    pub fn load_started(&self, requested: std::time::Instant) {
+    /// from now on count against it, proofs begun before it do not apply after it, and, when
+    /// `consistent` (resourceVersion unset), its state will be consistent for reads that
+    /// arrived before `requested`.
+    pub fn load_started(&self, requested: std::time::Instant, consistent: bool) {
         self.complete.store(true, Ordering::Release);
-        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = Some(requested);
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(super::Load { requested, consistent });
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -102,6 +102,24 @@ impl Clock {
         (*got).flatten()
     }
 
+    /// The RV of the last shared list, if it was sent at or after `arrived`: the upstream's RV
+    /// for a read that arrived then, with no request.
+    pub fn sent_since(&self, arrived: Instant) -> Option<u64> {
+        let last = *self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.filter(|(sent, _)| *sent >= arrived).map(|(_, rv)| rv)
+    }
+
+    /// A consistent list of `resource` sent at `sent` returned `rv` (a proof of its own, of one
+    /// object): the newest sample for reads that arrived before it, and the resource's watch
+    /// cache has reached `rv`.
+    pub fn sampled(&self, resource: &str, sent: Instant, rv: u64) {
+        self.progressed_to(resource, rv);
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|(at, _)| at < sent) {
+            *last = Some((sent, rv));
+        }
+    }
+
     /// Makes sure the apiserver's watch cache of `resource` has reached `rv`: at once when a
     /// consistent list of it already returned `rv` or later; else by a list of its own (one at a
     /// time per resource, joined by every cache of it), made by `fetch`. Whether it got there.

@@ -14,9 +14,16 @@ use kubeplex_sim::{Sim, SimBuilder};
 /// What a test reads of a feed event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
-    LoadStarted,
+    /// `consistent`: the load asked for the upstream's current state.
+    LoadStarted {
+        consistent: bool,
+    },
     LoadFailed,
-    Loaded { names: Vec<String>, rv: u64, whole: bool },
+    Loaded {
+        names: Vec<String>,
+        rv: u64,
+        whole: bool,
+    },
     Event(EventKind, String, u64),
     Bookmark,
     Skipped,
@@ -24,7 +31,7 @@ enum Seen {
 
 fn seen(feed: &Feed) -> Seen {
     match feed {
-        Feed::LoadStarted { .. } => Seen::LoadStarted,
+        Feed::LoadStarted { consistent, .. } => Seen::LoadStarted { consistent: *consistent },
         Feed::LoadFailed { .. } => Seen::LoadFailed,
         Feed::Loaded { objects, rv, whole } => Seen::Loaded {
             names: objects.iter().map(|o| o.key.clone()).collect(),
@@ -68,6 +75,10 @@ impl Drop for Running {
 
 impl Running {
     async fn start(encoding: Encoding) -> Running {
+        Running::start_with(encoding, FirstLoad::Stream).await
+    }
+
+    async fn start_with(encoding: Encoding, first: FirstLoad) -> Running {
         let sim =
             SimBuilder::new().seed([configmap("a"), configmap("b")]).start().await.expect("sim");
         let dir = crate::upstream::testing::TempDir::new("reflector");
@@ -82,7 +93,8 @@ impl Running {
         let reflector =
             Reflector::new(Arc::new(upstream), configmaps(), encoding, calls, move |f: Feed| {
                 sink.lock().unwrap().push(seen(&f))
-            });
+            })
+            .first_load(first);
         let task = tokio::spawn(reflector.run());
         Running { sim, events, metrics, task }
     }
@@ -110,7 +122,7 @@ async fn a_streaming_list_yields_the_state_then_changes() {
         let r = Running::start(encoding).await;
         let events = r.until(2).await;
         let listed_rv = r.sim.current_rv();
-        assert_eq!(events[0], Seen::LoadStarted, "{encoding:?}");
+        assert_eq!(events[0], Seen::LoadStarted { consistent: true }, "{encoding:?}");
         assert_eq!(
             events[1],
             Seen::Loaded {
@@ -157,7 +169,12 @@ async fn expired_history_relists_and_yields_a_new_state() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let last = relisted.last().cloned();
-    assert!(relisted.contains(&Seen::LoadStarted), "a second load: {relisted:?}");
+    // A state not older than the watch's RV is all the cache needs to go on: what an upstream
+    // (a pool tier's cache, the apiserver's watch cache) answers without a proof.
+    assert!(
+        relisted.contains(&Seen::LoadStarted { consistent: false }),
+        "a second load, not older than the watch's RV: {relisted:?}"
+    );
     match last {
         Some(Seen::Loaded { names, whole: true, .. }) => {
             assert_eq!(names, ["feed/a", "feed/b", "feed/c"]);
@@ -166,4 +183,16 @@ async fn expired_history_relists_and_yields_a_new_state() {
     }
     assert!(r.metrics.relists.with_label_values(&["configmaps/v1", "json"]).get() >= 1);
     assert_eq!(r.calls("watchlist"), 2, "both loads were streaming lists");
+}
+
+/// A cache started by a list that accepts any state (an informer's first list at
+/// resourceVersion=0) loads as that list would: a paged list at resourceVersion=0, which claims
+/// no consistency (the cache's consistent reads are proven as for any cache).
+#[tokio::test]
+async fn a_cache_started_by_a_read_of_any_state_lists_at_resource_version_0() {
+    let r = Running::start_with(Encoding::Json, FirstLoad::PagedAnyState).await;
+    let events = r.until(2).await;
+    assert_eq!(events[0], Seen::LoadStarted { consistent: false });
+    assert!(matches!(&events[1], Seen::Loaded { names, whole: true, .. } if names.len() == 2));
+    assert_eq!((r.calls("list"), r.calls("watchlist")), (1, 0), "one paged list");
 }

@@ -224,7 +224,9 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     if !all_synced {
         tracing::warn!("not every agent synced within 60 s; the steady state starts anyway");
     }
-    let steady_from = Counters::read(&sim.metrics_text());
+    let synced_text = sim.metrics_text();
+    let _ = std::fs::write(dir.join("apiserver-metrics-synced.txt"), &synced_text);
+    let steady_from = Counters::read(&synced_text);
     let counts = Arc::new(churn::ChurnCounts::default());
     let controllers = tokio::spawn(churn.run(sim.clone(), shared.clone(), counts.clone()));
     let mut open_max = 0.0f64;
@@ -258,6 +260,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
                 };
                 match (killed, restarted) {
                     (None, _) if now >= kill_at => {
+                        let _ = std::fs::write(dir.join("apiserver-metrics-at-kill.txt"), sim.metrics_text());
                         p.kill(0).await;
                         killed = Some(now);
                         report.killed_at_s = (now - started).as_secs_f64();
