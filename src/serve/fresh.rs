@@ -23,10 +23,25 @@ const RELOAD_SLACK_BYTES: usize = 16 << 10;
 /// watch would directly: the cache is small, and the read selects about all of it (a reload is
 /// one streaming list of the cache's scope; the read, directly, one of its own).
 pub fn reload_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
+    let (total, mine) = bytes(cache, namespaced, filter);
+    total <= RELOAD_MAX_BYTES && total <= mine + mine / 4 + RELOAD_SLACK_BYTES
+}
+
+/// Whether a metadata list of `cache` (`Freshness::consistent_listed`) costs the upstream no
+/// more than a watch of one object in it would directly, by the slack a reload is allowed: the
+/// list's metadata come to at most the cache's objects, and those to at most the read's own and
+/// [`RELOAD_SLACK_BYTES`] — and, unlike a reload, it sends no object as an event.
+pub fn listed_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
+    let (total, mine) = bytes(cache, namespaced, filter);
+    total <= mine + RELOAD_SLACK_BYTES
+}
+
+/// The bytes of the cache's objects, and of those `filter` selects.
+fn bytes(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> (usize, usize) {
     let snap = cache.current();
     let total: usize = snap.items().values().map(|o| o.body.len()).sum();
     if total > RELOAD_MAX_BYTES {
-        return false;
+        return (total, 0);
     }
     let query = Query {
         namespace: filter.namespace.as_deref(),
@@ -36,7 +51,7 @@ pub fn reload_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -
         ..Query::default()
     };
     let mine: usize = select::select(&snap, &query).items.iter().map(|o| o.body.len()).sum();
-    total <= mine + mine / 4 + RELOAD_SLACK_BYTES
+    (total, mine)
 }
 
 /// The apiserver's wait for a not-older-than RV before its 504 "Too large resource version".
@@ -97,8 +112,8 @@ pub async fn consistent(
     proof.ok()
 }
 
-/// [`consistent`] for a watch of one object in a small cache, proven by a metadata list of the
-/// cache (`Freshness::consistent_listed`).
+/// [`consistent`] for a watch of one object in a small cache ([`listed_covers`]), proven by a
+/// metadata list of the cache (`Freshness::consistent_listed`).
 pub async fn consistent_listed(
     state: &ProxyState,
     cache: &Live,

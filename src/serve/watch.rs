@@ -44,7 +44,7 @@ use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
 use crate::upstream::caches::Live;
-use crate::upstream::freshness::{Proven, LISTED_MAX_OBJECTS};
+use crate::upstream::freshness::Proven;
 use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
@@ -202,8 +202,8 @@ pub async fn try_watch(
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
 /// apiserver's state when the read arrived: later events are events, as they are there), or
 /// the cache's state when it was loaded for the read.
-/// The freshness proof of a consistent watch: for a watch of one object in a small cache, a
-/// metadata list of the cache; else the cache's own proof, a reload for a small cache the
+/// The freshness proof of a consistent watch: for a watch of one object in a small cache
+/// ([`fresh::listed_covers`]), a metadata list of the cache; else the cache's own proof, a reload for a small cache the
 /// watch covers.
 async fn consistent(
     state: &ProxyState,
@@ -213,7 +213,7 @@ async fn consistent(
     arrived: std::time::Instant,
 ) -> Option<Proven> {
     let named = filter.field.as_ref().and_then(|f| f.exact_value("metadata.name")).is_some();
-    if named && cache.object_count() <= LISTED_MAX_OBJECTS {
+    if named && fresh::listed_covers(cache, info.namespaced, filter) {
         return fresh::consistent_listed(state, cache, arrived).await;
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);

@@ -27,7 +27,8 @@
 //!    all its caches, and none when a list of it already reached R).
 //!
 //! **A metadata list, for a watch of one object in a small cache** (the kubelet's watch of each
-//! ConfigMap and Secret its pods use, a node's watch of its Node; [`LISTED_MAX_OBJECTS`]): one
+//! ConfigMap and Secret its pods use; `serve::fresh::listed_covers`: the cache's objects come
+//! to at most the read's own and 16 KiB, the slack a reload is allowed): one
 //! consistent list of the cache's scope, metadata only, answered at once and shared by the reads
 //! that join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
 //! listed object at its listed RV and nothing the list lacks, it is marked at the list's RV.
@@ -186,12 +187,6 @@ impl NotProven {
         }
     }
 }
-
-/// At most this many objects in a cache whose watches of one object are proven by a metadata
-/// list of the whole cache, shared by every such read that comes with it
-/// ([`Freshness::consistent_listed`]): about 64 KiB of metadata, where the watch alone costs
-/// one object, but a reload would send every object's body and a probe take ~1.5 s.
-pub const LISTED_MAX_OBJECTS: usize = 256;
 
 /// What a consistent metadata list of a whole cache's scope showed: the upstream's RV, and
 /// every object's (by `namespace/name` key).
