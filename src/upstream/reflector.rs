@@ -353,13 +353,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.relist()
     }
 
-    /// The query of a load's RV: not older than the one a relist after a 410 asks for (taken:
-    /// one load only), or none for a consistent load. `(query, consistent)`.
-    fn load_rv(&self) -> (String, bool) {
-        match self.relist_from.swap(0, Ordering::AcqRel) {
-            0 => (String::new(), true),
-            rv => (format!("&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"), false),
-        }
+    /// The RV a load must not be older than, as a relist after a 410 asks (taken: one load
+    /// only); `None` for a consistent load.
+    fn not_older_than(&self) -> Option<u64> {
+        Some(self.relist_from.swap(0, Ordering::AcqRel)).filter(|rv| *rv > 0)
     }
 
     /// A reload was asked for (a freshness proof): a relist, after [`RELOAD_GATHER`], so that
@@ -446,12 +443,12 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         // The first load of a cache started by a read of any state asks for any state; every
         // other load is consistent.
         let first = !self.listed.swap(true, Ordering::AcqRel);
-        let (rv_query, consistent) = if first && self.first == FirstLoad::PagedAnyState {
-            ("&resourceVersion=0".to_string(), false)
-        } else {
-            self.load_rv()
+        let rv_query = match self.not_older_than() {
+            _ if first && self.first == FirstLoad::PagedAnyState => "&resourceVersion=0".into(),
+            Some(rv) => format!("&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
+            None => String::new(),
         };
-        self.load_started(consistent);
+        self.load_started(rv_query.is_empty());
         let result = self.list_pages(&rv_query).await;
         if let Err(e) = &result {
             (self.feed)(Feed::LoadFailed {
@@ -507,14 +504,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     /// seen) or — once the state is in — a reload is asked for.
     async fn stream_list(&self, reloads: &mut Reloads) -> Result<Ended, ReflectError> {
         self.calls.watchlist.inc();
-        let (rv_query, consistent) = self.load_rv();
-        let rv_query = rv_query.replace("&resourceVersionMatch=NotOlderThan", "");
+        let from = self.not_older_than();
+        let rv_query = from.map(|rv| format!("&resourceVersion={rv}")).unwrap_or_default();
         let path = format!(
             "{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan{rv_query}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}{}",
             self.collection, self.selectors
         );
         let mut initial = Some(Vec::new());
-        self.load_started(consistent);
+        self.load_started(from.is_none());
         let result = self.stream(&path, 0, &mut initial, reloads).await;
         if result.is_err() || initial.is_some() {
             // Nothing was replaced (or, after the state, the stream failed: the load itself
