@@ -31,6 +31,8 @@ use crate::wire::resource::ResourceInfo;
 
 mod feed;
 mod gauges;
+#[cfg(test)]
+mod tests;
 mod watchers;
 
 /// A watch event's kind, as the reflector hands it over.
@@ -169,6 +171,11 @@ pub enum WatchFrom {
     /// The state as it was at this RV as ADDED events, then the changes after it (the history
     /// replayed); the current state when that state or its history is no longer kept.
     StateAt(u64),
+    /// The cache's state, which a proof showed to be the upstream's at `rv` while the cache was
+    /// at `cache_at` (behind it): if the cache is still there, that state, then the changes
+    /// after `rv` — the events up to `rv`, which change nothing the state shows, are not sent,
+    /// as the apiserver's watch started at `rv` would not send them; else the current state.
+    StateAhead { rv: u64, cache_at: u64 },
 }
 
 /// A watch registered with a cache: its queue, and the state to send first (for

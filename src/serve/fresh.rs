@@ -99,17 +99,10 @@ pub async fn consistent(
     probe_worth_it: impl FnOnce() -> bool,
     reload_worth_it: impl FnOnce() -> bool,
 ) -> Option<Proven> {
-    let freshness = &cache.freshness;
-    let budget = freshness.budget();
-    if budget.is_zero() {
-        return None;
-    }
-    let started = std::time::Instant::now();
-    let deadline = Instant::now() + budget;
-    let proof =
-        freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it).await;
-    observe(state, cache, "consistent", outcome(proof.map(|p| p.proof)), started);
-    proof.ok()
+    within_budget(state, cache, |deadline| {
+        cache.freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it)
+    })
+    .await
 }
 
 /// [`consistent`] for a watch of one object in a small cache ([`listed_covers`]), proven by a
@@ -119,14 +112,27 @@ pub async fn consistent_listed(
     cache: &Live,
     arrived: std::time::Instant,
 ) -> Option<Proven> {
-    let freshness = &cache.freshness;
-    let budget = freshness.budget();
+    within_budget(state, cache, |deadline| {
+        cache.freshness.consistent_listed(cache, arrived, deadline)
+    })
+    .await
+}
+
+/// A consistent read's proof, `prove` given the proof's deadline; counted as `read="consistent"`.
+async fn within_budget<F>(
+    state: &ProxyState,
+    cache: &Live,
+    prove: impl FnOnce(Instant) -> F,
+) -> Option<Proven>
+where
+    F: std::future::Future<Output = Result<Proven, NotProven>>,
+{
+    let budget = cache.freshness.budget();
     if budget.is_zero() {
         return None;
     }
     let started = std::time::Instant::now();
-    let deadline = Instant::now() + budget;
-    let proof = freshness.consistent_listed(cache, arrived, deadline).await;
+    let proof = prove(Instant::now() + budget).await;
     observe(state, cache, "consistent", outcome(proof.map(|p| p.proof)), started);
     proof.ok()
 }

@@ -221,9 +221,10 @@ async fn consistent(
 }
 
 fn state_at(proven: Proven) -> WatchFrom {
-    match proven.at {
-        Some(rv) => WatchFrom::StateAt(rv),
-        None => WatchFrom::State,
+    match (proven.at, proven.cache_at) {
+        (Some(rv), Some(cache_at)) => WatchFrom::StateAhead { rv, cache_at },
+        (Some(rv), None) => WatchFrom::StateAt(rv),
+        (None, _) => WatchFrom::State,
     }
 }
 

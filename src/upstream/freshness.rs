@@ -31,7 +31,7 @@
 //! to at most the read's own and 16 KiB, the slack a reload is allowed): one
 //! consistent list of the cache's scope, metadata only, answered at once and shared by the reads
 //! that join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
-//! listed object at its listed RV and nothing the list lacks, it is marked at the list's RV.
+//! listed object at its listed RV and nothing the list lacks, the read starts at the list's RV.
 //! A pool tier gets such watches from every node as pods land: a reload per read would send the
 //! whole cache as events each time, a probe would hold each pod's start-up ~1.5 s.
 //!
@@ -168,6 +168,10 @@ impl Proof {
 pub struct Proven {
     pub proof: Proof,
     pub at: Option<u64>,
+    /// Set when the cache is behind `at` but was shown to hold the state the upstream had at
+    /// `at` (a metadata list, [`Freshness::consistent_listed`]): the cache's RV then. Events
+    /// between the two change nothing that state shows (an object created and deleted).
+    pub cache_at: Option<u64>,
 }
 
 /// Why a read was not shown fresh.
@@ -186,6 +190,29 @@ impl NotProven {
             NotProven::Declined => "declined",
         }
     }
+}
+
+/// A `PartialObjectMetadataList`, as far as the proofs read it.
+#[derive(serde::Deserialize)]
+struct MetadataList {
+    metadata: Meta,
+    #[serde(default)]
+    items: Vec<MetadataItem>,
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataItem {
+    metadata: Meta,
+}
+
+#[derive(serde::Deserialize)]
+struct Meta {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    name: String,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
 }
 
 /// What a consistent metadata list of a whole cache's scope showed: the upstream's RV, and
@@ -284,7 +311,7 @@ impl Freshness {
         probe_worth_it: impl FnOnce() -> bool,
         reload_worth_it: impl FnOnce() -> bool,
     ) -> Result<Proven, NotProven> {
-        let loaded = |proof| Ok(Proven { proof, at: None });
+        let loaded = |proof| Ok(Proven { proof, at: None, cache_at: None });
         if cache.loaded_since(arrived) {
             return loaded(Proof::Load);
         }
@@ -297,15 +324,16 @@ impl Freshness {
         if cache.loaded_since(arrived) {
             return loaded(Proof::Load);
         }
-        let at = |proof| Proven { proof, at: Some(current) };
+        let at = |proof| Proven { proof, at: Some(current), cache_at: None };
         if let Some(proof) = self.by_watch(cache, current, deadline).await {
             return Ok(at(proof));
         }
         if reload_worth_it() {
-            return self
-                .reload(cache, arrived, deadline)
-                .await
-                .map(|proof| Proven { proof, at: None });
+            return self.reload(cache, arrived, deadline).await.map(|proof| Proven {
+                proof,
+                at: None,
+                cache_at: None,
+            });
         }
         self.probe_until(cache, current, deadline, probe_worth_it).await.map(at)
     }
@@ -323,11 +351,11 @@ impl Freshness {
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
         if cache.loaded_since(arrived) {
-            return Ok(Proven { proof: Proof::Load, at: None });
+            return Ok(Proven { proof: Proof::Load, at: None, cache_at: None });
         }
         if let Some(rv) = self.clock.sent_since(arrived) {
             if cache.resource_version() >= rv {
-                return Ok(Proven { proof: Proof::Cache, at: Some(rv) });
+                return Ok(Proven { proof: Proof::Cache, at: Some(rv), cache_at: None });
             }
         }
         self.listed(cache, arrived, deadline).await
@@ -336,9 +364,10 @@ impl Freshness {
     /// The cache shown to hold the upstream's state as of `arrived` by one consistent list of
     /// its whole scope, metadata only, sent after the read arrived and shared by every read
     /// that joins it before it is sent ([`clock::GATHER`]): once the cache holds each listed
-    /// object at its listed RV (or later) and nothing listed as gone, no event of the cache's
-    /// scope lies between its RV and the list's, and it is moved to the list's RV as a bookmark
-    /// would (`ResourceCache::mark_progress`). One request, answered at once, and no object
+    /// object at its listed RV and nothing else, its state is the upstream's at the list's RV R
+    /// ([`Proven::cache_at`]). The cache is not moved to R: an object created and deleted
+    /// between the two, whose events are still on their way, would be lost to its other
+    /// watchers; the read alone starts at R. One request, answered at once, and no object
     /// bodies — where a reload would send each object as an event, and a probe take ~1.5 s.
     async fn listed(
         self: &Arc<Self>,
@@ -354,17 +383,17 @@ impl Freshness {
         let mut moved = cache.watch_rv();
         loop {
             if cache.loaded_since(arrived) {
-                return Ok(Proven { proof: Proof::Load, at: None });
+                return Ok(Proven { proof: Proof::Load, at: None, cache_at: None });
             }
             if cache.resource_version() >= listed.rv {
-                return Ok(Proven { proof: Proof::Listed, at: Some(listed.rv) });
+                return Ok(Proven { proof: Proof::Listed, at: Some(listed.rv), cache_at: None });
             }
-            if let Some((epoch, _)) = cache.probe_start() {
+            // Synced and not loading: a state a proof may speak of.
+            if cache.probe_start().is_some() {
                 let snap = cache.current();
-                if listed.held_by(&snap)
-                    && cache.mark_progress(epoch, snap.resource_version(), listed.rv)
-                {
-                    continue;
+                if listed.held_by(&snap) {
+                    let cache_at = Some(snap.resource_version());
+                    return Ok(Proven { proof: Proof::Listed, at: Some(listed.rv), cache_at });
                 }
             }
             if tokio::time::timeout_at(deadline, moved.changed()).await.is_err() {
@@ -420,43 +449,12 @@ impl Freshness {
             None => cache.collection_path(),
         };
         drop(cache);
-        let req = request(&path, ACCEPT_METADATA)?;
-        let fetch = async {
-            let resp = self.upstream.send(req).await.ok()?;
-            if resp.status() != StatusCode::OK {
-                tracing::debug!(status = %resp.status(), "metadata list refused");
-                return None;
-            }
-            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
-        };
-        let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
-        #[derive(serde::Deserialize)]
-        struct List {
-            metadata: Meta,
-            #[serde(default)]
-            items: Vec<Item>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Item {
-            metadata: Meta,
-        }
-        #[derive(serde::Deserialize)]
-        struct Meta {
-            #[serde(default)]
-            namespace: String,
-            #[serde(default)]
-            name: String,
-            #[serde(rename = "resourceVersion", default)]
-            resource_version: String,
-        }
-        let list: List = serde_json::from_slice(&body.to_bytes()).ok()?;
+        let list = self.metadata_list_of(&path).await?;
         let mut objects = std::collections::HashMap::with_capacity(list.items.len());
         for item in list.items {
             let m = item.metadata;
-            objects.insert(
-                CachedObject::key_for(&m.namespace, &m.name),
-                m.resource_version.parse().ok()?,
-            );
+            let rv = m.resource_version.parse().ok()?;
+            objects.insert(CachedObject::key_for(&m.namespace, &m.name), rv);
         }
         Some(Listed { rv: list.metadata.resource_version.parse().ok()?, objects })
     }
@@ -504,28 +502,25 @@ impl Freshness {
         self.calls.proof_list.inc();
         let path = format!("{}?limit=1", cache.collection_path());
         drop(cache);
-        let req = request(&path, ACCEPT_METADATA)?;
-        // Bounded: a hung upstream must not hold the turn of every later proof.
+        let list = self.metadata_list_of(&path).await?;
+        list.metadata.resource_version.parse().ok()
+    }
+
+    /// A consistent list of `path`, metadata only (`PartialObjectMetadataList`), within
+    /// [`RV_LIST_TIMEOUT`]: a hung upstream must not hold the turn of every later proof.
+    /// `None` when it failed.
+    async fn metadata_list_of(&self, path: &str) -> Option<MetadataList> {
+        let req = request(path, ACCEPT_METADATA)?;
         let fetch = async {
             let resp = self.upstream.send(req).await.ok()?;
             if resp.status() != StatusCode::OK {
-                tracing::debug!(status = %resp.status(), "current-RV list refused");
+                tracing::debug!(status = %resp.status(), path, "a proof's list refused");
                 return None;
             }
             http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
         };
         let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
-        #[derive(serde::Deserialize)]
-        struct List {
-            metadata: ListMeta,
-        }
-        #[derive(serde::Deserialize)]
-        struct ListMeta {
-            #[serde(rename = "resourceVersion")]
-            resource_version: String,
-        }
-        let list: List = serde_json::from_slice(&body.to_bytes()).ok()?;
-        list.metadata.resource_version.parse().ok()
+        serde_json::from_slice(&body.to_bytes()).ok()
     }
 
     /// Waits until the cache has reached `rv` for a not-older-than read, as the apiserver's

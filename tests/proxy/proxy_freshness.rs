@@ -471,9 +471,9 @@ async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_reloadin
 /// A consistent WatchList of one object in a small quiet cache — the kubelet's watch of each
 /// ConfigMap and Secret its pods use, which a pool tier gets from every node — is proven by one
 /// metadata list of the cache: no reload (which would send every object of the cache as an
-/// event, for each such read) and no probe (~1.5 s). The cache is then at the upstream's RV,
-/// so the answer is the apiserver's, byte for byte, its bookmark included; and a change made
-/// just before the read is in it.
+/// event, for each such read) and no probe (~1.5 s). The read starts at the list's RV, so the
+/// answer is the apiserver's, byte for byte, its bookmark included; and a change made just
+/// before the read is in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_one_metadata_list() {
     let stack = Stack::new(small(), &["configmaps"]).await;

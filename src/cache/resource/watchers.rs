@@ -49,6 +49,10 @@ impl ResourceCache {
                 }
             }
             WatchFrom::StateAt(_) => (Some(store.current()), current, None),
+            WatchFrom::StateAhead { rv, cache_at } if cache_at == current && rv > current => {
+                (Some(store.current()), rv, None)
+            }
+            WatchFrom::StateAhead { .. } => (Some(store.current()), current, None),
         };
         drop(store);
         let (id, queue) = fan.add(filter, metadata, after, replay, self.watch_config.queue_frames);
