@@ -41,7 +41,8 @@ async fn wait_for_node_graph(state: &ProxyState, classified: &Classified) {
     let Some(node) = state.node.as_deref().filter(|n| !n.graph_lag.is_zero()) else { return };
     let Classified { req, class, identity } = classified;
     let ApiPath::Resource(rp) = &class.path else { return };
-    if req.method() != http::Method::GET {
+    // Only a GET of a namespaced core resource can be held: the rest is not looked at further.
+    if req.method() != http::Method::GET || !rp.group.is_empty() || rp.namespace.is_none() {
         return;
     }
     let attributes = read_attributes(rp, class.options.as_ref(), class.verb == Verb::Watch);
