@@ -36,7 +36,8 @@ pub fn listed_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -
     total <= mine + RELOAD_SLACK_BYTES
 }
 
-/// The bytes of the cache's objects, and of those `filter` selects.
+/// The bytes of the cache's objects, and of those `filter` selects — not counted (0) past
+/// [`RELOAD_MAX_BYTES`], where neither a reload nor a metadata list is worth it.
 fn bytes(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> (usize, usize) {
     let snap = cache.current();
     let total: usize = snap.items().values().map(|o| o.body.len()).sum();

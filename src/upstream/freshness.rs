@@ -61,8 +61,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 mod clock;
+mod gather;
 
 pub use clock::Clock;
+use gather::Gathered;
 
 use super::metrics::CallCounters;
 use super::{Upstream, UpstreamBody};
@@ -174,6 +176,18 @@ pub struct Proven {
     pub cache_at: Option<u64>,
 }
 
+impl Proven {
+    /// The cache's state comes from a load requested after the read arrived: that state.
+    fn loaded() -> Self {
+        Proven { proof: Proof::Load, at: None, cache_at: None }
+    }
+
+    /// The cache is at `rv` or past it, shown so by `proof`.
+    fn at(proof: Proof, rv: u64) -> Self {
+        Proven { proof, at: Some(rv), cache_at: None }
+    }
+}
+
 /// Why a read was not shown fresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotProven {
@@ -257,12 +271,9 @@ pub struct Freshness {
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
     /// woken by the move can tell who moved it).
     probed_to: AtomicU64,
-    /// The metadata list of the whole cache that reads can still join (not sent yet), and the
-    /// last one that answered, with when it was sent ([`Freshness::listed`]).
-    listing: Mutex<Option<Shared<Option<Arc<Listed>>>>>,
-    listed_last: Mutex<Option<(std::time::Instant, Arc<Listed>)>>,
-    /// Held while a metadata list is in flight: one at a time.
-    listing_turn: tokio::sync::Mutex<()>,
+    /// The metadata lists of the whole cache: one in flight at a time, shared by the reads
+    /// that join it before it is sent, and the last one's answer ([`Freshness::listed`]).
+    listings: Arc<Gathered<Arc<Listed>>>,
 }
 
 impl Freshness {
@@ -288,9 +299,7 @@ impl Freshness {
             reload,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
-            listing: Mutex::new(None),
-            listed_last: Mutex::new(None),
-            listing_turn: tokio::sync::Mutex::new(()),
+            listings: Arc::default(),
         }
     }
 
@@ -311,9 +320,8 @@ impl Freshness {
         probe_worth_it: impl FnOnce() -> bool,
         reload_worth_it: impl FnOnce() -> bool,
     ) -> Result<Proven, NotProven> {
-        let loaded = |proof| Ok(Proven { proof, at: None, cache_at: None });
         if cache.loaded_since(arrived) {
-            return loaded(Proof::Load);
+            return Ok(Proven::loaded());
         }
         let current = tokio::time::timeout_at(deadline, self.current_rv(arrived))
             .await
@@ -322,18 +330,16 @@ impl Freshness {
             .ok_or(NotProven::Timeout)?;
         // A load requested while the list was in flight may have answered already.
         if cache.loaded_since(arrived) {
-            return loaded(Proof::Load);
+            return Ok(Proven::loaded());
         }
-        let at = |proof| Proven { proof, at: Some(current), cache_at: None };
+        let at = |proof| Proven::at(proof, current);
         if let Some(proof) = self.by_watch(cache, current, deadline).await {
             return Ok(at(proof));
         }
         if reload_worth_it() {
-            return self.reload(cache, arrived, deadline).await.map(|proof| Proven {
-                proof,
-                at: None,
-                cache_at: None,
-            });
+            // The reloaded state is what the read is answered at.
+            let reloaded = |proof| Proven { proof, ..Proven::loaded() };
+            return self.reload(cache, arrived, deadline).await.map(reloaded);
         }
         self.probe_until(cache, current, deadline, probe_worth_it).await.map(at)
     }
@@ -351,11 +357,11 @@ impl Freshness {
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
         if cache.loaded_since(arrived) {
-            return Ok(Proven { proof: Proof::Load, at: None, cache_at: None });
+            return Ok(Proven::loaded());
         }
         if let Some(rv) = self.clock.sent_since(arrived) {
             if cache.resource_version() >= rv {
-                return Ok(Proven { proof: Proof::Cache, at: Some(rv), cache_at: None });
+                return Ok(Proven::at(Proof::Cache, rv));
             }
         }
         self.listed(cache, arrived, deadline).await
@@ -363,7 +369,7 @@ impl Freshness {
 
     /// The cache shown to hold the upstream's state as of `arrived` by one consistent list of
     /// its whole scope, metadata only, sent after the read arrived and shared by every read
-    /// that joins it before it is sent ([`clock::GATHER`]): once the cache holds each listed
+    /// that joins it before it is sent ([`gather::GATHER`]): once the cache holds each listed
     /// object at its listed RV and nothing else, its state is the upstream's at the list's RV R
     /// ([`Proven::cache_at`]). The cache is not moved to R: an object created and deleted
     /// between the two, whose events are still on their way, would be lost to its other
@@ -383,10 +389,10 @@ impl Freshness {
         let mut moved = cache.watch_rv();
         loop {
             if cache.loaded_since(arrived) {
-                return Ok(Proven { proof: Proof::Load, at: None, cache_at: None });
+                return Ok(Proven::loaded());
             }
             if cache.resource_version() >= listed.rv {
-                return Ok(Proven { proof: Proof::Listed, at: Some(listed.rv), cache_at: None });
+                return Ok(Proven::at(Proof::Listed, listed.rv));
             }
             // Synced and not loading: a state a proof may speak of.
             if cache.probe_start().is_some() {
@@ -402,41 +408,20 @@ impl Freshness {
         }
     }
 
-    /// A metadata list of the cache's scope sent at or after `arrived`: the last one if it was,
-    /// else the one not sent yet, else a new one (one in flight at a time).
+    /// A metadata list of the cache's scope sent at or after `arrived` ([`Gathered::get`]); its
+    /// RV is the clock's newest sample too.
     async fn metadata_list(self: &Arc<Self>, arrived: std::time::Instant) -> Option<Arc<Listed>> {
-        if let Some((sent, listed)) = &*self.listed_last.lock().unwrap_or_else(|p| p.into_inner()) {
-            if *sent >= arrived {
-                return Some(listed.clone());
-            }
-        }
-        let mut rx = {
-            let mut slot = self.listing.lock().unwrap_or_else(|p| p.into_inner());
-            match &*slot {
-                Some(rx) => rx.clone(),
-                None => {
-                    let (tx, rx) = watch::channel(None);
-                    *slot = Some(rx.clone());
-                    let this = self.clone();
-                    tokio::spawn(async move {
-                        let _turn = this.listing_turn.lock().await;
-                        tokio::time::sleep(clock::GATHER).await;
-                        this.listing.lock().unwrap_or_else(|p| p.into_inner()).take();
-                        let sent = std::time::Instant::now();
-                        let listed = this.fetch_metadata_list().await.map(Arc::new);
-                        if let Some(l) = &listed {
-                            this.clock.sampled(&this.resource, sent, l.rv);
-                            *this.listed_last.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some((sent, l.clone()));
-                        }
-                        let _ = tx.send(Some(listed));
-                    });
-                    rx
+        let this = self.clone();
+        let fetch = move |sent| -> futures_util::future::BoxFuture<'static, Option<Arc<Listed>>> {
+            Box::pin(async move {
+                let listed = this.fetch_metadata_list().await.map(Arc::new);
+                if let Some(l) = &listed {
+                    this.clock.sampled(&this.resource, sent, l.rv);
                 }
-            }
+                listed
+            })
         };
-        let got = rx.wait_for(Option::is_some).await.ok()?;
-        (*got).clone().flatten()
+        self.listings.get(arrived, fetch).await
     }
 
     /// A consistent list of the cache's scope, metadata only. `None` when it failed.

@@ -5,7 +5,7 @@
 //! together — a node's agents starting, whatever resources they read — share one such list
 //! ([`Clock::current_rv`]): a list sent after a read arrived answers it, whichever cache asked
 //! for it; one is in flight at a time, the next gathers every read that arrives meanwhile, and
-//! a list waits [`GATHER`] before it is sent, so that the reads that arrive together (a few
+//! a list waits [`super::gather::GATHER`] before it is sent, so that the reads that arrive together (a few
 //! milliseconds apart, as a node agent's informers start) go with it.
 //!
 //! What one list does *not* do is make the apiserver's watch cache of every resource current:
@@ -18,17 +18,16 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
 
 use tokio::sync::watch;
 
+use super::gather::Gathered;
+
 /// A result every waiter of one single-flight list gets: `None` while it runs.
 type Shared<T> = watch::Receiver<Option<T>>;
-
-/// How long a shared list waits for more reads to join it before it is sent: a small part of a
-/// proof's time (a list takes milliseconds; a probe ~1.5 s), enough for the reads a client
-/// starts together.
-pub const GATHER: Duration = Duration::from_millis(20);
 
 /// Sends one consistent one-item list of a collection path; its RV, or `None` when it failed.
 pub type Fetch = Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, Option<u64>> + Send>;
@@ -36,12 +35,8 @@ pub type Fetch = Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, Op
 /// The upstream's current RV, learned by consistent one-item lists and shared by every cache.
 #[derive(Default)]
 pub struct Clock {
-    /// The list that readers can still join: its request has not been sent.
-    next: Mutex<Option<Shared<Option<u64>>>>,
-    /// The last shared list that answered: when its request was sent, and its RV.
-    last: Mutex<Option<(Instant, u64)>>,
-    /// Held while a shared list is in flight: one at a time.
-    fetching: tokio::sync::Mutex<()>,
+    /// The shared lists: one in flight at a time, and the last one's RV.
+    lists: Arc<Gathered<u64>>,
     /// Per resource (`group/resource`), the highest RV a consistent list of it returned: the
     /// apiserver's watch cache of that resource has reached it.
     progressed: Mutex<HashMap<String, u64>>,
@@ -63,50 +58,24 @@ impl Clock {
         arrived: Instant,
         fetch: Fetch,
     ) -> Option<u64> {
-        if let Some((sent, rv)) = *self.last.lock().unwrap_or_else(|p| p.into_inner()) {
-            if sent >= arrived {
-                return Some(rv);
-            }
-        }
-        let mut rx = {
-            let mut slot = self.next.lock().unwrap_or_else(|p| p.into_inner());
-            match &*slot {
-                Some(rx) => rx.clone(),
-                None => {
-                    let (tx, rx) = watch::channel(None);
-                    *slot = Some(rx.clone());
-                    let this = self.clone();
-                    let resource = resource.to_string();
-                    tokio::spawn(async move {
-                        let _turn = this.fetching.lock().await;
-                        tokio::time::sleep(GATHER).await;
-                        // From here on the request is (about to be) sent: a read arriving now
-                        // needs the next.
-                        this.next.lock().unwrap_or_else(|p| p.into_inner()).take();
-                        let sent = Instant::now();
-                        let rv = fetch().await;
-                        if let Some(rv) = rv {
-                            this.progressed_to(&resource, rv);
-                            let mut last = this.last.lock().unwrap_or_else(|p| p.into_inner());
-                            if last.is_none_or(|(at, _)| at < sent) {
-                                *last = Some((sent, rv));
-                            }
-                        }
-                        let _ = tx.send(Some(rv));
-                    });
-                    rx
+        let this = self.clone();
+        let resource = resource.to_string();
+        let fetch = move |_sent| -> BoxFuture<'static, Option<u64>> {
+            Box::pin(async move {
+                let rv = fetch().await;
+                if let Some(rv) = rv {
+                    this.progressed_to(&resource, rv);
                 }
-            }
+                rv
+            })
         };
-        let got = rx.wait_for(Option::is_some).await.ok()?;
-        (*got).flatten()
+        self.lists.get(arrived, fetch).await
     }
 
     /// The RV of the last shared list, if it was sent at or after `arrived`: the upstream's RV
     /// for a read that arrived then, with no request.
     pub fn sent_since(&self, arrived: Instant) -> Option<u64> {
-        let last = *self.last.lock().unwrap_or_else(|p| p.into_inner());
-        last.filter(|(sent, _)| *sent >= arrived).map(|(_, rv)| rv)
+        self.lists.since(arrived)
     }
 
     /// A consistent list of `resource` sent at `sent` returned `rv` (a proof of its own, of one
@@ -114,10 +83,7 @@ impl Clock {
     /// cache has reached `rv`.
     pub fn sampled(&self, resource: &str, sent: Instant, rv: u64) {
         self.progressed_to(resource, rv);
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_none_or(|(at, _)| at < sent) {
-            *last = Some((sent, rv));
-        }
+        self.lists.record(sent, rv);
     }
 
     /// Makes sure the apiserver's watch cache of `resource` has reached `rv`: at once when a

@@ -45,7 +45,7 @@ async fn a_read_arriving_while_a_list_is_in_flight_waits_for_the_next() {
         let (clock, fetch) = (clock.clone(), list(&sent, 10));
         tokio::spawn(async move { clock.current_rv("/pods", Instant::now(), fetch).await })
     };
-    tokio::time::sleep(super::GATHER + Duration::from_millis(20)).await;
+    tokio::time::sleep(super::super::gather::GATHER + Duration::from_millis(20)).await;
     // The first list is on its way: it may predate this read's arrival.
     let late = clock.current_rv("/pods", Instant::now(), list(&sent, 11)).await;
     assert_eq!((early.await.unwrap(), late), (Some(10), Some(11)));

@@ -1,0 +1,96 @@
+//! One request at a time, shared by every read that arrives before it is sent: the clock's
+//! current-RV lists and a cache's metadata lists ([`super::Clock`], `Freshness::listed`).
+//!
+//! A read may use an answer only if its request was sent after the read arrived (it then
+//! reflects every write that completed before the read). So a read takes the last answer if its
+//! request was sent since, else joins the request not sent yet, else starts one; a request
+//! waits [`GATHER`] before it is sent, so that the reads that come together (a node agent's
+//! informers starting) go with it, and one is in flight at a time.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+
+/// How long a shared request waits for more reads to join it before it is sent: a small part
+/// of a proof's time (a list takes milliseconds; a probe ~1.5 s), enough for the reads a client
+/// starts together.
+pub const GATHER: Duration = Duration::from_millis(20);
+
+/// One shared request at a time, and its last answer.
+pub struct Gathered<T> {
+    /// The request readers can still join: not sent yet. `None` in it while it runs.
+    next: Mutex<Option<watch::Receiver<Option<Option<T>>>>>,
+    /// The last answer, with when its request was sent.
+    last: Mutex<Option<(Instant, T)>>,
+    /// Held while a request is in flight: one at a time.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl<T> Default for Gathered<T> {
+    fn default() -> Self {
+        Gathered {
+            next: Mutex::new(None),
+            last: Mutex::new(None),
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Gathered<T> {
+    /// The last answer, if its request was sent at or after `arrived`.
+    pub fn since(&self, arrived: Instant) -> Option<T> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.as_ref().filter(|(sent, _)| *sent >= arrived).map(|(_, v)| v.clone())
+    }
+
+    /// An answer whose request was sent at `sent` (by this or another way), kept as the last
+    /// one unless a later one is.
+    pub fn record(&self, sent: Instant, value: T) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref().is_none_or(|(at, _)| *at < sent) {
+            *last = Some((sent, value));
+        }
+    }
+
+    /// An answer whose request was sent at or after `arrived`: the last one, else that of the
+    /// request not sent yet, else of a new one made by `fetch` (given when it is sent). `None`
+    /// when the request failed.
+    pub async fn get(
+        self: &Arc<Self>,
+        arrived: Instant,
+        fetch: impl FnOnce(Instant) -> BoxFuture<'static, Option<T>> + Send + 'static,
+    ) -> Option<T> {
+        if let Some(v) = self.since(arrived) {
+            return Some(v);
+        }
+        let mut rx = {
+            let mut slot = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            match &*slot {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    *slot = Some(rx.clone());
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let _turn = this.turn.lock().await;
+                        tokio::time::sleep(GATHER).await;
+                        // From here on the request is (about to be) sent: a read arriving now
+                        // needs the next.
+                        this.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        let sent = Instant::now();
+                        let got = fetch(sent).await;
+                        if let Some(v) = &got {
+                            this.record(sent, v.clone());
+                        }
+                        let _ = tx.send(Some(got));
+                    });
+                    rx
+                }
+            }
+        };
+        let got = rx.wait_for(Option::is_some).await.ok()?;
+        (*got).clone().flatten()
+    }
+}
