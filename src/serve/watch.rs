@@ -199,12 +199,9 @@ pub async fn try_watch(
     Some(stream_response(&encoder, body.boxed()))
 }
 
-/// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
-/// apiserver's state when the read arrived: later events are events, as they are there), or
-/// the cache's state when it was loaded for the read.
 /// The freshness proof of a consistent watch: for a watch of one object in a small cache
-/// ([`fresh::listed_covers`]), a metadata list of the cache; else the cache's own proof, a reload for a small cache the
-/// watch covers.
+/// ([`fresh::listed_covers`]), a metadata list of the cache; else the cache's own proof, a
+/// reload for a small cache the watch covers.
 async fn consistent(
     state: &ProxyState,
     cache: &Live,
@@ -220,6 +217,9 @@ async fn consistent(
     fresh::consistent(state, cache, arrived, || true, reload).await
 }
 
+/// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
+/// apiserver's state when the read arrived: later events are events, as they are there), or
+/// the cache's state when it was loaded for the read.
 fn state_at(proven: Proven) -> WatchFrom {
     match (proven.at, proven.cache_at) {
         (Some(rv), Some(cache_at)) => WatchFrom::StateAhead { rv, cache_at },
