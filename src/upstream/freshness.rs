@@ -206,12 +206,19 @@ impl NotProven {
     }
 }
 
-/// A `PartialObjectMetadataList`, as far as the proofs read it.
+/// A `PartialObjectMetadataList`, as far as the proofs read it. The apiserver writes the items
+/// of an empty one as `null` (a nil Go slice).
 #[derive(serde::Deserialize)]
 struct MetadataList {
     metadata: Meta,
     #[serde(default)]
-    items: Vec<MetadataItem>,
+    items: Option<Vec<MetadataItem>>,
+}
+
+impl MetadataList {
+    fn parse(body: &[u8]) -> Option<MetadataList> {
+        serde_json::from_slice(body).ok()
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -435,8 +442,9 @@ impl Freshness {
         };
         drop(cache);
         let list = self.metadata_list_of(&path).await?;
-        let mut objects = std::collections::HashMap::with_capacity(list.items.len());
-        for item in list.items {
+        let items = list.items.unwrap_or_default();
+        let mut objects = std::collections::HashMap::with_capacity(items.len());
+        for item in items {
             let m = item.metadata;
             let rv = m.resource_version.parse().ok()?;
             objects.insert(CachedObject::key_for(&m.namespace, &m.name), rv);
@@ -505,7 +513,7 @@ impl Freshness {
             http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
         };
         let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
-        serde_json::from_slice(&body.to_bytes()).ok()
+        MetadataList::parse(&body.to_bytes())
     }
 
     /// Waits until the cache has reached `rv` for a not-older-than read, as the apiserver's
@@ -688,3 +696,6 @@ fn request(path: &str, accept: &'static str) -> Option<Request<UpstreamBody>> {
         .body(Empty::new().map_err(|never| match never {}).boxed())
         .ok()
 }
+
+#[cfg(test)]
+mod tests;
