@@ -127,6 +127,7 @@ pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task:
 }
 
 async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {
+    request_log::record(&req);
     let mut stalled = state.faults.stalled.subscribe();
     // Wait out a stall fault; a dropped sender means no stall.
     let _ = stalled.wait_for(|s| !*s).await;
@@ -490,5 +491,53 @@ async fn dispatch(
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )),
+    }
+}
+
+/// Every request the fake apiserver receives, one line each, when `KUBEPLEX_SIM_REQUEST_LOG`
+/// names a file: the apiserver's audit log at its `Metadata` level reduced to what a cost
+/// analysis needs (when, verb, URI, who), for reading which requests a tier sent (the
+/// `kubeplex-bench nodes` figures per request kind). Off unless set; nothing else reads it.
+mod request_log {
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Instant;
+
+    struct Log {
+        start: Instant,
+        file: Mutex<std::io::BufWriter<std::fs::File>>,
+    }
+
+    fn log() -> Option<&'static Log> {
+        static LOG: OnceLock<Option<Log>> = OnceLock::new();
+        LOG.get_or_init(|| {
+            let path = std::env::var_os("KUBEPLEX_SIM_REQUEST_LOG")?;
+            let file = std::fs::File::create(path).ok()?;
+            Some(Log { start: Instant::now(), file: Mutex::new(std::io::BufWriter::new(file)) })
+        })
+        .as_ref()
+    }
+
+    pub(super) fn record<B>(req: &http::Request<B>) {
+        let Some(log) = log() else { return };
+        let header = |name: &str| {
+            req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string()
+        };
+        let who = match header("authorization") {
+            a if a.starts_with("Bearer ") => a.chars().take(7 + 24).collect::<String>(),
+            a => a,
+        };
+        let line = format!(
+            "{:.3} {} {} who={} as={} ua={}\n",
+            log.start.elapsed().as_secs_f64(),
+            req.method(),
+            req.uri(),
+            who.replace(' ', "_"),
+            header("impersonate-user"),
+            header("user-agent").replace(' ', "_"),
+        );
+        let mut file = log.file.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = file.write_all(line.as_bytes());
+        let _ = file.flush();
     }
 }

@@ -534,6 +534,10 @@ async fn tier_report(t: &tier::Tier, dir: &std::path::Path) -> anyhow::Result<Ti
         // Kept with the run's files, for a closer look.
         let path = dir.join(format!("debug-caches-{}.json", k.node));
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
+        // And its /metrics page (its proofs, what it passed through and why).
+        if let Ok(text) = k.metrics().await {
+            std::fs::write(dir.join(format!("metrics-{}.txt", k.node)), text)?;
+        }
         for c in doc["caches"].as_array().into_iter().flatten() {
             // Whatever else the document says about a cache (its scope, namespace) names it too.
             let mut name = format!(
