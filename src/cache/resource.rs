@@ -249,6 +249,12 @@ impl ResourceCache {
         newest.map(|e| e.received)
     }
 
+    /// How many events the upstream's watch brought at or after `since`, counted up to `most`
+    /// (a load or a bookmark is no event).
+    pub fn events_received_since(&self, since: std::time::Instant, most: usize) -> usize {
+        self.fanout().history.received_since(since).take(most).count()
+    }
+
     fn fanout(&self) -> std::sync::MutexGuard<'_, FanOut> {
         self.fanout.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -264,7 +264,8 @@ pub struct Settings {
     )]
     pub consistent_read_wait: Duration,
     /// A consistent list smaller than this (bytes of its objects) passes through rather than
-    /// wait ~1.5 s for a bookmark probe of its own; larger ones, and watches, are proven.
+    /// wait ~1.5 s for a bookmark probe of its own — unless it is about all of a small cache,
+    /// proven by one metadata list; larger ones, and watches, are proven.
     #[arg(
         long,
         env = "KUBEPLEX_CONSISTENT_LIST_PROBE_MIN_BYTES",

@@ -27,11 +27,13 @@ use super::pages::PageCache;
 use super::read::CachedRead;
 use super::resources::ResourceInfo;
 use super::state::ProxyState;
+use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::cache::CachedObject;
 use crate::upstream::caches::Live;
+use crate::upstream::freshness::Proven;
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
@@ -102,12 +104,10 @@ pub async fn try_answer(
     if !fresh::synced(state, &cache).await {
         return None;
     }
-    if consistent {
-        let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
-        let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
-        // A small consistent list passes through rather than wait for a reload or probe.
-        fresh::consistent(state, &cache, arrived, worth_it, || false).await?;
-    }
+    let proven = match consistent && rp.name.is_none() {
+        true => Some(consistent_list(state, &cache, info, rp, opts, encoding, arrived).await?),
+        false => None,
+    };
     let page_key = format!(
         "{}|{shape:?}|{}|{}",
         cache.describe(),
@@ -125,7 +125,46 @@ pub async fn try_answer(
     };
     match &rp.name {
         Some(name) => get(state, &cache, rp, opts, name, &out).await,
-        None => list(state, &cache, rp, opts, &out).await,
+        None => list(state, &cache, rp, opts, proven, &out).await,
+    }
+}
+
+/// The freshness proof of a consistent list: a metadata list of the cache when it costs the
+/// upstream no more than the list would directly ([`fresh::listed_covers`]: a small cache the
+/// list is about all of — another tier's `limit=1` current-RV list, a node's list of its Node);
+/// else the cache's own proof, where a small list passes through rather than wait for a probe.
+async fn consistent_list(
+    state: &ProxyState,
+    cache: &Live,
+    info: &ResourceInfo,
+    rp: &ResourcePath,
+    opts: &ListOptions,
+    encoding: Encoding,
+    arrived: std::time::Instant,
+) -> Option<Proven> {
+    let (label, field) = selectors(info, encoding, opts)?;
+    let filter = Filter { namespace: rp.namespace.clone(), label, field };
+    let limit = opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    if fresh::listed_covers(cache, info.namespaced, &filter, limit) {
+        return fresh::consistent_listed(state, cache, arrived).await;
+    }
+    let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
+    let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
+    fresh::consistent(state, cache, arrived, worth_it, || false).await
+}
+
+/// The state a consistent list is answered at: the cache's, shown current by its proof — or,
+/// when a metadata list showed the cache's state to be the upstream's at a later RV R
+/// ([`Proven::cache_at`]), that state at R, as the apiserver would answer (the list's RV is
+/// what another tier's clock takes for the upstream's current RV). `None` if the cache has
+/// moved since, short of R: the read passes through.
+fn proven_state(cache: &Live, proven: Option<Proven>) -> Option<Snapshot> {
+    let snap = cache.current();
+    match proven.and_then(|p| p.at.zip(p.cache_at)) {
+        Some((rv, cache_at)) if snap.resource_version() < rv => {
+            (snap.resource_version() == cache_at).then(|| snap.as_of(rv))
+        }
+        _ => Some(snap),
     }
 }
 
@@ -269,6 +308,7 @@ async fn list(
     cache: &Live,
     rp: &ResourcePath,
     opts: &ListOptions,
+    proven: Option<Proven>,
     out: &Out<'_>,
 ) -> Option<Response<Body>> {
     let (label, field) = selectors(out.info, out.encoding, opts)?;
@@ -294,7 +334,7 @@ async fn list(
             let rv = opts.resource_version.as_deref();
             let (snap, latest) = match (rv, opts.resource_version_match, limit) {
                 // Consistent: the caller has shown the cache to be current.
-                (None, _, _) => (cache.current(), true),
+                (None, _, _) => (proven_state(cache, proven)?, true),
                 (Some("0"), _, _) => (cache.current(), true),
                 (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
                     (cache.at(rv.parse().ok()?).ok()?, false)

@@ -23,22 +23,35 @@ const RELOAD_SLACK_BYTES: usize = 16 << 10;
 /// watch would directly: the cache is small, and the read selects about all of it (a reload is
 /// one streaming list of the cache's scope; the read, directly, one of its own).
 pub fn reload_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
-    let (total, mine) = bytes(cache, namespaced, filter);
+    let (total, mine) = bytes(cache, namespaced, filter, None);
     total <= RELOAD_MAX_BYTES && total <= mine + mine / 4 + RELOAD_SLACK_BYTES
 }
 
 /// Whether a metadata list of `cache` (`Freshness::consistent_listed`) costs the upstream no
-/// more than a watch of one object in it would directly, by the slack a reload is allowed: the
-/// list's metadata come to at most the cache's objects, and those to at most the read's own and
-/// [`RELOAD_SLACK_BYTES`] — and, unlike a reload, it sends no object as an event.
-pub fn listed_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
-    let (total, mine) = bytes(cache, namespaced, filter);
+/// more than the read — a watch, or a list of at most `limit` objects — would directly, by the
+/// slack a reload is allowed: the list's metadata come to at most the cache's objects, and
+/// those to at most the read's own and [`RELOAD_SLACK_BYTES`]. Unlike a reload it sends no
+/// object as an event, and unlike the current-RV list and probe of [`consistent`] it is one
+/// request, answered at once, that is its own current-RV sample.
+pub fn listed_covers(
+    cache: &ResourceCache,
+    namespaced: bool,
+    filter: &Filter,
+    limit: Option<usize>,
+) -> bool {
+    let (total, mine) = bytes(cache, namespaced, filter, limit);
     total <= mine + RELOAD_SLACK_BYTES
 }
 
-/// The bytes of the cache's objects, and of those `filter` selects — not counted (0) past
-/// [`RELOAD_MAX_BYTES`], where neither a reload nor a metadata list is worth it.
-fn bytes(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> (usize, usize) {
+/// The bytes of the cache's objects, and of those `filter` selects (the first `limit` of them)
+/// — not counted (0) past [`RELOAD_MAX_BYTES`], where neither a reload nor a metadata list is
+/// worth it.
+fn bytes(
+    cache: &ResourceCache,
+    namespaced: bool,
+    filter: &Filter,
+    limit: Option<usize>,
+) -> (usize, usize) {
     let snap = cache.current();
     let total: usize = snap.items().values().map(|o| o.body.len()).sum();
     if total > RELOAD_MAX_BYTES {
@@ -51,7 +64,8 @@ fn bytes(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> (usize, us
         field: filter.field.as_ref(),
         ..Query::default()
     };
-    let mine: usize = select::select(&snap, &query).items.iter().map(|o| o.body.len()).sum();
+    let selected = select::select(&snap, &query).items;
+    let mine = selected.iter().take(limit.unwrap_or(usize::MAX)).map(|o| o.body.len()).sum();
     (total, mine)
 }
 
@@ -106,8 +120,8 @@ pub async fn consistent(
     .await
 }
 
-/// [`consistent`] for a watch of one object in a small cache ([`listed_covers`]), proven by a
-/// metadata list of the cache (`Freshness::consistent_listed`).
+/// [`consistent`] for a read of about the whole of a small cache ([`listed_covers`]), proven by
+/// a metadata list of the cache (`Freshness::consistent_listed`).
 pub async fn consistent_listed(
     state: &ProxyState,
     cache: &Live,
@@ -141,15 +155,20 @@ where
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
 /// the final bookmark of a watch that is another tier's freshness probe (`watch`): the
 /// bookmark is at the upstream's current RV only once this tier knows it holds that state.
-/// Counted as `read="bookmark"`.
+/// `listed`: by a metadata list of the cache ([`listed_covers`]), as the watch's own
+/// consistent read is. Counted as `read="bookmark"`.
 pub async fn for_bookmark(
     state: &ProxyState,
     cache: &Live,
     arrived: std::time::Instant,
     deadline: Instant,
+    listed: bool,
 ) -> bool {
     let started = std::time::Instant::now();
-    let proof = cache.freshness.consistent(cache, arrived, deadline, || true, || false).await;
+    let proof = match listed {
+        true => cache.freshness.consistent_listed(cache, arrived, deadline).await,
+        false => cache.freshness.consistent(cache, arrived, deadline, || true, || false).await,
+    };
     observe(state, cache, "bookmark", outcome(proof.map(|p| p.proof)), started);
     proof.is_ok()
 }

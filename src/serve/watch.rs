@@ -170,8 +170,12 @@ pub async fn try_watch(
         let (done, proven) = tokio::sync::oneshot::channel();
         let (state, cache) = (state.clone(), cache.clone());
         let proof_deadline = proof_cutoff;
+        // A WatchList started ahead of the cache by a metadata list: its bookmark is at that
+        // list's RV once the same list (reused) shows it again; a probe would not move it.
+        let listed = matches!(from, WatchFrom::StateAhead { .. });
         tokio::spawn(async move {
-            let _ = done.send(fresh::for_bookmark(&state, &cache, arrived, proof_deadline).await);
+            let proven = fresh::for_bookmark(&state, &cache, arrived, proof_deadline, listed).await;
+            let _ = done.send(proven);
         });
         proven
     });
@@ -199,9 +203,10 @@ pub async fn try_watch(
     Some(stream_response(&encoder, body.boxed()))
 }
 
-/// The freshness proof of a consistent watch: for a watch of one object in a small cache
-/// ([`fresh::listed_covers`]), a metadata list of the cache; else the cache's own proof, a
-/// reload for a small cache the watch covers.
+/// The freshness proof of a consistent watch: for a watch of about all of a small cache (a
+/// kubelet's watch of one ConfigMap in a namespace of few, a node's of its Node or pods, the
+/// services kube-proxy reads: [`fresh::listed_covers`]), a metadata list of the cache; else
+/// the cache's own proof, a reload for a small cache the watch mostly covers.
 async fn consistent(
     state: &ProxyState,
     cache: &Live,
@@ -209,8 +214,7 @@ async fn consistent(
     filter: &Filter,
     arrived: std::time::Instant,
 ) -> Option<Proven> {
-    let named = filter.field.as_ref().and_then(|f| f.exact_value("metadata.name")).is_some();
-    if named && fresh::listed_covers(cache, info.namespaced, filter) {
+    if fresh::listed_covers(cache, info.namespaced, filter, None) {
         return fresh::consistent_listed(state, cache, arrived).await;
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);

@@ -26,14 +26,18 @@
 //!    resource, a list of this one comes first ([`Clock::progress`]; one per resource, shared by
 //!    all its caches, and none when a list of it already reached R).
 //!
-//! **A metadata list, for a watch of one object in a small cache** (the kubelet's watch of each
-//! ConfigMap and Secret its pods use; `serve::fresh::listed_covers`: the cache's objects come
-//! to at most the read's own and 16 KiB, the slack a reload is allowed): one
-//! consistent list of the cache's scope, metadata only, answered at once and shared by the reads
-//! that join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
-//! listed object at its listed RV and nothing the list lacks, the read starts at the list's RV.
-//! A pool tier gets such watches from every node as pods land: a reload per read would send the
-//! whole cache as events each time, a probe would hold each pod's start-up ~1.5 s.
+//! **A metadata list, for a read of about all of a small quiet cache** (the kubelet's watch of
+//! each ConfigMap and Secret its pods use, a node's watch of its Node, another tier's `limit=1`
+//! current-RV list of a small resource; `serve::fresh::listed_covers`: the cache's objects
+//! come to at most the read's own and 16 KiB, the slack a reload is allowed): one consistent
+//! list of the cache's scope, metadata only, answered at once and shared by the reads that
+//! join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
+//! listed object at its listed RV and nothing the list lacks, its state is the upstream's at
+//! the list's RV, where the read is answered (a watch starts there; a list is served at it). A
+//! pool tier gets such reads from every node as pods land and as node tiers start: a reload
+//! per read would send the whole cache as events each time, a probe would hold each ~1.5 s,
+//! passing them through costs one request each. A busy cache is proven by the clock's list
+//! first, which the reads of every other cache share.
 //!
 //! **A reload instead of a probe, for a small cache a read covers**: when a consistent watch of
 //! a quiet cache whose objects are small and mostly the read's own (a node's own pods, its
@@ -117,6 +121,10 @@ const PROBE_MARGIN: Duration = Duration::from_secs(2);
 /// How long the cache's own watch is given to reach R before a probe is started: on a busy
 /// resource the events up to R are already on their way.
 const WATCH_GRACE: Duration = Duration::from_millis(50);
+/// A cache whose watch brought this many events within this long (20 a second, one per
+/// [`WATCH_GRACE`]) is busy: its own watch, rather than a metadata list of its own, likely
+/// brings it to the clock's RV in a moment ([`Freshness::consistent_listed`]).
+const BUSY: (Duration, usize) = (Duration::from_millis(250), 5);
 /// A probe that could not start (a relist under way) is retried after this long.
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// Largest line of a probe's watch (a PartialObjectMetadata event).
@@ -352,11 +360,12 @@ impl Freshness {
     }
 
     /// [`Freshness::consistent`] by a metadata list of the cache ([`Freshness::listed`]), for a
-    /// watch of one object in a small cache — the kubelet's watch of each ConfigMap and Secret
-    /// its pods use, a node's watch of its Node: one small request, answered at once, shared by
-    /// the reads that come with it, instead of a reload of the cache per read (each of its
-    /// objects as an event) or a bookmark probe (~1.5 s). When a shared list sent since the
-    /// read arrived already shows the cache current, no request.
+    /// read of about all of a small cache — the kubelet's watch of each ConfigMap and Secret its
+    /// pods use, a node's watch of its Node, another tier's `limit=1` list: one small request,
+    /// answered at once, shared by the reads that come with it, instead of a reload of the
+    /// cache per read (each of its objects as an event), a bookmark probe (~1.5 s) or a pass
+    /// through per read. When a shared list sent since the read arrived already shows the cache
+    /// current, no request; a busy cache tries the clock's shared list first.
     pub async fn consistent_listed(
         self: &Arc<Self>,
         cache: &ResourceCache,
@@ -369,6 +378,18 @@ impl Freshness {
         if let Some(rv) = self.clock.sent_since(arrived) {
             if cache.resource_version() >= rv {
                 return Ok(Proven::at(Proof::Cache, rv));
+            }
+        }
+        // A cache its upstream keeps busy reaches the current RV through its own watch in a
+        // moment: the clock's list, shared with the reads of every other cache, is then the
+        // whole proof. The metadata list is one per cache, for a quiet one.
+        let recently = std::time::Instant::now().checked_sub(BUSY.0);
+        if recently.is_some_and(|t| cache.events_received_since(t, BUSY.1) >= BUSY.1) {
+            let current = tokio::time::timeout_at(deadline, self.current_rv(arrived)).await;
+            if let Ok(Some(rv)) = current {
+                if let Some(proof) = self.by_watch(cache, rv, deadline).await {
+                    return Ok(Proven::at(proof, rv));
+                }
             }
         }
         self.listed(cache, arrived, deadline).await

@@ -150,17 +150,20 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
     };
     assert_eq!(proofs("timeout").await, 0);
     assert_eq!(
-        proofs("load").await + proofs("cache").await,
+        proofs("load").await + proofs("cache").await + proofs("listed").await,
         100,
-        "every WatchList shown consistent by the load it waited for, or the shared list"
+        "every WatchList shown consistent by the load it waited for, or a shared list"
     );
 }
 
-/// kubeplex with every consistent list worth a probe (the default spares lists under 1 MiB).
+/// kubeplex with every consistent list worth a probe (the default spares lists under 1 MiB),
+/// and enough configmaps in the other namespaces that a metadata list of the cache would cost
+/// more than a list of one namespace directly: the proof is a list and a probe.
 async fn probing_every_list() -> Stack {
     let freshness = FreshnessConfig { probe_min_list_bytes: 0, ..FreshnessConfig::default() };
     let (idle, watch) = (Duration::from_secs(600), WatchConfig::default());
-    Stack::build_full(SimBuilder::new(), small(), &["configmaps"], idle, watch, freshness).await
+    let shape = ClusterShape { configmaps: 300, ..small() };
+    Stack::build_full(SimBuilder::new(), shape, &["configmaps"], idle, watch, freshness).await
 }
 
 #[tokio::test]
@@ -243,12 +246,16 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     assert_eq!(ev(&ours.next().await), ev(&theirs.next().await));
 }
 
-/// The rule for small lists: a consistent list that would need a probe of its own, and whose
-/// objects come to less than 1 MiB, passes through (milliseconds, and cheaper for the upstream
-/// than a probe); once a probe is under way, or the cache is current, it is served.
+/// The rule for small lists: a consistent list that would need a probe of its own, whose
+/// objects come to less than 1 MiB and whose cache holds much more than it (so that a metadata
+/// list of the cache would cost more than the list), passes through (milliseconds, and cheaper
+/// for the upstream than a probe); once a probe is under way, or the cache is current, it is
+/// served.
 #[tokio::test]
 async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_current() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    // The cache holds 300 configmaps, the list 100: a metadata list of the cache would cost
+    // more than the list directly.
+    let stack = Stack::new(ClusterShape { configmaps: 300, ..small() }, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     move_cluster_on(&stack, "small");
     let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
@@ -275,6 +282,65 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     let again = get_accept(&stack.addr(), CMS, JSON).await;
     assert!(again.body == theirs.body);
     assert_eq!(stack.served_from("cache").await, cache_before + 2, "the WatchList and the list");
+}
+
+/// A consistent list of about all of a small quiet cache — another tier's `limit=1` list for
+/// the upstream's current RV, a node's list of its Node — is answered from the cache at the
+/// upstream's current RV, proven by one metadata list of the cache: what the apiserver answers,
+/// byte for byte, where passing it through would have cost the apiserver a request per read
+/// (and a current-RV list besides). The lists that arrive together share the one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_list_of_a_small_quiet_cache_is_served_at_the_current_rv_after_one_metadata_list(
+) {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    let current = move_cluster_on(&stack, "listed");
+    let meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let lists_before = stack.upstream_calls_of("configmaps", "LIST");
+    let (cache_before, upstream_before) =
+        (stack.served_from("cache").await, stack.served_from("upstream").await);
+    // A tier's clock list (metadata, one item) and two agents' lists, arriving together.
+    let reads = [
+        ("/api/v1/configmaps?limit=1", meta),
+        ("/api/v1/configmaps", JSON),
+        ("/api/v1/configmaps?limit=5", JSON),
+    ];
+    let addr = stack.addr();
+    let started = Instant::now();
+    let ours = join_all(reads.iter().map(|(path, accept)| get_accept(&addr, path, accept))).await;
+    let took = started.elapsed();
+    assert_eq!(
+        stack.upstream_calls_of("configmaps", "LIST") - lists_before,
+        1,
+        "one metadata list"
+    );
+    assert_eq!(stack.served_from("cache").await - cache_before, 3, "all three from the cache");
+    assert_eq!(stack.served_from("upstream").await, upstream_before, "none passed through");
+    assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
+    for ((path, accept), ours) in reads.iter().zip(&ours) {
+        let theirs = get_accept(&stack.upstream(), path, accept).await;
+        assert_eq!(ours.status, 200);
+        assert_eq!(rv_of(&ours.json()), current, "{path}: at the upstream's current RV");
+        assert!(ours.body == theirs.body, "{path}: the apiserver's list, byte for byte");
+    }
+    // The next page of the limited list, at that RV, from the cache too.
+    let first = ours[2].json();
+    let token = first["metadata"]["continue"].as_str().expect("continue").to_string();
+    let next = format!("/api/v1/configmaps?limit=5&continue={token}");
+    let (ours, theirs) = (
+        get_accept(&stack.addr(), &next, JSON).await,
+        get_accept(&stack.upstream(), &next, JSON).await,
+    );
+    assert!(ours.body == theirs.body, "the next page, byte for byte");
+    // A change after it is in the next consistent list.
+    stack
+        .sim
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "after-listed", "namespace": "team-0"}}))
+        .expect("create");
+    let again = get_accept(&stack.addr(), "/api/v1/configmaps", JSON).await.json();
+    let items = again["items"].as_array().expect("items");
+    assert!(items.iter().any(|o| o["metadata"]["name"] == "after-listed"), "the change is in it");
 }
 
 #[tokio::test]
@@ -416,25 +482,60 @@ async fn consistent_reads_of_several_resources_share_one_proof_list() {
     assert_eq!(proofs("proof_watch").await - probes, 0, "busy caches need no probe");
 }
 
-/// A consistent WatchList of a small cache it covers (a kubelet's own pods, its Node) is proven
-/// by reloading the cache: one streaming list of the cache's scope, which is what the WatchList
-/// costs the apiserver directly, answered at once — not a list and a probe (two or three
-/// requests and ~1.5 s). Watchers already on the cache see nothing of it but real changes.
+/// A consistent WatchList of a small quiet cache it is all of (a kubelet's own pods, its Node)
+/// is proven by one metadata list of the cache, answered at once: no streaming list, no probe
+/// (two or three requests and ~1.5 s), no event to the watchers already on the cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_reloading_it() {
+async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_a_metadata_list() {
     let stack = Stack::new(small(), &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
-    wait_synced(&stack, "pods").await;
-    let current = move_cluster_on(&stack, "reload");
+    let costs = small_cache_watchlist(&stack, "").await;
+    assert_eq!(costs, WatchListCosts { watchlists: 0, proof_lists: 1, probes: 0 });
+    let listed = ["read=\"consistent\"", "proof=\"listed\""];
+    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &listed).await, 1);
+}
+
+/// A consistent WatchList of a small cache it is most of (a node's pods but one app's), where a
+/// metadata list would cost more than the read beyond its slack, is proven by reloading the
+/// cache: one streaming list of the cache's scope, about what the WatchList costs the apiserver
+/// directly, answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_watchlist_of_a_small_cache_it_mostly_covers_is_proven_by_reloading_it() {
+    // Node 1's 200 pods, 16 of them of app-0 or app-5 (some 40 KiB, past a metadata list's
+    // 16 KiB of slack; within a reload's quarter).
+    let shape = ClusterShape { pods: 800, ..small() };
+    let stack = Stack::new(shape, &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
+    let costs = small_cache_watchlist(&stack, "&labelSelector=app+notin+%28app-0%2Capp-5%29").await;
+    assert_eq!(costs, WatchListCosts { watchlists: 1, proof_lists: 1, probes: 0 });
+    let reload = ["read=\"consistent\"", "proof=\"reload\""];
+    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &reload).await, 1);
+}
+
+/// What proving a consistent WatchList of the cache cost the upstream.
+#[derive(Debug, PartialEq)]
+struct WatchListCosts {
+    watchlists: u64,
+    proof_lists: u64,
+    probes: u64,
+}
+
+/// A consistent WatchList of node 1's pods (and `selector`) through kubeplex, once the cluster
+/// has moved on: equal byte for byte to the apiserver's, at once; a watcher already on the
+/// cache sees nothing but its initial state. What its proof cost.
+async fn small_cache_watchlist(stack: &Stack, selector: &str) -> WatchListCosts {
+    wait_synced(stack, "pods").await;
+    let current = move_cluster_on(stack, "reload");
     let pb = "application/vnd.kubernetes.protobuf";
     let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
-    let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&{wl}");
+    let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1{selector}&{wl}");
     // Someone already watching the cache.
     let mut old = watch(&stack.addr(), "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&watch=1&resourceVersion=0&timeoutSeconds=10", JSON).await;
-    let watchlists = || stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"watchlist\""]);
-    let (loads, probes) = (
-        watchlists().await,
-        stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"proof_watch\""]).await,
-    );
+    let calls = |verb: &'static str| {
+        let stack = &stack;
+        async move {
+            stack.metric_sum("kubeplex_upstream_calls_total", &[&format!("verb=\"{verb}\"")]).await
+        }
+    };
+    let before = (calls("watchlist").await, calls("proof_list").await, calls("proof_watch").await);
     let started = Instant::now();
     let mut ours = watch(&stack.addr(), &path, pb).await;
     let mut theirs = watch(&stack.upstream(), &path, pb).await;
@@ -453,19 +554,20 @@ async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_reloadin
     }
     assert_eq!(got, want, "the state and the initial-events-end bookmark, byte for byte");
     assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
-    assert_eq!(watchlists().await - loads, 1, "one streaming list: the reload");
-    let probed = stack.metric_sum("kubeplex_upstream_calls_total", &["verb=\"proof_watch\""]).await;
-    assert_eq!(probed, probes, "no probe");
-    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &["proof=\"reload\""]).await, 1);
     assert!(stack.sim.current_rv() >= current);
-    // The watcher that was already there saw its initial state and then nothing: a reload
-    // that found no change sends none.
+    // The watcher that was already there saw its initial state and then nothing: a proof that
+    // found no change sends none.
     let mut seen = 0;
     while let Some(e) = old.next_within(Duration::from_millis(300)).await {
         assert_eq!(e["type"], "ADDED", "{e}");
         seen += 1;
     }
     assert!(seen > 0);
+    WatchListCosts {
+        watchlists: calls("watchlist").await - before.0,
+        proof_lists: calls("proof_list").await - before.1,
+        probes: calls("proof_watch").await - before.2,
+    }
 }
 
 /// A consistent WatchList of one object in a small quiet cache — the kubelet's watch of each
@@ -534,5 +636,6 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
         assert_eq!(after.0 - before.0, 1, "one metadata list");
         assert_eq!((after.1, after.2), (before.1, before.2), "no probe, no reload");
     }
-    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &["proof=\"listed\""]).await, 2);
+    let listed = ["read=\"consistent\"", "proof=\"listed\""];
+    assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &listed).await, 2);
 }
