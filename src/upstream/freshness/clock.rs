@@ -5,8 +5,9 @@
 //! together — a node's agents starting, whatever resources they read — share one such list
 //! ([`Clock::current_rv`]): a list sent after a read arrived answers it, whichever cache asked
 //! for it; one is in flight at a time, the next gathers every read that arrives meanwhile, and
-//! a list waits [`super::gather::GATHER`] before it is sent, so that the reads that arrive together (a few
-//! milliseconds apart, as a node agent's informers start) go with it.
+//! a list waits [`super::gather::GATHER`] before it is sent (longer in a burst), so that the
+//! reads that arrive together (a few milliseconds apart, as a node agent's informers start) go
+//! with it.
 //!
 //! What one list does *not* do is make the apiserver's watch cache of every resource current:
 //! the apiserver asks etcd for progress for the resource it lists, and a quiet resource's watch

@@ -5,7 +5,8 @@
 //! reflects every write that completed before the read). So a read takes the last answer if its
 //! request was sent since, else joins the request not sent yet, else starts one; a request
 //! waits [`GATHER`] before it is sent, so that the reads that come together (a node agent's
-//! informers starting) go with it, and one is in flight at a time.
+//! informers starting) go with it — [`GATHER_IN_BURST`] when the one before was sent a moment
+//! ago — and one is in flight at a time.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,6 +18,13 @@ use tokio::sync::watch;
 /// of a proof's time (a list takes milliseconds; a probe ~1.5 s), enough for the reads a client
 /// starts together.
 pub const GATHER: Duration = Duration::from_millis(20);
+/// How long it waits when the one before it was sent less than [`BURST`] ago: reads are coming
+/// in a stream (another tier's nodes starting, each a moment after the other), and a request
+/// per [`GATHER`] would cost the upstream one per few reads. Still a small part of a proof's
+/// time; a read that comes alone waits [`GATHER`].
+pub const GATHER_IN_BURST: Duration = Duration::from_millis(100);
+/// See [`GATHER_IN_BURST`].
+pub const BURST: Duration = Duration::from_millis(250);
 
 /// One shared request at a time, and its last answer.
 pub struct Gathered<T> {
@@ -43,6 +51,15 @@ impl<T: Clone + Send + Sync + 'static> Gathered<T> {
     pub fn since(&self, arrived: Instant) -> Option<T> {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         last.as_ref().filter(|(sent, _)| *sent >= arrived).map(|(_, v)| v.clone())
+    }
+
+    /// How long the next request waits for reads to join it: longer in a burst.
+    fn gather(&self) -> Duration {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        match &*last {
+            Some((sent, _)) if sent.elapsed() < BURST => GATHER_IN_BURST,
+            _ => GATHER,
+        }
     }
 
     /// An answer whose request was sent at `sent` (by this or another way), kept as the last
@@ -75,7 +92,7 @@ impl<T: Clone + Send + Sync + 'static> Gathered<T> {
                     let this = self.clone();
                     tokio::spawn(async move {
                         let _turn = this.turn.lock().await;
-                        tokio::time::sleep(GATHER).await;
+                        tokio::time::sleep(this.gather()).await;
                         // From here on the request is (about to be) sent: a read arriving now
                         // needs the next.
                         this.next.lock().unwrap_or_else(|p| p.into_inner()).take();

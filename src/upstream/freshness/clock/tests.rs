@@ -87,3 +87,24 @@ async fn a_list_sent_after_a_read_arrived_answers_it_later_too() {
     assert_eq!(clock.current_rv("/nodes", Instant::now(), list(&sent, 8)).await, Some(8));
     assert_eq!(sent.load(Ordering::SeqCst), 2);
 }
+
+/// Reads coming in a stream right after a list (another tier's nodes starting one after
+/// another, tens of milliseconds apart) wait longer for each other: one list for the stream,
+/// where a 20 ms gather would send one per read or two.
+#[tokio::test(start_paused = true)]
+async fn reads_coming_in_a_stream_share_one_list() {
+    let clock = Clock::new();
+    let sent = Arc::new(AtomicU64::new(0));
+    assert_eq!(clock.current_rv("/pods", Instant::now(), list(&sent, 10)).await, Some(10));
+    let mut reads = Vec::new();
+    for resource in ["/pods", "/services", "/nodes"] {
+        let (clock, fetch) = (clock.clone(), list(&sent, 11));
+        let arrived = Instant::now();
+        reads.push(tokio::spawn(async move { clock.current_rv(resource, arrived, fetch).await }));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    for read in reads {
+        assert_eq!(read.await.unwrap(), Some(11));
+    }
+    assert_eq!(sent.load(Ordering::SeqCst), 2, "one list for the stream");
+}
