@@ -125,10 +125,11 @@ pub async fn consistent(
 pub async fn consistent_listed(
     state: &ProxyState,
     cache: &Live,
+    namespace: Option<&str>,
     arrived: std::time::Instant,
 ) -> Option<Proven> {
     within_budget(state, cache, |deadline| {
-        cache.freshness.consistent_listed(cache, arrived, deadline)
+        cache.freshness.consistent_listed(cache, namespace, arrived, deadline)
     })
     .await
 }
@@ -155,19 +156,19 @@ where
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
 /// the final bookmark of a watch that is another tier's freshness probe (`watch`): the
 /// bookmark is at the upstream's current RV only once this tier knows it holds that state.
-/// `listed`: by a metadata list of the cache ([`listed_covers`]), as the watch's own
-/// consistent read is. Counted as `read="bookmark"`.
+/// `listed`: by a metadata list of the cache ([`listed_covers`]) or of the watch's namespace
+/// in it, as the watch's own consistent read was. Counted as `read="bookmark"`.
 pub async fn for_bookmark(
     state: &ProxyState,
     cache: &Live,
     arrived: std::time::Instant,
     deadline: Instant,
-    listed: bool,
+    listed: Option<Option<&str>>,
 ) -> bool {
     let started = std::time::Instant::now();
     let proof = match listed {
-        true => cache.freshness.consistent_listed(cache, arrived, deadline).await,
-        false => cache.freshness.consistent(cache, arrived, deadline, || true, || false).await,
+        Some(ns) => cache.freshness.consistent_listed(cache, ns, arrived, deadline).await,
+        None => cache.freshness.consistent(cache, arrived, deadline, || true, || false).await,
     };
     observe(state, cache, "bookmark", outcome(proof.map(|p| p.proof)), started);
     proof.is_ok()

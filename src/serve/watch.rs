@@ -172,8 +172,9 @@ pub async fn try_watch(
         let proof_deadline = proof_cutoff;
         // A WatchList started ahead of the cache by a metadata list: its bookmark is at that
         // list's RV once the same list (reused) shows it again; a probe would not move it.
-        let listed = matches!(from, WatchFrom::StateAhead { .. });
+        let listed = matches!(from, WatchFrom::StateAhead { .. }).then(|| filter.namespace.clone());
         tokio::spawn(async move {
+            let listed = listed.as_ref().map(Option::as_deref);
             let proven = fresh::for_bookmark(&state, &cache, arrived, proof_deadline, listed).await;
             let _ = done.send(proven);
         });
@@ -215,7 +216,8 @@ async fn consistent(
     arrived: std::time::Instant,
 ) -> Option<Proven> {
     if fresh::listed_covers(cache, info.namespaced, filter, None) {
-        return fresh::consistent_listed(state, cache, arrived).await;
+        let namespace = filter.namespace.as_deref().filter(|ns| !ns.is_empty());
+        return fresh::consistent_listed(state, cache, namespace, arrived).await;
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);
     fresh::consistent(state, cache, arrived, || true, reload).await

@@ -244,23 +244,37 @@ struct Meta {
     resource_version: String,
 }
 
-/// What a consistent metadata list of a whole cache's scope showed: the upstream's RV, and
-/// every object's (by `namespace/name` key).
+/// What a consistent metadata list of a cache's scope — or of one namespace of it — showed:
+/// the upstream's RV, and every object's (by `namespace/name` key).
 struct Listed {
     rv: u64,
+    /// The namespace listed, `None` for the cache's whole scope.
+    namespace: Option<String>,
     objects: std::collections::HashMap<String, u64>,
 }
 
 impl Listed {
-    /// Whether `snap` holds the listed state or a newer one: every listed object at its listed
-    /// RV or later, and nothing else but objects newer than the list (created after it).
+    /// Whether it shows the state a read of `namespace` (`None`: of every one) needs.
+    fn covers(&self, namespace: Option<&str>) -> bool {
+        self.namespace.is_none() || self.namespace.as_deref() == namespace
+    }
+
+    /// Whether `snap` holds the listed state or a newer one, in what was listed: every listed
+    /// object at its listed RV or later, and nothing else but objects newer than the list
+    /// (created after it).
     fn held_by(&self, snap: &crate::cache::Snapshot) -> bool {
         let items = snap.items();
+        let prefix = self.namespace.as_ref().map(|ns| format!("{ns}/"));
+        let listed_here = |key: &String| prefix.as_ref().is_none_or(|p| key.starts_with(p));
+        let mine: Box<dyn Iterator<Item = (&String, &Arc<CachedObject>)>> = match &prefix {
+            Some(p) => Box::new(items.range(p.clone()..).take_while(move |(k, _)| listed_here(k))),
+            None => Box::new(items.iter()),
+        };
         self.objects
             .iter()
             .all(|(key, rv)| items.get(key).is_some_and(|o| o.resource_version >= *rv))
-            && items
-                .iter()
+            && mine
+                .into_iter()
                 .all(|(key, o)| self.objects.contains_key(key) || o.resource_version > self.rv)
     }
 }
@@ -288,7 +302,7 @@ pub struct Freshness {
     probed_to: AtomicU64,
     /// The metadata lists of the whole cache: one in flight at a time, shared by the reads
     /// that join it before it is sent, and the last one's answer ([`Freshness::listed`]).
-    listings: Arc<Gathered<Arc<Listed>>>,
+    listings: Arc<Gathered<Arc<Listed>, Option<String>>>,
 }
 
 impl Freshness {
@@ -365,10 +379,13 @@ impl Freshness {
     /// answered at once, shared by the reads that come with it, instead of a reload of the
     /// cache per read (each of its objects as an event), a bookmark probe (~1.5 s) or a pass
     /// through per read. When a shared list sent since the read arrived already shows the cache
-    /// current, no request; a busy cache tries the clock's shared list first.
+    /// current, no request; a busy cache tries the clock's shared list first. `namespace`: the
+    /// one the read is of, if any (a list of that namespace is enough, when no read of another
+    /// joins it).
     pub async fn consistent_listed(
         self: &Arc<Self>,
         cache: &ResourceCache,
+        namespace: Option<&str>,
         arrived: std::time::Instant,
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
@@ -392,7 +409,7 @@ impl Freshness {
                 }
             }
         }
-        self.listed(cache, arrived, deadline).await
+        self.listed(cache, namespace, arrived, deadline).await
     }
 
     /// The cache shown to hold the upstream's state as of `arrived` by one consistent list of
@@ -406,10 +423,11 @@ impl Freshness {
     async fn listed(
         self: &Arc<Self>,
         cache: &ResourceCache,
+        namespace: Option<&str>,
         arrived: std::time::Instant,
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
-        let listed = tokio::time::timeout_at(deadline, self.metadata_list(arrived))
+        let listed = tokio::time::timeout_at(deadline, self.metadata_list(namespace, arrived))
             .await
             .ok()
             .flatten()
@@ -436,30 +454,49 @@ impl Freshness {
         }
     }
 
-    /// A metadata list of the cache's scope sent at or after `arrived` ([`Gathered::get`]); its
-    /// RV is the clock's newest sample too.
-    async fn metadata_list(self: &Arc<Self>, arrived: std::time::Instant) -> Option<Arc<Listed>> {
+    /// A metadata list sent at or after `arrived` that shows what a read of `namespace` needs
+    /// ([`Gathered::get_for`]): of that namespace when every read that joins it is of that one
+    /// (a kubelet's watch of a ConfigMap: its namespace's few, not the cluster's), else of the
+    /// cache's scope. Its RV is the clock's newest sample too.
+    async fn metadata_list(
+        self: &Arc<Self>,
+        namespace: Option<&str>,
+        arrived: std::time::Instant,
+    ) -> Option<Arc<Listed>> {
         let this = self.clone();
-        let fetch = move |sent| -> futures_util::future::BoxFuture<'static, Option<Arc<Listed>>> {
+        let fetch = move |sent,
+                          needs: Vec<Option<String>>|
+              -> futures_util::future::BoxFuture<'static, Option<Arc<Listed>>> {
             Box::pin(async move {
-                let listed = this.fetch_metadata_list().await.map(Arc::new);
+                let one = needs.first().cloned().flatten();
+                let namespace = one.filter(|ns| needs.iter().all(|n| n.as_ref() == Some(ns)));
+                let listed = this.fetch_metadata_list(namespace).await.map(Arc::new);
                 if let Some(l) = &listed {
                     this.clock.sampled(&this.resource, sent, l.rv);
                 }
                 listed
             })
         };
-        self.listings.get(arrived, fetch).await
+        let needs = namespace.map(str::to_string);
+        self.listings.get_for(arrived, needs, |l| l.covers(namespace), fetch).await
     }
 
-    /// A consistent list of the cache's scope, metadata only. `None` when it failed.
-    async fn fetch_metadata_list(&self) -> Option<Listed> {
+    /// A consistent list of the cache's scope, or of `namespace` in it, metadata only. `None`
+    /// when it failed.
+    async fn fetch_metadata_list(&self, namespace: Option<String>) -> Option<Listed> {
         let cache = self.cache.upgrade()?;
         self.calls.proof_list.inc();
+        // Narrower than the cache only where the cache holds every namespace of its resource.
+        let namespace =
+            namespace.filter(|_| cache.info().namespaced && cache.scope().namespace().is_none());
+        let collection = match &namespace {
+            Some(ns) => cache.info().namespaced_collection_path(ns),
+            None => cache.collection_path(),
+        };
         let selectors = cache.selector_query();
         let path = match selectors.strip_prefix('&') {
-            Some(q) => format!("{}?{q}", cache.collection_path()),
-            None => cache.collection_path(),
+            Some(q) => format!("{collection}?{q}"),
+            None => collection,
         };
         drop(cache);
         let list = self.metadata_list_of(&path).await?;
@@ -470,7 +507,7 @@ impl Freshness {
             let rv = m.resource_version.parse().ok()?;
             objects.insert(CachedObject::key_for(&m.namespace, &m.name), rv);
         }
-        Some(Listed { rv: list.metadata.resource_version.parse().ok()?, objects })
+        Some(Listed { rv: list.metadata.resource_version.parse().ok()?, namespace, objects })
     }
 
     /// The cache reloaded by a load requested since the read arrived: asked for unless one is

@@ -284,6 +284,18 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     assert_eq!(stack.served_from("cache").await, cache_before + 2, "the WatchList and the list");
 }
 
+/// The apiserver's LISTs of one namespace's `resource` (its `scope="namespace"` requests).
+fn namespace_lists_of(stack: &Stack, resource: &str) -> u64 {
+    let metrics = stack.sim.metrics_text();
+    let lists = metrics.lines().filter(|l| {
+        l.starts_with("apiserver_request_total{code=\"200\"")
+            && l.contains(&format!("resource=\"{resource}\""))
+            && l.contains("scope=\"namespace\"")
+            && l.contains("verb=\"LIST\"")
+    });
+    lists.filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+}
+
 /// A consistent list of about all of a small quiet cache — another tier's `limit=1` list for
 /// the upstream's current RV, a node's list of its Node — is answered from the cache at the
 /// upstream's current RV, proven by one metadata list of the cache: what the apiserver answers,
@@ -618,6 +630,7 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
                 .expect("modify");
         }
         let before = calls().await;
+        let namespace_lists = namespace_lists_of(&stack, "configmaps");
         let started = Instant::now();
         let ours = initial_state(watch(&stack.addr(), &named(name), JSON).await).await;
         let took = started.elapsed();
@@ -634,6 +647,11 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
         assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
         let after = calls().await;
         assert_eq!(after.0 - before.0, 1, "one metadata list");
+        assert_eq!(
+            namespace_lists_of(&stack, "configmaps") - namespace_lists,
+            1,
+            "of the read's namespace, not of the cluster the cache holds"
+        );
         assert_eq!((after.1, after.2), (before.1, before.2), "no probe, no reload");
     }
     let listed = ["read=\"consistent\"", "proof=\"listed\""];

@@ -26,17 +26,25 @@ pub const GATHER_IN_BURST: Duration = Duration::from_millis(100);
 /// See [`GATHER_IN_BURST`].
 pub const BURST: Duration = Duration::from_millis(250);
 
-/// One shared request at a time, and its last answer.
-pub struct Gathered<T> {
-    /// The request readers can still join: not sent yet. `None` in it while it runs.
-    next: Mutex<Option<watch::Receiver<Option<Option<T>>>>>,
+/// One shared request at a time, and its last answer. Each read says what it needs of the
+/// request (`D`: for a cache's metadata list, the namespace it reads, `None` for all); the
+/// request is made for what every read that joined it needs ([`Gathered::get_for`]).
+pub struct Gathered<T, D = ()> {
+    /// The request readers can still join: not sent yet (`None` in its answer while it runs),
+    /// and what they need of it.
+    next: Mutex<Option<Next<T, D>>>,
     /// The last answer, with when its request was sent.
     last: Mutex<Option<(Instant, T)>>,
     /// Held while a request is in flight: one at a time.
     turn: tokio::sync::Mutex<()>,
 }
 
-impl<T> Default for Gathered<T> {
+struct Next<T, D> {
+    answer: watch::Receiver<Option<Option<T>>>,
+    needs: Arc<Mutex<Vec<D>>>,
+}
+
+impl<T, D> Default for Gathered<T, D> {
     fn default() -> Self {
         Gathered {
             next: Mutex::new(None),
@@ -47,10 +55,28 @@ impl<T> Default for Gathered<T> {
 }
 
 impl<T: Clone + Send + Sync + 'static> Gathered<T> {
+    /// An answer whose request was sent at or after `arrived`: the last one, else that of the
+    /// request not sent yet, else of a new one made by `fetch` (given when it is sent). `None`
+    /// when the request failed.
+    pub async fn get(
+        self: &Arc<Self>,
+        arrived: Instant,
+        fetch: impl FnOnce(Instant) -> BoxFuture<'static, Option<T>> + Send + 'static,
+    ) -> Option<T> {
+        self.get_for(arrived, (), |_| true, move |sent, _| fetch(sent)).await
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static, D: Send + 'static> Gathered<T, D> {
     /// The last answer, if its request was sent at or after `arrived`.
     pub fn since(&self, arrived: Instant) -> Option<T> {
+        self.since_where(arrived, |_| true)
+    }
+
+    /// The last answer, if its request was sent at or after `arrived` and it is `usable`.
+    fn since_where(&self, arrived: Instant, usable: impl Fn(&T) -> bool) -> Option<T> {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        last.as_ref().filter(|(sent, _)| *sent >= arrived).map(|(_, v)| v.clone())
+        last.as_ref().filter(|(sent, v)| *sent >= arrived && usable(v)).map(|(_, v)| v.clone())
     }
 
     /// How long the next request waits for reads to join it: longer in a burst.
@@ -71,33 +97,42 @@ impl<T: Clone + Send + Sync + 'static> Gathered<T> {
         }
     }
 
-    /// An answer whose request was sent at or after `arrived`: the last one, else that of the
-    /// request not sent yet, else of a new one made by `fetch` (given when it is sent). `None`
-    /// when the request failed.
-    pub async fn get(
+    /// An answer whose request was sent at or after `arrived` and that gives the read what it
+    /// `needs`: the last one if it is `usable`, else that of the request not sent yet (made for
+    /// this read's needs too), else of a new one made by `fetch`, given when it is sent and what
+    /// every read that joined needs. `None` when the request failed.
+    pub async fn get_for(
         self: &Arc<Self>,
         arrived: Instant,
-        fetch: impl FnOnce(Instant) -> BoxFuture<'static, Option<T>> + Send + 'static,
+        needs: D,
+        usable: impl Fn(&T) -> bool,
+        fetch: impl FnOnce(Instant, Vec<D>) -> BoxFuture<'static, Option<T>> + Send + 'static,
     ) -> Option<T> {
-        if let Some(v) = self.since(arrived) {
+        if let Some(v) = self.since_where(arrived, &usable) {
             return Some(v);
         }
         let mut rx = {
             let mut slot = self.next.lock().unwrap_or_else(|p| p.into_inner());
             match &*slot {
-                Some(rx) => rx.clone(),
+                Some(next) => {
+                    next.needs.lock().unwrap_or_else(|p| p.into_inner()).push(needs);
+                    next.answer.clone()
+                }
                 None => {
                     let (tx, rx) = watch::channel(None);
-                    *slot = Some(rx.clone());
+                    let all = Arc::new(Mutex::new(vec![needs]));
+                    *slot = Some(Next { answer: rx.clone(), needs: all.clone() });
                     let this = self.clone();
                     tokio::spawn(async move {
                         let _turn = this.turn.lock().await;
                         tokio::time::sleep(this.gather()).await;
                         // From here on the request is (about to be) sent: a read arriving now
-                        // needs the next.
+                        // needs the next. Every read that joined has said what it needs.
                         this.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        let needs =
+                            std::mem::take(&mut *all.lock().unwrap_or_else(|p| p.into_inner()));
                         let sent = Instant::now();
-                        let got = fetch(sent).await;
+                        let got = fetch(sent, needs).await;
                         if let Some(v) = &got {
                             this.record(sent, v.clone());
                         }
@@ -111,3 +146,6 @@ impl<T: Clone + Send + Sync + 'static> Gathered<T> {
         (*got).clone().flatten()
     }
 }
+
+#[cfg(test)]
+mod tests;
