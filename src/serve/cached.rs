@@ -146,8 +146,7 @@ async fn consistent_list(
     let filter = Filter { namespace: rp.namespace.clone(), label, field };
     let limit = opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     if fresh::listed_covers(cache, info.namespaced, &filter, limit) {
-        let namespace = filter.namespace.as_deref().filter(|ns| !ns.is_empty());
-        return fresh::consistent_listed(state, cache, namespace, arrived).await;
+        return fresh::consistent_listed(state, cache, filter.namespace.as_deref(), arrived).await;
     }
     let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
     let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;

@@ -216,8 +216,7 @@ async fn consistent(
     arrived: std::time::Instant,
 ) -> Option<Proven> {
     if fresh::listed_covers(cache, info.namespaced, filter, None) {
-        let namespace = filter.namespace.as_deref().filter(|ns| !ns.is_empty());
-        return fresh::consistent_listed(state, cache, namespace, arrived).await;
+        return fresh::consistent_listed(state, cache, filter.namespace.as_deref(), arrived).await;
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);
     fresh::consistent(state, cache, arrived, || true, reload).await

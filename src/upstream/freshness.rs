@@ -264,17 +264,14 @@ impl Listed {
     /// (created after it).
     fn held_by(&self, snap: &crate::cache::Snapshot) -> bool {
         let items = snap.items();
-        let prefix = self.namespace.as_ref().map(|ns| format!("{ns}/"));
-        let listed_here = |key: &String| prefix.as_ref().is_none_or(|p| key.starts_with(p));
-        let mine: Box<dyn Iterator<Item = (&String, &Arc<CachedObject>)>> = match &prefix {
-            Some(p) => Box::new(items.range(p.clone()..).take_while(move |(k, _)| listed_here(k))),
-            None => Box::new(items.iter()),
-        };
+        let listed_here =
+            |o: &CachedObject| self.namespace.as_ref().is_none_or(|ns| *ns == o.namespace);
         self.objects
             .iter()
             .all(|(key, rv)| items.get(key).is_some_and(|o| o.resource_version >= *rv))
-            && mine
-                .into_iter()
+            && items
+                .iter()
+                .filter(|(_, o)| listed_here(o))
                 .all(|(key, o)| self.objects.contains_key(key) || o.resource_version > self.rv)
     }
 }
@@ -300,8 +297,9 @@ pub struct Freshness {
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
     /// woken by the move can tell who moved it).
     probed_to: AtomicU64,
-    /// The metadata lists of the whole cache: one in flight at a time, shared by the reads
-    /// that join it before it is sent, and the last one's answer ([`Freshness::listed`]).
+    /// The metadata lists of the cache (or of one namespace of it): one in flight at a time,
+    /// shared by the reads that join it before it is sent, and the last one's answer
+    /// ([`Freshness::listed`]).
     listings: Arc<Gathered<Arc<Listed>, Option<String>>>,
 }
 
@@ -389,6 +387,8 @@ impl Freshness {
         arrived: std::time::Instant,
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
+        // An empty namespace is every one.
+        let namespace = namespace.filter(|ns| !ns.is_empty());
         if cache.loaded_since(arrived) {
             return Ok(Proven::loaded());
         }
