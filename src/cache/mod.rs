@@ -44,4 +44,4 @@ mod fixture_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;

@@ -43,3 +43,15 @@ pub fn labeled_pod(
 pub fn keys<'a>(objects: impl IntoIterator<Item = &'a Arc<CachedObject>>) -> Vec<String> {
     objects.into_iter().map(|o| o.key.clone()).collect()
 }
+
+/// The core group's configmaps, as discovery describes them.
+pub fn configmaps_info() -> Arc<crate::wire::resource::ResourceInfo> {
+    Arc::new(crate::wire::resource::ResourceInfo {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "configmaps".into(),
+        kind: "ConfigMap".into(),
+        namespaced: true,
+        verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+    })
+}

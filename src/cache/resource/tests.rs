@@ -1,20 +1,11 @@
 //! Where a watch starts in a cache whose state a proof has shown.
 
-use std::sync::Arc;
-
 use super::*;
 use crate::cache::fanout::{Filter, Next};
-use crate::cache::testutil::cm;
+use crate::cache::testutil::{cm, configmaps_info};
 
 fn configmaps() -> ResourceCache {
-    let info = Arc::new(ResourceInfo {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "configmaps".into(),
-        kind: "ConfigMap".into(),
-        namespaced: true,
-        verbs: ["get", "list", "watch"].map(String::from).to_vec(),
-    });
+    let info = configmaps_info();
     let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
     let cache = ResourceCache::new(
         info,

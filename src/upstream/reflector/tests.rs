@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::cache::testutil::configmaps_info as configmaps;
 use crate::upstream::metrics::UpstreamMetrics;
 use crate::upstream::UpstreamConfig;
 use kubeplex_sim::{Sim, SimBuilder};
@@ -47,17 +48,6 @@ fn seen(feed: &Feed) -> Seen {
 fn configmap(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "namespace": "feed"}, "data": {"k": name}})
-}
-
-fn configmaps() -> Arc<ResourceInfo> {
-    Arc::new(ResourceInfo {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "configmaps".into(),
-        kind: "ConfigMap".into(),
-        namespaced: true,
-        verbs: ["get", "list", "watch"].map(String::from).to_vec(),
-    })
 }
 
 struct Running {
