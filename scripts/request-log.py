@@ -4,9 +4,16 @@ crates/kubeplex-sim/src/server.rs `request_log`): LIST and WATCH requests by kin
 time (default: none), e.g. the agents' sync in a `kubeplex-bench nodes` run.
 
     scripts/request-log.py FILE [--split SECONDS] [--who kubeplex|agents|all]
+    scripts/request-log.py FILE --reviews
+
+With --reviews: the SubjectAccessReviews instead (the log's REVIEW lines), by who sent them
+(`pool`: kubeplex's own identity; `through pool`: a node tier's, impersonated by the pool),
+whose access, verb and resource (node names as NODE), and how many asked a question (user and
+attributes) the same sender had asked before.
 """
 import argparse
 import collections
+import json
 import re
 
 
@@ -59,12 +66,44 @@ def kind(uri):
     return resource, ' '.join(shape)
 
 
+def reviews(path):
+    counts, repeats, seen = collections.Counter(), collections.Counter(), set()
+    for line in open(path):
+        f = line.split(' ', 2)
+        if len(f) < 3 or f[1] != 'REVIEW':
+            continue
+        spec_text, _, caller = f[2].rpartition(' who=')
+        try:
+            spec = json.loads(spec_text)
+        except ValueError:
+            continue
+        sender = 'through pool' if not re.search(r' as=- ', ' ' + caller) else 'pool'
+        attrs = spec.get('resourceAttributes') or spec.get('nonResourceAttributes') or {}
+        user = re.sub(r'node-\d+', 'NODE', spec.get('user', ''))
+        what = attrs.get('resource') or attrs.get('path', '')
+        named = 'named' if attrs.get('name') else ''
+        key = (sender, user, attrs.get('verb', ''), what, named)
+        counts[key] += 1
+        question = (sender, json.dumps(spec, sort_keys=True))
+        if question in seen:
+            repeats[key] += 1
+        seen.add(question)
+    for key, n in counts.most_common():
+        sender, user, verb, what, named = key
+        print(f'{n:6} {repeats[key]:6} repeated  {sender:12} {user:48} {verb:12} {what} {named}')
+    print(f'{sum(counts.values()):6} {sum(repeats.values()):6} repeated  SubjectAccessReviews')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('file')
     ap.add_argument('--split', type=float, default=None)
     ap.add_argument('--who', default='all')
+    ap.add_argument('--reviews', action='store_true')
     args = ap.parse_args()
+    if args.reviews:
+        reviews(args.file)
+        return
     counts = collections.Counter()
     for line in open(args.file):
         f = line.split()

@@ -403,6 +403,7 @@ async fn review_request(
         if !matches!(ct.as_str(), "" | "application/json") {
             return Err(Status::unsupported_media_type(&ct));
         }
+        let caller = request_log::caller_if_logging(req.headers());
         let manager = auth::reviews::manager_of(
             req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
         );
@@ -419,12 +420,15 @@ async fn review_request(
             .to_bytes();
         match review {
             Review::Token => auth::reviews::token_review(policy.as_deref(), &body, &manager),
-            Review::SubjectAccess => auth::reviews::subject_access_review(
-                policy.as_deref(),
-                &body,
-                &manager,
-                state.as_ref(),
-            ),
+            Review::SubjectAccess => {
+                request_log::review(caller.as_deref(), &body);
+                auth::reviews::subject_access_review(
+                    policy.as_deref(),
+                    &body,
+                    &manager,
+                    state.as_ref(),
+                )
+            }
         }
     }
     .await;
@@ -520,22 +524,49 @@ mod request_log {
 
     pub(super) fn record<B>(req: &http::Request<B>) {
         let Some(log) = log() else { return };
-        let header = |name: &str| {
-            req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string()
-        };
+        let line = format!(
+            "{:.3} {} {} {}\n",
+            log.start.elapsed().as_secs_f64(),
+            req.method(),
+            req.uri(),
+            caller(req.headers()),
+        );
+        write(log, &line);
+    }
+
+    /// A SubjectAccessReview's spec, on a line of its own after its POST: whose access was
+    /// reviewed, for what (`scripts/request-log.py --reviews`).
+    pub(super) fn review(caller: Option<&str>, body: &[u8]) {
+        let (Some(log), Some(caller)) = (log(), caller) else { return };
+        let spec = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("spec").cloned())
+            .unwrap_or_default();
+        let line = format!("{:.3} REVIEW {} {}\n", log.start.elapsed().as_secs_f64(), spec, caller);
+        write(log, &line);
+    }
+
+    /// [`caller`], when requests are logged.
+    pub(super) fn caller_if_logging(headers: &http::HeaderMap) -> Option<String> {
+        log().map(|_| caller(headers))
+    }
+
+    fn caller(headers: &http::HeaderMap) -> String {
+        let header =
+            |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
         let who = match header("authorization") {
             a if a.starts_with("Bearer ") => a.chars().take(7 + 24).collect::<String>(),
             a => a,
         };
-        let line = format!(
-            "{:.3} {} {} who={} as={} ua={}\n",
-            log.start.elapsed().as_secs_f64(),
-            req.method(),
-            req.uri(),
+        format!(
+            "who={} as={} ua={}",
             who.replace(' ', "_"),
             header("impersonate-user"),
             header("user-agent").replace(' ', "_"),
-        );
+        )
+    }
+
+    fn write(log: &Log, line: &str) {
         let mut file = log.file.lock().unwrap_or_else(|p| p.into_inner());
         let _ = file.write_all(line.as_bytes());
         let _ = file.flush();
