@@ -42,6 +42,8 @@ pub const NODES: &str = "system:nodes";
 /// The audience of tokens the apiserver accepts when a TokenReview names none
 /// (`--api-audiences`, by default the service account issuer; fixture `tokenreview-valid`).
 pub const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc";
+/// The `user.extra` key naming the credential that authenticated a user (`user.CredentialIDKey`).
+pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 /// Who a request is (`user.Info`; TokenReview's `status.user`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -339,9 +341,15 @@ impl Auth {
         self
     }
 
-    /// A ServiceAccount token: `token` authenticates as `system:serviceaccount:NS:NAME`.
+    /// A ServiceAccount token: `token` authenticates as `system:serviceaccount:NS:NAME`, with
+    /// the id of the credential in `extra`, as the apiserver reports every token it issued
+    /// (`authentication.kubernetes.io/credential-id: JTI=...`, fixture `tokenreview-valid`):
+    /// two tokens of one ServiceAccount (two pods of a DaemonSet) are two users to a webhook
+    /// authorizer, and their reviews differ.
     pub fn service_account_token(self, token: &str, namespace: &str, name: &str) -> Self {
-        self.token(token, UserInfo::service_account(namespace, name))
+        let jti = format!("JTI={}", uuid::Uuid::new_v4());
+        let user = UserInfo::service_account(namespace, name).with_extra(CREDENTIAL_ID, &[&jti]);
+        self.token(token, user)
     }
 
     /// `--anonymous-auth`: off makes requests without credentials 401.
