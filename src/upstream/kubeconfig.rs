@@ -169,7 +169,8 @@ impl Kubeconfig {
 
     fn merge(&mut self, path: &Path, text: &[u8]) -> Result<(), ConfigError> {
         let parse_err = |message: String| ConfigError::Parse { path: path.to_path_buf(), message };
-        let text = std::str::from_utf8(text).map_err(|err| parse_err(err.to_string()))?;
+        let text = decode_text(text).map_err(parse_err)?;
+        let text = text.as_str();
         // An empty file is an empty config for client-go, not an error.
         let file: File = serde_saphyr::from_str::<Option<File>>(text)
             .map_err(|err| parse_err(err.to_string()))?
@@ -243,6 +244,27 @@ impl Kubeconfig {
             user_name: ctx.user,
             user,
         })
+    }
+}
+
+/// A kubeconfig's text: UTF-8, or UTF-16 (little or big endian) or UTF-8 with a byte order
+/// mark, as go-yaml (client-go's YAML parser) reads them — Windows PowerShell writes UTF-16.
+fn decode_text(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |rest: &[u8], unit: fn([u8; 2]) -> u16| {
+        if rest.len() % 2 != 0 {
+            return Err("incomplete UTF-16 character".to_string());
+        }
+        let units = rest.chunks_exact(2).map(|c| unit([c[0], c[1]]));
+        char::decode_utf16(units)
+            .collect::<Result<String, _>>()
+            .map_err(|err| format!("invalid UTF-16: {err}"))
+    };
+    match bytes {
+        [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
+        [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
+        [0xEF, 0xBB, 0xBF, rest @ ..] | rest => {
+            String::from_utf8(rest.to_vec()).map_err(|err| err.to_string())
+        }
     }
 }
 

@@ -255,10 +255,39 @@ fn malformed_yaml_names_the_file() {
     assert!(err.to_string().starts_with(&want), "{err}");
 }
 
+/// client-go reads a kubeconfig written by Windows PowerShell (UTF-16 with a byte order mark),
+/// or with a UTF-8 one; a UTF-16 file cut in the middle of a character is a parse error, not a
+/// panic.
+#[test]
+fn utf16_and_bom_kubeconfigs_are_read_as_client_go_reads_them() {
+    let dir = TempDir::new("utf16");
+    let text = "current-context: ctx\ncontexts:\n- name: ctx\n  context: {cluster: c}\n\
+        clusters:\n- name: c\n  cluster: {server: \"https://k:6443\"}\n";
+    let le: Vec<u8> =
+        [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    let be: Vec<u8> =
+        [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+    let bom: Vec<u8> = [0xEF, 0xBB, 0xBF].into_iter().chain(text.bytes()).collect();
+    for (name, bytes) in [("le", le.clone()), ("be", be), ("bom", bom)] {
+        let path = dir.write(name, bytes);
+        let config = UpstreamConfig::from_kubeconfig_files(&[path], None).unwrap();
+        assert_eq!(config.base_url(), "https://k:6443", "{name}");
+    }
+    let cut = dir.write("cut", &le[..le.len() - 1]);
+    let err = UpstreamConfig::from_kubeconfig_files(std::slice::from_ref(&cut), None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("parsing kubeconfig {}: incomplete UTF-16 character", cut.display())
+    );
+}
+
 proptest::proptest! {
     #[test]
     fn merge_never_panics(text in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
         let _ = Kubeconfig::default().merge(Path::new("/x/config"), &text);
+        for bom in [&[0xFF, 0xFE][..], &[0xFE, 0xFF], &[0xEF, 0xBB, 0xBF]] {
+            let _ = Kubeconfig::default().merge(Path::new("/x/config"), &[bom, &text].concat());
+        }
     }
 
     #[test]
