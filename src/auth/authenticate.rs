@@ -8,6 +8,9 @@ use super::node::NodeAuth;
 use super::refusal::Refusal;
 use super::review::{TokenIdentity, UserInfo};
 
+/// The group of every authenticated user.
+const AUTHENTICATED: &str = "system:authenticated";
+
 impl NodeAuth {
     /// Who sent a request, or the 401 the apiserver would answer.
     pub async fn authenticate(
@@ -16,10 +19,18 @@ impl NodeAuth {
         headers: &HeaderMap,
     ) -> Result<Identity, Refusal> {
         if let Some(cert) = extensions.get::<kubeplex_net::ClientCert>() {
+            // The apiserver adds `system:authenticated` to every user an authenticator
+            // accepted (`AuthenticatedGroupAdder`): what is granted to all authenticated users
+            // (discovery, for one) is granted to a certificate's user too (fixture
+            // `sar-node-pods`: a kubelet's groups are system:nodes and system:authenticated).
+            let mut groups = cert.groups.clone();
+            if !groups.iter().any(|g| g == AUTHENTICATED) {
+                groups.push(AUTHENTICATED.to_string());
+            }
             return Ok(Identity::Certificate(UserInfo {
                 username: cert.user.clone(),
                 uid: cert.uid.clone().unwrap_or_default(),
-                groups: cert.groups.clone(),
+                groups,
                 ..UserInfo::default()
             }));
         }

@@ -77,6 +77,7 @@ pub fn read_attributes(
         name,
         field_selector,
         label_selector,
+        non_resource_path: None,
     }
 }
 

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
@@ -49,8 +50,9 @@ type GroupVersion = (String, String);
 
 /// What one discovery fetch came to.
 enum Fetched {
-    /// The upstream's answer: the group-version's resources (none when it answered 404).
-    Answer(Found),
+    /// The upstream's answer: the group-version's resources (none when it answered 404), and
+    /// the document they were read from.
+    Answer(Found, Option<Bytes>),
     /// No answer (transport error, timeout, 5xx, 429, a refusal, an unreadable body).
     Failed(String),
 }
@@ -59,6 +61,9 @@ enum Fetched {
 struct Slot {
     /// The upstream's last answer, and when it came; `None` until it first answered.
     answer: Option<(Instant, Found)>,
+    /// That answer's document as the upstream sent it (JSON); `None` for a 404, or when the
+    /// answer was seeded.
+    document: Option<Bytes>,
     /// When the last fetch failed, if it did (a stale answer is being served meanwhile).
     failed: Option<Instant>,
     /// Held while this group-version is fetched: one fetch at a time.
@@ -76,6 +81,7 @@ impl Slot {
     fn new(now: Instant) -> Slot {
         Slot {
             answer: None,
+            document: None,
             failed: None,
             flight: Arc::new(tokio::sync::Mutex::new(())),
             attempts: 0,
@@ -192,6 +198,26 @@ impl Resources {
         slot.answer.as_ref()?.1.get(resource).cloned()
     }
 
+    /// The group-version's discovery document as the upstream last sent it (JSON), if kubeplex
+    /// uses that group-version itself: the one its own decisions rest on, refreshed as they are
+    /// (in the background once [`DISCOVERY_TTL`] has passed; kept while refreshing fails). Never
+    /// fetches a group-version kubeplex has not asked for: `None`, and the client's request
+    /// goes upstream, costing what it would directly.
+    pub async fn document(&self, group: &str, version: &str) -> Option<Bytes> {
+        let key = (group.to_string(), version.to_string());
+        let known = {
+            let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+            map.get(&key).is_some_and(|slot| slot.answer.is_some() && !slot.seeded)
+        };
+        if !known {
+            return None;
+        }
+        // As a lookup does: a due refresh starts in the background.
+        self.inner.clone().resources(key.clone()).await?;
+        let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&key).filter(|slot| !slot.seeded).and_then(|slot| slot.document.clone())
+    }
+
     /// Seeds discovery with resources known from caches' states on disk, for a start-up while
     /// the upstream cannot be reached: their group-versions answer with them (and only them)
     /// until the upstream's discovery answers, which replaces them at the first read. Never
@@ -289,8 +315,9 @@ impl Inner {
         let slot = self.slot(&mut map, key, now);
         slot.attempts += 1;
         match fetched {
-            Fetched::Answer(found) => {
+            Fetched::Answer(found, document) => {
                 let result = if found.is_empty() { "gone" } else { "ok" };
+                slot.document = document;
                 self.metrics.fetches.with_label_values(&[result]).inc();
                 if slot.failed.take().is_some() && slot.answer.is_some() {
                     tracing::info!(group = %key.0, version = %key.1, "discovery answers again; stale entry replaced");
@@ -344,7 +371,7 @@ impl Inner {
         {
             Ok(req) => req,
             // A group or version that makes no URI: nothing the upstream could serve.
-            Err(_) => return Fetched::Answer(Found::default()),
+            Err(_) => return Fetched::Answer(Found::default(), None),
         };
         let resp = match self.upstream.send(req).await {
             Ok(resp) => resp,
@@ -352,7 +379,7 @@ impl Inner {
         };
         // 404: the group-version is not served (never was, or its CRD was deleted).
         if resp.status() == StatusCode::NOT_FOUND {
-            return Fetched::Answer(Found::default());
+            return Fetched::Answer(Found::default(), None);
         }
         // Anything else but 200 (5xx, 429, a 401/403 while credentials rotate) is no answer:
         // what was known stays in use.
@@ -367,7 +394,7 @@ impl Inner {
             Err(e) => return Fetched::Failed(format!("reading the discovery document: {e}")),
         };
         match parse_resource_list(group, version, &bytes) {
-            Some(found) => Fetched::Answer(Arc::new(found)),
+            Some(found) => Fetched::Answer(Arc::new(found), Some(bytes)),
             None => Fetched::Failed("malformed discovery document".to_string()),
         }
     }

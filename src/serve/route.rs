@@ -7,13 +7,14 @@ use std::sync::Arc;
 use http::Response;
 use tower::{Service, ServiceExt};
 
-use super::body::Body;
+use super::body::{self, Body};
 use super::metrics::Source;
 use super::read::{CachedRead, Gate};
 use super::request::{impersonates, Classified, Verb};
 use super::state::ProxyState;
 use super::{cached, watch};
 use crate::auth::authorize::read_attributes;
+use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
 use crate::wire::request::ApiPath;
@@ -69,7 +70,7 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
         Identity::Anonymous if impersonates(req.headers()) => return None,
         _ => {}
     }
-    let ApiPath::Resource(rp) = &class.path else { return None };
+    let ApiPath::Resource(rp) = &class.path else { return discovery(state, classified).await };
     if rp.subresource.is_some() {
         return None;
     }
@@ -112,4 +113,39 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
         cached::try_answer(state, &read, req.headers(), req.uri().query()).await
     };
     answer
+}
+
+/// A group-version's discovery document (`GET /api/v1`, `/apis/G/V`), answered with kubeplex's
+/// own copy of it ([`Resources::document`](super::resources::Resources::document)): node tiers
+/// in front of a pool each ask for the same few documents when they start, one request to the
+/// apiserver each otherwise. Only the plain JSON form without a query, never for a client
+/// acting as someone else, and — in node mode — only once the upstream grants the client `get`
+/// of that path (system:discovery), as for any read from the cache. [`from_cache`]'s identity
+/// rules apply first.
+async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Response<Body>> {
+    let Classified { req, class, identity } = classified;
+    let (group, version) = match &class.path {
+        ApiPath::LegacyResources => ("", "v1"),
+        ApiPath::GroupResources(group, version) => (group.as_str(), version.as_str()),
+        _ => return None,
+    };
+    let path =
+        if group.is_empty() { "/api/v1".to_string() } else { format!("/apis/{group}/{version}") };
+    let accept = req.headers().get(http::header::ACCEPT).map(|v| v.to_str().unwrap_or("?"));
+    if req.method() != http::Method::GET
+        || req.uri().path() != path
+        || req.uri().query().is_some()
+        || impersonates(req.headers())
+        || !matches!(accept, None | Some("application/json" | "*/*"))
+    {
+        return None;
+    }
+    if let Some(node) = state.node.as_deref() {
+        let get = ResourceAttributes::non_resource("get", &path);
+        if !node.may_read_cached(&identity.user()?, &get).await {
+            return None;
+        }
+    }
+    let document = state.resources.document(group, version).await?;
+    Some(body::respond_bytes(200, body::JSON, document))
 }

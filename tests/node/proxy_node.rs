@@ -426,6 +426,67 @@ async fn a_watch_refused_for_a_moment_is_answered_from_the_cache_once_granted() 
     assert_eq!((from_cache, passed), (1, 0), "the granted watch came from the cache");
 }
 
+/// Node tiers in front of a pool each ask it for the same few discovery documents when they
+/// start (what kubeplex needs to know of a resource it is asked for). kubeplex answers a
+/// group-version's document from its own copy — the one its own decisions rest on — to a
+/// client the apiserver lets read it (`get` of the path: system:discovery), with the
+/// apiserver's bytes; a group-version it does not use, and a client that may not read
+/// discovery, get the apiserver's own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_documents_are_answered_from_kubeplexs_own_to_clients_that_may_read_them() {
+    use http::Method;
+    let node = Node::start().await;
+    let tier = node.pki.client("kubeplex-node-tier", &[support::node::NODE_TIERS_GROUP]);
+    let tier = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(tier), true);
+    let upstream = node.sim.addr().to_string();
+    let direct = |path: &'static str, token: Option<&'static str>| {
+        let upstream = upstream.clone();
+        async move {
+            let auth = token.map(|t| format!("Bearer {t}"));
+            let mut headers = vec![("Accept", "application/json")];
+            if let Some(auth) = &auth {
+                headers.push(("Authorization", auth.as_str()));
+            }
+            support::request(&upstream, Method::GET, path, &headers, None).await
+        }
+    };
+    let counts = || (node.served("cache").0, node.served("upstream").0);
+
+    // The core group-version: kubeplex caches pods and configmaps of it.
+    let expected = direct("/api/v1", Some(ADMIN_TOKEN)).await;
+    assert_eq!(expected.status, 200);
+    let (cached, passed) = counts();
+    for _ in 0..3 {
+        let answer = tier.get(&node.addr(), "/api/v1").await;
+        assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+        assert_eq!(answer.body, expected.body, "the apiserver's bytes");
+        assert_eq!(
+            answer.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            Some("application/json")
+        );
+    }
+    assert_eq!(counts(), (cached + 3, passed), "from kubeplex's own document");
+
+    // A group-version kubeplex has not used, and a query: the apiserver's answers.
+    let (cached, passed) = counts();
+    let apps = tier.get(&node.addr(), "/apis/apps/v1").await;
+    assert_eq!((apps.status, apps.body), {
+        let d = direct("/apis/apps/v1", Some(ADMIN_TOKEN)).await;
+        (d.status, d.body)
+    });
+    let with_query = tier.get(&node.addr(), "/api/v1?timeout=32s").await;
+    assert_eq!(with_query.body, expected.body);
+    assert_eq!(counts(), (cached, passed + 2), "passed through");
+
+    // Anonymous may not read discovery (1.36's default RBAC): the apiserver's refusal.
+    let anonymous = TlsClient::new(&node.pki.ca_pem, &Credentials::none(), true);
+    let (cached, passed) = counts();
+    let refused = anonymous.get(&node.addr(), "/api/v1").await;
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(refused.body, direct("/api/v1", None).await.body, "the apiserver's own refusal");
+    assert_eq!(counts(), (cached, passed + 1));
+}
+
 /// Right after a pod is bound to its node the kubelet reads what the pod uses, and the Node
 /// authorizer refuses those reads until its graph has caught up. Through kubeplex, which saw the
 /// binding in its cache of pods, such a read is held until then (`nodeGraphLag` after it

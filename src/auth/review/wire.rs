@@ -53,6 +53,20 @@ pub struct ResourceAttributes {
     pub field_selector: Option<String>,
     /// The request's `labelSelector` as sent, if any.
     pub label_selector: Option<String>,
+    /// A request for a path that is not a resource (a discovery document): the review asks
+    /// `nonResourceAttributes` {path, verb} and nothing else.
+    pub non_resource_path: Option<String>,
+}
+
+impl ResourceAttributes {
+    /// `verb` of the non-resource `path` (`get` of `/api/v1`).
+    pub fn non_resource(verb: &str, path: &str) -> Self {
+        ResourceAttributes {
+            verb: verb.into(),
+            non_resource_path: Some(path.into()),
+            ..ResourceAttributes::default()
+        }
+    }
 }
 
 /// An authorization decision and the authorizers' reason (appended to a 403's message).
@@ -105,6 +119,29 @@ pub fn token_identity(answer: TokenReview) -> TokenIdentity {
 
 /// The SubjectAccessReview that asks whether `user` may do `a`.
 pub fn access_review(user: &UserInfo, a: &ResourceAttributes) -> serde_json::Value {
+    let mut spec = match &a.non_resource_path {
+        Some(path) => serde_json::json!({"nonResourceAttributes": {"path": path, "verb": a.verb}}),
+        None => serde_json::json!({"resourceAttributes": resource_attributes(a)}),
+    };
+    spec["user"] = serde_json::json!(user.username);
+    if !user.uid.is_empty() {
+        spec["uid"] = serde_json::json!(user.uid);
+    }
+    if !user.groups.is_empty() {
+        spec["groups"] = serde_json::json!(user.groups);
+    }
+    if !user.extra.is_empty() {
+        spec["extra"] = serde_json::json!(user.extra);
+    }
+    serde_json::json!({
+        "kind": "SubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "spec": spec,
+    })
+}
+
+/// `resourceAttributes`, with the fields the apiserver omits when empty left out.
+fn resource_attributes(a: &ResourceAttributes) -> serde_json::Value {
     let mut attributes = serde_json::json!({
         "verb": a.verb,
         "group": a.group,
@@ -124,21 +161,7 @@ pub fn access_review(user: &UserInfo, a: &ResourceAttributes) -> serde_json::Val
     if let Some(s) = &a.label_selector {
         attributes["labelSelector"] = serde_json::json!({"rawSelector": s});
     }
-    let mut spec = serde_json::json!({"resourceAttributes": attributes, "user": user.username});
-    if !user.uid.is_empty() {
-        spec["uid"] = serde_json::json!(user.uid);
-    }
-    if !user.groups.is_empty() {
-        spec["groups"] = serde_json::json!(user.groups);
-    }
-    if !user.extra.is_empty() {
-        spec["extra"] = serde_json::json!(user.extra);
-    }
-    serde_json::json!({
-        "kind": "SubjectAccessReview",
-        "apiVersion": "authorization.k8s.io/v1",
-        "spec": spec,
-    })
+    attributes
 }
 
 /// The decision a SubjectAccessReview's answer gives: `denied` is an explicit refusal; not
