@@ -198,21 +198,15 @@ impl Resources {
         slot.answer.as_ref()?.1.get(resource).cloned()
     }
 
-    /// The group-version's discovery document as the upstream last sent it (JSON), if kubeplex
-    /// uses that group-version itself: the one its own decisions rest on, refreshed as they are
-    /// (in the background once [`DISCOVERY_TTL`] has passed; kept while refreshing fails). Never
-    /// fetches a group-version kubeplex has not asked for: `None`, and the client's request
-    /// goes upstream, costing what it would directly.
+    /// The group-version's discovery document as the upstream last sent it (JSON): the one
+    /// kubeplex's own decisions rest on, got as a [`Resources::lookup`] gets it — fetched while
+    /// its first reader waits (readers arriving meanwhile share that fetch), refreshed in the
+    /// background once [`DISCOVERY_TTL`] has passed, kept while refreshing fails. `None` when
+    /// the upstream does not serve the group-version (404), has not answered, or the entry is
+    /// seeded from disk: the client's request then goes upstream. As for a read of any
+    /// resource path, a group-version the upstream does not serve costs one fetch per TTL.
     pub async fn document(&self, group: &str, version: &str) -> Option<Bytes> {
         let key = (group.to_string(), version.to_string());
-        let known = {
-            let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
-            map.get(&key).is_some_and(|slot| slot.answer.is_some() && !slot.seeded)
-        };
-        if !known {
-            return None;
-        }
-        // As a lookup does: a due refresh starts in the background.
         self.inner.clone().resources(key.clone()).await?;
         let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
         map.get(&key).filter(|slot| !slot.seeded).and_then(|slot| slot.document.clone())
