@@ -162,7 +162,21 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     match parsed {
         ApiPath::Resource(rp) => resource_request(state, rp, req, policy.zip(user)).await,
         ApiPath::Other => other(&state, &path, &req),
-        p => super::discovery::serve::respond(&state, &p, req.headers()),
+        p => {
+            let resp = super::discovery::serve::respond(&state, &p, req.headers());
+            // The apiserver counts non-resource requests too, with empty group, version,
+            // resource and scope (`apiserver_request_total{resource=""}`).
+            let labels = RequestLabels {
+                verb: if req.method() == Method::GET { "GET" } else { "OTHER" },
+                group: String::new(),
+                version: String::new(),
+                resource: String::new(),
+                subresource: String::new(),
+                scope: "",
+            };
+            state.metrics.observe(&labels, resp.status().as_u16());
+            resp
+        }
     }
 }
 

@@ -81,6 +81,8 @@ pub struct Served {
     /// WatchLists included (they are watches).
     pub watch: i64,
     pub get: i64,
+    /// GETs of discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/G/V`: no resource).
+    pub discovery: i64,
     /// POST, PUT, PATCH and DELETE, the reviews excepted.
     pub writes: i64,
     pub token_reviews: i64,
@@ -108,6 +110,7 @@ impl Served {
                 continue;
             }
             match (resource.as_str(), verb.as_str()) {
+                ("", "GET") => s.discovery += n,
                 ("tokenreviews", _) => s.token_reviews += n,
                 ("subjectaccessreviews", _) => s.subject_access_reviews += n,
                 (_, "LIST" | "WATCH" | "GET") => {
@@ -241,6 +244,7 @@ fn figures(m: &ModeReport) -> Vec<(&'static str, f64)> {
         ("WATCH", s.watch as f64),
         ("LIST+WATCH", (s.list + s.watch) as f64),
         ("GET", s.get as f64),
+        ("discovery GETs", s.discovery as f64),
         ("writes", s.writes as f64),
         ("TokenReviews", s.token_reviews as f64),
         ("SubjectAccessReviews", s.subject_access_reviews as f64),
