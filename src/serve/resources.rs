@@ -1,6 +1,7 @@
 //! What the upstream serves, learned from its discovery documents: resource ↔ kind,
 //! group/version, scope, verbs. Fetched per group-version on first use and refreshed once its
-//! TTL has passed, so resources added to the cluster (CRDs) are found without a restart.
+//! TTL has passed, so resources added to the cluster (CRDs) are found without a restart. The
+//! documents' bytes are kept too: they answer clients' GETs of them ([`Resources::document`]).
 //!
 //! Outages (issue 13): the cache can only answer for a resource discovery knows, so discovery
 //! must outlive the upstream. An entry past its TTL is **stale-while-error**: it keeps being
@@ -351,11 +352,7 @@ impl Inner {
     }
 
     async fn fetch_once(&self, (group, version): &GroupVersion) -> Fetched {
-        let path = if group.is_empty() {
-            format!("/api/{version}")
-        } else {
-            format!("/apis/{group}/{version}")
-        };
+        let path = document_path(group, version);
         let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
         let req = match Request::builder()
             .method(Method::GET)
@@ -391,6 +388,16 @@ impl Inner {
             Some(found) => Fetched::Answer(Arc::new(found), Some(bytes)),
             None => Fetched::Failed("malformed discovery document".to_string()),
         }
+    }
+}
+
+/// Where a group-version's discovery document is: `/api/v1` for the core group,
+/// `/apis/{group}/{version}` for the others.
+pub fn document_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
     }
 }
 

@@ -12,7 +12,7 @@ use super::metrics::Source;
 use super::read::{CachedRead, Gate};
 use super::request::{impersonates, Classified, Verb};
 use super::state::ProxyState;
-use super::{cached, watch};
+use super::{cached, resources, watch};
 use crate::auth::authorize::read_attributes;
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
@@ -59,7 +59,8 @@ async fn wait_for_node_graph(state: &ProxyState, classified: &Classified) {
 
 /// A GET of a resource collection or object (not a subresource) whose resource supports
 /// list+watch is offered to the cache: [`cached::try_answer`] (gets, lists) or
-/// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines.
+/// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines. A
+/// GET of a group-version's discovery document goes to [`discovery`].
 async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<Response<Body>> {
     let Classified { req, class, identity } = classified;
     match identity {
@@ -129,8 +130,7 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
         ApiPath::GroupResources(group, version) => (group.as_str(), version.as_str()),
         _ => return None,
     };
-    let path =
-        if group.is_empty() { "/api/v1".to_string() } else { format!("/apis/{group}/{version}") };
+    let path = resources::document_path(group, version);
     let accept = req.headers().get(http::header::ACCEPT).map(|v| v.to_str().unwrap_or("?"));
     if req.method() != http::Method::GET
         || req.uri().path() != path
