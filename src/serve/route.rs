@@ -140,12 +140,14 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
     {
         return None;
     }
+    // The document first, as a read of a resource path looks its group-version up first: a
+    // group-version the upstream does not serve costs no review.
+    let document = state.resources.document(group, version).await?;
     if let Some(node) = state.node.as_deref() {
         let get = ResourceAttributes::non_resource("get", &path);
         if !node.may_read_cached(&identity.user()?, &get).await {
             return None;
         }
     }
-    let document = state.resources.document(group, version).await?;
     Some(body::respond_bytes(200, body::JSON, document))
 }
