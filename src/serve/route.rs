@@ -17,6 +17,7 @@ use crate::auth::authorize::read_attributes;
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
+use crate::wire::negotiate;
 use crate::wire::request::ApiPath;
 
 /// The cache's answer when it has one, else `passthrough`'s.
@@ -119,7 +120,7 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
 /// A group-version's discovery document (`GET /api/v1`, `/apis/G/V`), answered with kubeplex's
 /// own copy of it ([`Resources::document`](super::resources::Resources::document)): node tiers
 /// in front of a pool each ask for the same few documents when they start, one request to the
-/// apiserver each otherwise. Only the plain JSON form without a query, never for a client
+/// apiserver each otherwise. Only the compact JSON form without a query, never for a client
 /// acting as someone else, and — in node mode — only once the upstream grants the client `get`
 /// of that path (system:discovery), as for any read from the cache. [`from_cache`]'s identity
 /// rules apply first.
@@ -131,12 +132,19 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
         _ => return None,
     };
     let path = resources::document_path(group, version);
-    let accept = req.headers().get(http::header::ACCEPT).map(|v| v.to_str().unwrap_or("?"));
+    let header = |name| req.headers().get(name).map(|v| v.to_str().unwrap_or("?"));
+    let accept = header(http::header::ACCEPT);
+    // As the apiserver's discovery handler negotiates (no conversions): JSON, and not
+    // indented — which it does for `pretty` and for curl's, wget's and browsers' User-Agent.
+    let json = negotiate::negotiate_error(accept) == Some(negotiate::MediaType::Json);
+    let pretty = negotiate::is_pretty_print(None, header(http::header::USER_AGENT))
+        || accept.is_some_and(|a| a.contains("pretty"));
     if req.method() != http::Method::GET
         || req.uri().path() != path
         || req.uri().query().is_some()
         || impersonates(req.headers())
-        || !matches!(accept, None | Some("application/json" | "*/*"))
+        || !json
+        || pretty
     {
         return None;
     }

@@ -47,10 +47,20 @@ const META_PB: &str =
 #[tokio::test]
 async fn discovery_documents_equal_the_apiservers() {
     let stack = Stack::new(small(), &["pods", "configmaps"]).await;
-    for accept in [JSON, "*/*"] {
+    for accept in [JSON, "*/*", "application/json, */*", "application/yaml;q=0.5, application/json"]
+    {
         assert_same(&stack, "/api/v1", accept).await;
     }
     assert_same(&stack, "/apis/discovery.k8s.io/v1", JSON).await;
+    // YAML, and curl's User-Agent (which the apiserver answers indented), go upstream.
+    let before = stack.served_from("cache").await;
+    let yaml = get_accept(&stack.addr(), "/api/v1", "application/yaml").await;
+    assert_eq!(yaml.body, get_accept(&stack.upstream(), "/api/v1", "application/yaml").await.body);
+    let curl = [("Accept", JSON), ("User-Agent", "curl/8.5.0")];
+    let ours = request(&stack.addr(), Method::GET, "/api/v1", &curl, None).await;
+    let theirs = request(&stack.upstream(), Method::GET, "/api/v1", &curl, None).await;
+    assert_eq!((ours.status, ours.body), (theirs.status, theirs.body));
+    assert_eq!(stack.served_from("cache").await, before, "passed through");
     let before = stack.served_from("cache").await;
     let ours = get_accept(&stack.addr(), "/apis/made-up.example.com/v1", JSON).await;
     let theirs = get_accept(&stack.upstream(), "/apis/made-up.example.com/v1", JSON).await;
