@@ -134,8 +134,9 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
     let path = resources::document_path(group, version);
     let header = |name| req.headers().get(name).map(|v| v.to_str().unwrap_or("?"));
     let accept = header(http::header::ACCEPT);
-    // As the apiserver's discovery handler negotiates (no conversions): JSON, and not
-    // indented — which it does for `pretty` and for curl's, wget's and browsers' User-Agent.
+    // As the apiserver's discovery handler negotiates — DefaultEndpointRestrictions, no
+    // conversions, the same as for an error Status (`negotiate_error`): JSON, and not
+    // indented, which it is for `pretty` and for curl's, wget's and browsers' User-Agent.
     let json = negotiate::negotiate_error(accept) == Some(negotiate::MediaType::Json);
     let pretty = negotiate::is_pretty_print(None, header(http::header::USER_AGENT))
         || accept.is_some_and(|a| a.contains("pretty"));
