@@ -1,24 +1,27 @@
-//! A node's reads in the moment after a pod is bound to it: held until the Node authorizer's
-//! graph has caught up, rather than sent to be refused.
+//! A node's reads in the moment after a pod is bound to it: refused by the Node authorizer
+//! until its graph has caught up, and retried here until then rather than handed to the agent.
 //!
 //! The apiserver's Node authorizer decides a kubelet's reads from a graph it builds from its
 //! own informer on pods (`plugin/pkg/auth/authorizer/node`): for a moment after a pod is bound
-//! to a node — measured on 1.36: median 0.3 s, at most 0.9 s — that node's reads of the pod, and
-//! of the ConfigMaps, Secrets and claims in the pod's namespace that it uses, are refused ("no
-//! relationship found between node ... and this object"). The kubelet starts those reads as
-//! soon as it sees the pod, so directly its first tries are refused and retried after its
-//! reflector's back-off (0.8–1.6 s); through kubeplex each refusal is passed through (a refusal
-//! is never answered from memory, [`crate::auth`]) and costs the apiserver a request.
+//! to a node — measured on 1.36: median 0.3 s, at most 0.9–1.6 s — that node's reads of the
+//! pod, and of the ConfigMaps, Secrets and claims in the pod's namespace that it uses, are
+//! refused ("no relationship found between node ... and this object"). The kubelet starts
+//! those reads as soon as it sees the pod, and directly only a part of them meets a refusal
+//! (~26% of pods, measured), each retried by the kubelet on its own schedule: the status
+//! manager at its next status change or its 10 s sync, a reflector after its 0.8–1.6 s
+//! back-off.
 //!
-//! Node mode holds such a read instead: a node's read of one named pod, ConfigMap, Secret,
-//! PersistentVolumeClaim or ServiceAccount, in a namespace where a pod was bound to that node
-//! (as a cache of pods shows it) less than `nodeGraphLag` ago, waits until that long after
-//! kubeplex received the binding, then goes on as any read — to the cache if the upstream
-//! grants it, upstream otherwise. Nothing is answered that the upstream would not answer at
-//! that moment; the read reaches the upstream once, when the graph has caught up, instead of
-//! being refused and retried, and the kubelet has it sooner than after its back-off. A read
-//! whose binding no cache of pods shows (none runs, or the binding came in a relist) is not
-//! held: it goes as before.
+//! A read is never delayed before the upstream has refused it: it goes on at once, as any read
+//! (holding every such read for the graph's longest lag made every pod's first status 0.8 s
+//! late with real kubelets, DESIGN.md §7). Only when the upstream refuses it with the graph's
+//! reason ([`is_graph_refusal`]) while a cache of pods shows a pod bound to that node that the
+//! read may depend on, received less than `nodeGraphLag` ago ([`window_until`]), is it sent
+//! again after short, growing back-offs ([`Backoff`]) until it is granted or that window ends;
+//! the agent then gets the upstream's last answer. It waits at most as long as the apiserver
+//! refuses it plus one back-off step, and a refusal is never answered from memory: every
+//! answer is the upstream's own, at that moment. A read whose binding no cache of pods shows
+//! (none runs, or the binding came in a relist) is not retried: its refusal goes to the agent
+//! as directly.
 
 use std::time::{Duration, Instant};
 
@@ -39,24 +42,43 @@ const NODES_GROUP: &str = "system:nodes";
 const POD_SOURCES: &[&str] =
     &["configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts"];
 
+/// The reason the Node authorizer gives when its graph holds no path from the node to the
+/// object (`node_authorizer.go`: "no relationship found between node '%s' and this object"),
+/// at the end of the 403's message.
+const NO_RELATIONSHIP: &[u8] = b"no relationship found between node '";
+
+/// The first wait before a refused read is sent again, and the longest.
+const FIRST_BACKOFF: Duration = Duration::from_millis(25);
+const MAX_BACKOFF: Duration = Duration::from_millis(400);
+
+/// A node's read the Node authorizer may refuse for a moment after a binding: who reads, and
+/// what.
+#[derive(Debug, Clone)]
+pub struct GraphRead {
+    pub node: String,
+    pub attributes: ResourceAttributes,
+}
+
 impl NodeAuth {
-    /// Until when a read described by `attributes` is held (the module's rule), if at all. The
-    /// read is the client's, or that of the user its `Impersonate-*` headers name — taken
-    /// unchecked here, as a hold only delays the client's own read, which is then authorized
-    /// as any read is.
-    pub fn graph_hold(
+    /// The read `attributes` describes as the Node authorizer would decide it, if it is one it
+    /// may refuse for a moment after a binding (`None`: never retried). The read is the
+    /// client's, or that of the user its `Impersonate-*` headers name — taken unchecked here,
+    /// as a retry only sends the client's own read again, authorized as any read is.
+    pub fn graph_read(
         &self,
-        caches: &Caches,
         client: Option<&UserInfo>,
         headers: &HeaderMap,
-        attributes: &ResourceAttributes,
-    ) -> Option<Instant> {
+        attributes: ResourceAttributes,
+    ) -> Option<GraphRead> {
+        if self.graph_lag.is_zero() || !retried_kind(&attributes) {
+            return None;
+        }
         let impersonated = requested_impersonation(headers);
         let user = match &impersonated {
             Some(target) => target.as_ref()?,
             None => client?,
         };
-        hold_until(caches, self.graph_lag, node_of(user)?, attributes, Instant::now())
+        Some(GraphRead { node: node_of(user)?.to_string(), attributes })
     }
 }
 
@@ -66,21 +88,25 @@ pub fn node_of(user: &UserInfo) -> Option<&str> {
     user.groups.iter().any(|g| g == NODES_GROUP).then_some(name)
 }
 
-/// Until when `node`'s read `attributes` is held: `lag` after the newest binding of a pod to
-/// `node` that a running cache of pods received less than `lag` ago and that the read may
-/// depend on (a pod of the read's namespace; for a read of a pod, that pod). `None`: not held.
-pub fn hold_until(
+/// Whether a 403's body is the Node authorizer's refusal for want of a path in its graph — in
+/// JSON or protobuf alike, as the message's bytes are the same in both.
+pub fn is_graph_refusal(body: &[u8]) -> bool {
+    body.windows(NO_RELATIONSHIP.len()).any(|w| w == NO_RELATIONSHIP)
+}
+
+/// Until when `read`, refused with the graph's reason at `now`, is retried: `lag` after the
+/// newest binding of a pod to the read's node that a running cache of pods received less than
+/// `lag` ago and that the read may depend on (a pod of the read's namespace; for a read of a
+/// pod, that pod). `None`: not retried.
+pub fn window_until(
     caches: &Caches,
     lag: Duration,
-    node: &str,
-    attributes: &ResourceAttributes,
+    read: &GraphRead,
     now: Instant,
 ) -> Option<Instant> {
-    if lag.is_zero() || !held_kind(attributes) {
-        return None;
-    }
     let since = now.checked_sub(lag)?;
-    let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(node);
+    let attributes = &read.attributes;
+    let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(read.node.as_str());
     let wanted = |o: &CachedObject| {
         o.namespace == attributes.namespace
             && (attributes.resource != "pods" || o.name == attributes.name)
@@ -94,8 +120,44 @@ pub fn hold_until(
     Some(newest + lag).filter(|until| *until > now)
 }
 
+/// When a refused read is sent again: after 25 ms, then twice as long each time (at most
+/// 400 ms), the last time when the window ends — so that the agent's answer is the apiserver's
+/// at that moment at the latest, never an older refusal, and comes at most one step after the
+/// graph caught up.
+#[derive(Debug)]
+pub struct Backoff {
+    until: Instant,
+    step: Duration,
+    done: bool,
+}
+
+/// One more send of a refused read: when, and whether it is the window's last (its answer is
+/// then the agent's, whatever it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub at: Instant,
+    pub last: bool,
+}
+
+impl Backoff {
+    pub fn new(until: Instant) -> Self {
+        Backoff { until, step: FIRST_BACKOFF, done: false }
+    }
+
+    /// The next send after a refusal at `now`; `None` once the window's last send was made.
+    pub fn next(&mut self, now: Instant) -> Option<Retry> {
+        if self.done {
+            return None;
+        }
+        let at = (now + self.step).min(self.until).max(now);
+        self.step = (self.step * 2).min(MAX_BACKOFF);
+        self.done = at >= self.until;
+        Some(Retry { at, last: self.done })
+    }
+}
+
 /// A read of one named object of a kind the graph grants through pods, in a namespace.
-fn held_kind(a: &ResourceAttributes) -> bool {
+fn retried_kind(a: &ResourceAttributes) -> bool {
     let read = matches!(a.verb.as_str(), "get" | "list" | "watch");
     read && a.group.is_empty()
         && a.subresource.is_empty()

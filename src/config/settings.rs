@@ -188,11 +188,11 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub review_timeout: Duration,
-    /// Node mode: how long after a pod is bound to a node that node's reads of the pod and of
-    /// what it uses in its namespace (ConfigMaps, Secrets, claims) are held before they go on,
-    /// so that they reach the apiserver after its Node authorizer's graph has caught up with
-    /// the binding, not before (1.36: up to 0.9 s), and are not refused and retried; 0s: never
-    /// held.
+    /// Node mode: for how long after a pod is bound to a node that node's reads of the pod and
+    /// of what it uses in its namespace (ConfigMaps, Secrets, claims), when the Node
+    /// authorizer refuses them because its graph has not caught up with the binding yet
+    /// (1.36: median 0.3 s, up to ~1 s), are sent again until granted instead of handing the
+    /// refusal to the agent; no read waits before it is refused. 0s: never retried.
     #[arg(
         long,
         env = "KUBEPLEX_NODE_GRAPH_LAG",

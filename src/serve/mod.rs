@@ -21,6 +21,7 @@ mod around;
 pub mod body;
 mod cached;
 mod fresh;
+mod graph_retry;
 pub mod guardrails;
 pub mod metrics;
 mod pages;

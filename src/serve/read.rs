@@ -1,6 +1,7 @@
 //! A read the cache may answer, as the cache paths (`cached`, `watch`) take it, and node mode's
 //! gate in front of it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::request::{Class, Verb};
@@ -52,7 +53,8 @@ impl CachedRead<'_> {
 }
 
 /// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`; for a
-/// watch `may_watch_cached`, which asks a remembered denial again): only a grant opens it; a
+/// watch, and for a read sent again after a refusal, `may_watch_cached`, which asks a
+/// remembered denial again): only a grant opens it; a
 /// denial or a failed review sends the read upstream, where the apiserver answers it — a
 /// refusal included — as it would without kubeplex.
 pub struct Gate<'a> {
@@ -64,6 +66,7 @@ pub struct Gate<'a> {
     pub impersonation: Option<&'a http::HeaderMap>,
     pub class: &'a Class,
     pub rp: &'a ResourcePath,
+    pub review: &'a Review,
 }
 
 impl Gate<'_> {
@@ -84,12 +87,39 @@ impl Gate<'_> {
                 };
                 let watch = self.class.verb == Verb::Watch;
                 let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
-                if watch {
+                let allowed = if watch || self.review.afresh {
                     node.may_watch_cached(user, &attributes).await
                 } else {
                     node.may_read_cached(user, &attributes).await
+                };
+                if !allowed {
+                    self.review.deny();
                 }
+                allowed
             }
         }
+    }
+}
+
+/// How a read from the cache is reviewed in node mode (`read::Gate`).
+#[derive(Default)]
+pub struct Review {
+    /// A remembered denial is asked again rather than taken (a retry after a refusal).
+    pub afresh: bool,
+    /// Set when the upstream's review refused the read.
+    denied: AtomicBool,
+}
+
+impl Review {
+    pub fn retry() -> Self {
+        Review { afresh: true, denied: AtomicBool::new(false) }
+    }
+
+    pub fn deny(&self) {
+        self.denied.store(true, Ordering::Relaxed);
+    }
+
+    pub fn denied(&self) -> bool {
+        self.denied.load(Ordering::Relaxed)
     }
 }

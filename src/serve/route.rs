@@ -9,24 +9,40 @@ use tower::{Service, ServiceExt};
 
 use super::body::{self, Body};
 use super::metrics::Source;
-use super::read::{CachedRead, Gate};
-use super::request::{impersonates, Classified, Verb};
+use super::read::{CachedRead, Gate, Review};
+use super::request::{impersonates, Classified};
 use super::state::ProxyState;
-use super::{cached, resources, watch};
-use crate::auth::authorize::read_attributes;
+use super::{cached, graph_retry, resources, watch};
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
 use crate::wire::negotiate;
 use crate::wire::request::ApiPath;
 
-/// The cache's answer when it has one, else `passthrough`'s.
+/// The cache's answer when it has one, else `passthrough`'s. In node mode, a node's read the
+/// Node authorizer refuses for want of a pod just bound in its graph is sent again until it
+/// caught up ([`graph_retry`]).
 pub async fn route<P>(state: &Arc<ProxyState>, req: Classified, passthrough: P) -> Response<Body>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    match graph_retry::graph_read(state, &req) {
+        Some(read) => graph_retry::retry_graph_refusals(state, req, read, passthrough).await,
+        None => answer(state, req, passthrough, &Review::default()).await,
+    }
+}
+
+/// The cache's answer to `req`, else the passthrough's.
+pub async fn answer<P>(
+    state: &Arc<ProxyState>,
+    req: Classified,
+    passthrough: P,
+    review: &Review,
+) -> Response<Body>
 where
     P: Service<Classified, Response = Response<Body>, Error = Infallible>,
 {
-    wait_for_node_graph(state, &req).await;
-    if let Some(mut answer) = from_cache(state, &req).await {
+    if let Some(mut answer) = from_cache(state, &req, review).await {
         answer.extensions_mut().insert(Source::Cache);
         return answer;
     }
@@ -36,33 +52,15 @@ where
     }
 }
 
-/// Node mode: a node's read that depends on a pod bound to it a moment ago waits until the Node
-/// authorizer's graph has caught up with the binding (`auth::graph_lag`), wherever it then
-/// goes: the cache, or upstream.
-async fn wait_for_node_graph(state: &ProxyState, classified: &Classified) {
-    let Some(node) = state.node.as_deref().filter(|n| !n.graph_lag.is_zero()) else { return };
-    let Classified { req, class, identity } = classified;
-    let ApiPath::Resource(rp) = &class.path else { return };
-    // Only a GET of a namespaced core resource can be held: the rest is not looked at further.
-    if req.method() != http::Method::GET || !rp.group.is_empty() || rp.namespace.is_none() {
-        return;
-    }
-    let attributes = read_attributes(rp, class.options.as_ref(), class.verb == Verb::Watch);
-    let client = identity.user();
-    let Some(until) = node.graph_hold(&state.caches, client.as_ref(), req.headers(), &attributes)
-    else {
-        return;
-    };
-    let now = std::time::Instant::now();
-    state.metrics.reviews.graph_waits.observe(until.saturating_duration_since(now).as_secs_f64());
-    tokio::time::sleep_until(until.into()).await;
-}
-
 /// A GET of a resource collection or object (not a subresource) whose resource supports
 /// list+watch is offered to the cache: [`cached::try_answer`] (gets, lists) or
 /// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines. A
 /// GET of a group-version's discovery document goes to [`discovery`].
-async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<Response<Body>> {
+pub async fn from_cache(
+    state: &Arc<ProxyState>,
+    classified: &Classified,
+    review: &Review,
+) -> Option<Response<Body>> {
     let Classified { req, class, identity } = classified;
     match identity {
         // A client with credentials of its own is authorized by the apiserver, request by
@@ -107,7 +105,8 @@ async fn from_cache(state: &Arc<ProxyState>, classified: &Classified) -> Option<
     // Node mode: nothing from the cache reaches a client the upstream would refuse; asked once
     // the cache could answer, before any cache is read or started.
     let impersonation = impersonates(req.headers()).then_some(req.headers());
-    let gate = Gate { node: state.node.as_deref().zip(identity.user()), impersonation, class, rp };
+    let node = state.node.as_deref().zip(identity.user());
+    let gate = Gate { node, impersonation, class, rp, review };
     let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate };
     let answer = if opts.watch {
         watch::try_watch(state, &read, req.headers(), req.uri().query()).await

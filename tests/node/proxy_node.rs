@@ -6,7 +6,7 @@
 //! served from the cache for a request the upstream would refuse.
 
 use kubeplex_test_support as support;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::node::{Node, NodeOptions, ADMIN_TOKEN, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
 use support::tls::{Credentials, Pki, TlsClient};
@@ -495,60 +495,131 @@ async fn discovery_documents_are_answered_from_kubeplexs_own_to_clients_that_may
 
 /// Right after a pod is bound to its node the kubelet reads what the pod uses, and the Node
 /// authorizer refuses those reads until its graph has caught up. Through kubeplex, which saw the
-/// binding in its cache of pods, such a read is held until then (`nodeGraphLag` after it
-/// received the binding) and answered: the kubelet gets no refusal and the apiserver no
-/// request to refuse. A read no new pod of the node can explain (another namespace) is not
-/// held: refused at once, by the apiserver, as before. The apiserver's graph lags 3 s here, so
-/// that the reads surely fall in its window on a busy machine.
+/// binding in its cache of pods, such a read goes upstream at once and, refused, is sent again
+/// after short back-offs until the apiserver grants it: the kubelet gets the answer about when
+/// the apiserver's graph caught up, with no refusal to retry on its own schedule — and long
+/// before kubeplex's window (`nodeGraphLag`) ends. A read no new pod of the node can explain
+/// (another namespace) is refused at once, by the apiserver, as before; one the apiserver
+/// grants at once is not delayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_nodes_read_right_after_a_binding_waits_for_the_node_authorizer_instead_of_being_refused()
-{
-    let lag = Duration::from_secs(3);
-    let options = NodeOptions { graph_lag: lag, apiserver_graph_lag: lag, ..Default::default() };
+async fn a_nodes_read_refused_right_after_a_binding_is_retried_until_the_apiserver_grants_it() {
+    let (apiserver_lag, window) = (Duration::from_millis(1500), Duration::from_secs(6));
+    let options =
+        NodeOptions { graph_lag: window, apiserver_graph_lag: apiserver_lag, ..Default::default() };
     let node = Node::start_with(options).await;
     let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
     let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
     for ns in ["team-0", "team-1"] {
         node.sim
             .create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "held", "namespace": ns}, "data": {"k": "v"}}))
+                "metadata": {"name": "retried", "namespace": ns}, "data": {"k": "v"}}))
             .expect("create");
     }
     node.sim
         .create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "uses-held", "namespace": "team-0"},
+            "metadata": {"name": "uses-retried", "namespace": "team-0"},
             "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}],
-                "volumes": [{"name": "v", "configMap": {"name": "held"}}]}}))
+                "volumes": [{"name": "v", "configMap": {"name": "retried"}}]}}))
         .expect("create");
-    let created = std::time::Instant::now();
+    let created = Instant::now();
     // The kubelet sees its new pod (its watch of its pods, from kubeplex's cache).
     let pods = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0&resourceVersion=0";
-    while !String::from_utf8_lossy(&client.get(&node.addr(), pods).await.body).contains("uses-held")
+    while !String::from_utf8_lossy(&client.get(&node.addr(), pods).await.body)
+        .contains("uses-retried")
     {
-        assert!(created.elapsed() < Duration::from_secs(2), "kubeplex never saw the binding");
+        assert!(created.elapsed() < Duration::from_secs(1), "kubeplex never saw the binding");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let refused_before = node.upstream_answered("configmaps", "403");
-    // Another namespace's ConfigMap: no new pod of node-0 there, so not held, and refused.
-    let other = client.get(&node.addr(), "/api/v1/namespaces/team-1/configmaps/held").await;
+    // Another namespace's ConfigMap: no new pod of node-0 there, so not retried: the
+    // apiserver's refusal, at once.
+    let other = client.get(&node.addr(), "/api/v1/namespaces/team-1/configmaps/retried").await;
     assert_eq!(other.status, 403, "{}", String::from_utf8_lossy(&other.body));
-    assert!(created.elapsed() < lag, "the other read was not held");
+    assert!(created.elapsed() < apiserver_lag, "the other read was not retried");
     assert_eq!(node.upstream_answered("configmaps", "403"), refused_before + 1);
-    // The new pod's ConfigMap, by name as the kubelet's watch of it asks: held, then answered.
-    let named =
-        "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dheld&resourceVersion=0";
+    // The new pod's ConfigMap, by name as the kubelet's watch of it asks: refused by the
+    // apiserver, sent again, and answered once its graph caught up.
+    let named = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dretried&resourceVersion=0";
     let answer = client.get(&node.addr(), named).await;
+    let answered = created.elapsed();
     assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
-    assert!(String::from_utf8_lossy(&answer.body).contains("\"held\""));
-    assert!(created.elapsed() >= lag, "answered after the apiserver's graph caught up");
-    // The pod itself, by name (the status manager's GET): its hold is over too.
-    let pod = client.get(&node.addr(), "/api/v1/namespaces/team-0/pods/uses-held").await;
-    assert_eq!(pod.status, 200, "{}", String::from_utf8_lossy(&pod.body));
-    assert_eq!(
-        node.upstream_answered("configmaps", "403"),
-        refused_before + 1,
-        "the apiserver refused nothing but the other namespace's read"
+    assert!(String::from_utf8_lossy(&answer.body).contains("\"retried\""));
+    assert!(answered >= apiserver_lag, "granted only once the apiserver's graph caught up");
+    assert!(
+        answered < window - Duration::from_secs(2),
+        "answered when the apiserver granted it ({answered:?}), not at the window's end"
     );
+    // The pod itself, by name (the status manager's GET): granted now, at once.
+    let pod = client.get(&node.addr(), "/api/v1/namespaces/team-0/pods/uses-retried").await;
+    assert_eq!(pod.status, 200, "{}", String::from_utf8_lossy(&pod.body));
+    assert_eq!(node.tiers_metric("kubeplex_auth_node_graph_retry_seconds_count", &[]), 1);
+    assert_eq!(
+        node.tiers_metric("kubeplex_auth_node_graph_retry_seconds_count", &[("result", "granted")]),
+        1
+    );
+    // What the retries cost: one refused read, then reviews (refused by the apiserver) until
+    // the grant — a handful, growing apart — and no refused read besides.
+    let retries = node.tiers_metric("kubeplex_auth_node_graph_retry_requests_total", &[]);
+    assert!((2..=10).contains(&retries), "{retries} retries");
     assert_eq!(node.upstream_answered("pods", "403"), 0);
-    assert_eq!(node.metric("kubeplex_auth_node_graph_wait_seconds_count", &[]), 1);
+    if node.behind.is_none() {
+        assert_eq!(
+            node.upstream_answered("configmaps", "403"),
+            refused_before + 2,
+            "the other namespace's read and the first send of this one"
+        );
+    }
+    assert_eq!(node.served("denied").0, 0, "no refusal was kubeplex's own");
+}
+
+/// A read the apiserver refuses for longer than kubeplex's window after the binding
+/// (`nodeGraphLag`) is sent again until the window ends, and the client gets the apiserver's
+/// refusal of that moment — never a remembered one, and never later than the window plus one
+/// send. The kubelet then retries on its own schedule, as it would directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_refused_past_the_window_gets_the_apiservers_refusal_when_the_window_ends() {
+    let (apiserver_lag, window) = (Duration::from_secs(5), Duration::from_millis(900));
+    let options =
+        NodeOptions { graph_lag: window, apiserver_graph_lag: apiserver_lag, ..Default::default() };
+    let node = Node::start_with(options).await;
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "late-graph", "namespace": "team-0"},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}]}}))
+        .expect("create");
+    let created = Instant::now();
+    let pods = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0&resourceVersion=0";
+    while !String::from_utf8_lossy(&client.get(&node.addr(), pods).await.body)
+        .contains("late-graph")
+    {
+        assert!(created.elapsed() < window, "kubeplex never saw the binding");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = "/api/v1/namespaces/team-0/pods/late-graph";
+    let refused = client.get(&node.addr(), path).await;
+    let answered = created.elapsed();
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    let message = refused.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with("no relationship found between node 'node-0' and this object"));
+    assert!(answered >= window - Duration::from_millis(100), "retried until the window's end");
+    assert!(answered < apiserver_lag, "{answered:?}: not held past the window");
+    // The apiserver still refuses it: the refusal was the apiserver's of that moment.
+    let headers = [
+        ("Accept", "application/json".to_string()),
+        ("Authorization", format!("Bearer {ADMIN_TOKEN}")),
+        ("Impersonate-User", "system:node:node-0".into()),
+        ("Impersonate-Group", "system:nodes".into()),
+    ];
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let upstream = node.sim.addr().to_string();
+    let direct = support::request(&upstream, http::Method::GET, path, &headers, None).await;
+    assert_eq!(direct.status, 403);
+    assert_eq!(refused.body, direct.body, "the apiserver's own refusal");
+    // Through two tiers the pool's window ends first, then the node tier's.
+    let refused = ("result", "refused");
+    let ended = node.tiers_metric("kubeplex_auth_node_graph_retry_seconds_count", &[refused]);
+    assert!((1..=2).contains(&ended), "{ended}");
+    assert_eq!(node.served("denied").0, 0, "no refusal was kubeplex's own");
 }

@@ -277,6 +277,16 @@ impl Node {
         sum_series(&self.metrics(), name, labels)
     }
 
+    /// [`Node::metric`] summed over every kubeplex of the chain (the node tier, and the pool
+    /// tier with `KUBEPLEX_TEST_TIERS=2`): for what whichever tier meets it handles.
+    pub fn tiers_metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let pool = self.behind.as_ref().map_or(0, |pool| {
+            let text: String = pool.state.metrics.render().into_iter().map(char::from).collect();
+            sum_series(&text, name, labels)
+        });
+        self.metric(name, labels) + pool
+    }
+
     /// The fake apiserver's requests for `resource` with `verb` (`LIST`, `WATCH`, `GET`), whatever
     /// they were answered: which reads reached the upstream.
     pub fn upstream_requests(&self, resource: &str, verb: &str) -> u64 {

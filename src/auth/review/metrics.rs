@@ -1,6 +1,6 @@
 //! The reviews' metrics.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
 /// Review counts and latency.
 #[derive(Clone)]
@@ -10,8 +10,12 @@ pub struct ReviewMetrics {
     pub decisions: IntCounterVec,
     /// Latency of the reviews sent upstream, by kind.
     pub seconds: HistogramVec,
-    /// How long node reads were held for the Node authorizer's graph (`auth::graph_lag`).
-    pub graph_waits: Histogram,
+    /// Node reads refused by the Node authorizer for a pod just bound and retried until its
+    /// graph caught up (`auth::graph_lag`): how long, by result (`granted`, `refused`: the
+    /// window ended first, or `other`: another answer).
+    pub graph_retries: HistogramVec,
+    /// The retries' requests sent upstream.
+    pub graph_retry_requests: IntCounter,
 }
 
 impl ReviewMetrics {
@@ -31,16 +35,22 @@ impl ReviewMetrics {
             .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
             &["kind"],
         )?;
-        let graph_waits = Histogram::with_opts(
+        let graph_retries = HistogramVec::new(
             HistogramOpts::new(
-                "kubeplex_auth_node_graph_wait_seconds",
-                "How long a node's read of a pod just bound to it, or of what such a pod uses, was held until the Node authorizer's graph could have caught up with the binding (nodeGraphLag), instead of being sent upstream to be refused.",
+                "kubeplex_auth_node_graph_retry_seconds",
+                "Node mode: a node's read of a pod just bound to it, or of what such a pod uses, refused by the Node authorizer for want of the binding in its graph and sent again until granted or nodeGraphLag after the binding: how long from the first refusal to the answer, by result (granted, refused, other).",
             )
-            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0]),
+            .buckets(vec![0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0]),
+            &["result"],
+        )?;
+        let graph_retry_requests = IntCounter::new(
+            "kubeplex_auth_node_graph_retry_requests_total",
+            "Node mode: reads sent upstream again after the Node authorizer refused them for want of a binding in its graph (kubeplex_auth_node_graph_retry_seconds).",
         )?;
         registry.register(Box::new(decisions.clone()))?;
         registry.register(Box::new(seconds.clone()))?;
-        registry.register(Box::new(graph_waits.clone()))?;
-        Ok(ReviewMetrics { decisions, seconds, graph_waits })
+        registry.register(Box::new(graph_retries.clone()))?;
+        registry.register(Box::new(graph_retry_requests.clone()))?;
+        Ok(ReviewMetrics { decisions, seconds, graph_retries, graph_retry_requests })
     }
 }

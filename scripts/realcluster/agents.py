@@ -1,0 +1,1532 @@
+#!/usr/bin/env python3
+"""Real node agents against a real kube-apiserver, directly and through kubeplex tiers.
+
+Runs kubemark hollow nodes (the real Kubernetes 1.36 kubelet and kube-proxy code with a fake
+container runtime) against the real control plane of /work/shared/realcluster ($HARNESS), in
+one of three modes:
+
+  direct  every agent talks to the apiserver (https://127.0.0.1:6443);
+  node    one kubeplex per node (node mode, config/node.yaml) between that node's agents and
+          the apiserver;
+  pool    as node, with the node tiers' upstreams a pool tier (one kubeplex in node mode,
+          deploy/base/pool/kubeplex.yaml) first and the apiserver as the fallback;
+  all     the three, one after another, then a comparison table.
+
+The scenario: clean state; the scheduler, the tiers, then per node a hollow kubelet and a
+hollow kube-proxy; every node Ready (its not-ready taint removed); deployments totalling
+--pods pods (each pod mounting a ConfigMap and a Secret of its deployment, besides the
+projected token) and a Service each; a minute of churn (rolling restarts, scaling); settled.
+Figures: from the kubelets' own logs (klog, round_trippers at V6), the delay from a pod
+reaching its kubelet (SyncLoop ADD, source api) to the kubelet's first PATCH of its status,
+and the 403s the kubelets got; from the apiserver's /metrics and /proc, its requests and CPU
+over the run; each kubeplex's node-graph metrics. At the end every kubelet's /pods is compared
+with the apiserver's pods of its node, everything the run started is stopped, and a one-line
+JSON summary is printed. Logs and pid files are under --run-dir (default /tmp/agents-run).
+
+Python 3 and the standard library only; openssl for the certificates.
+"""
+
+import argparse
+import datetime
+import glob
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+HARNESS = os.environ.get("HARNESS") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kubeplex-realcluster")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+API = "https://127.0.0.1:6443"
+
+# Labels and names of everything a run creates (and the next run deletes).
+RUN_LABEL = "agents.kubeplex.io/run"
+HOLLOW_LABEL = "agents.kubeplex.io/hollow"
+NODE_PREFIX = "hollow-node-"
+NAMESPACE = "agents-load"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+# The harness's copies of kubeplex's RBAC (deploy/) are prefixed so that they can never collide
+# with a real deployment's.
+RBAC_PREFIX = "agents-harness:"
+NODE_TIER_USER = "agents-harness-kubeplex-node"   # the node tiers' identity at the apiserver
+POOL_USER = "agents-harness-kubeplex-pool"        # the pool's identity at the apiserver
+NODE_TIERS_GROUP = "kubeplex:node-tiers"          # the group the pool expects (deploy/base/pool)
+
+# Loopback ports (the hollow kubelet binds its port on 0.0.0.0: kubemark hard-codes that).
+KUBELET_PORT_BASE = 11250
+KUBEPLEX_PORT_BASE = 17000
+KUBEPLEX_ADMIN_BASE = 17500
+POOL_PORT = 16900
+POOL_ADMIN = 16901
+
+T_START = time.time()
+
+
+def log(msg):
+    print("[%7.1fs] %s" % (time.time() - T_START, msg), file=sys.stderr, flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- HTTP client
+
+class Api:
+    """A small Kubernetes REST client (JSON), one persistent connection per thread."""
+
+    def __init__(self, base, ca=None, token=None, cert=None, key=None, verify=True, timeout=30):
+        u = urllib.parse.urlparse(base)
+        self.scheme, self.host = u.scheme, u.hostname
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.token, self.timeout = token, timeout
+        self.ctx = None
+        if self.scheme == "https":
+            if verify:
+                self.ctx = ssl.create_default_context(cafile=ca)
+            else:
+                self.ctx = ssl._create_unverified_context()  # a hollow kubelet's self-signed port
+            if cert:
+                self.ctx.load_cert_chain(cert, key)
+        self.local = threading.local()
+
+    def connect(self, timeout=None):
+        t = timeout or self.timeout
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=t)
+        return http.client.HTTPConnection(self.host, self.port, timeout=t)
+
+    def headers(self, extra=None):
+        h = {"Accept": "application/json", "User-Agent": "agents-harness"}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        h.update(extra or {})
+        return h
+
+    def request(self, method, path, body=None, ctype="application/json", timeout=None):
+        data = None
+        extra = {}
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            extra["Content-Type"] = ctype
+        for attempt in range(3):
+            conn = getattr(self.local, "conn", None)
+            if conn is None or timeout:
+                conn = self.connect(timeout)
+                if not timeout:
+                    self.local.conn = conn
+            try:
+                conn.request(method, path, body=data, headers=self.headers(extra))
+                r = conn.getresponse()
+                payload = r.read()
+                if timeout:
+                    conn.close()
+                return r.status, payload
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise Failure("unreachable")
+
+    def json(self, method, path, body=None, ctype="application/json", ok=(200, 201, 202),
+             timeout=None):
+        st, payload = self.request(method, path, body, ctype, timeout)
+        if st not in ok:
+            raise Failure("%s %s: %d %s" % (method, path, st, payload[:300].decode("utf-8", "replace")))
+        return json.loads(payload) if payload else None
+
+    def get(self, path, **kw):
+        return self.json("GET", path, **kw)
+
+    def create(self, path, obj):
+        """POST, an existing object being fine."""
+        st, payload = self.request("POST", path, obj)
+        if st not in (200, 201, 202, 409):
+            raise Failure("POST %s: %d %s" % (path, st, payload[:300].decode("utf-8", "replace")))
+        return st
+
+    def apply(self, path, obj):
+        """Server-side apply."""
+        return self.json("PATCH", path + "?fieldManager=agents-harness&force=true", obj,
+                         ctype="application/apply-patch+yaml")
+
+    def patch(self, path, body, kind="merge"):
+        ctype = {"merge": "application/merge-patch+json",
+                 "strategic": "application/strategic-merge-patch+json",
+                 "json": "application/json-patch+json"}[kind]
+        return self.json("PATCH", path, body, ctype=ctype)
+
+    def delete(self, path, body=None):
+        st, payload = self.request("DELETE", path, body)
+        if st not in (200, 202, 404):
+            raise Failure("DELETE %s: %d %s" % (path, st, payload[:300].decode("utf-8", "replace")))
+        return st
+
+
+# ----------------------------------------------------------------------------- informers
+
+class Shared:
+    """One lock and condition for every informer: a predicate over several of them is waited
+    for with wait_until, which returns the wall time of the event that made it true."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.last_event = time.time()
+
+    def wait_until(self, pred, timeout, tick=None):
+        deadline = time.time() + timeout
+        with self.cond:
+            while True:
+                if pred():
+                    return self.last_event
+                left = deadline - time.time()
+                if left <= 0:
+                    return None
+                if tick:
+                    self.cond.release()
+                    try:
+                        tick()
+                    finally:
+                        self.cond.acquire()
+                    if pred():
+                        return self.last_event
+                self.cond.wait(min(left, 0.5))
+
+
+class Gone(Exception):
+    pass
+
+
+class Informer(threading.Thread):
+    """List+watch of one collection into a dict keyed by namespace/name (JSON)."""
+
+    def __init__(self, api, path, shared, selector=""):
+        super().__init__(daemon=True)
+        self.api, self.path, self.shared = api, path, shared
+        self.query = ("labelSelector=" + urllib.parse.quote(selector)) if selector else ""
+        self.objs = {}
+        self.synced = False
+        self.stopping = False
+        self.conn = None
+        self.errors = 0
+
+    @staticmethod
+    def key(o):
+        m = o["metadata"]
+        return "%s/%s" % (m.get("namespace", ""), m["name"])
+
+    def run(self):
+        while not self.stopping:
+            try:
+                lst = self.api.get("%s?%s" % (self.path, self.query))
+                rv = lst["metadata"]["resourceVersion"]
+                with self.shared.cond:
+                    self.objs = {self.key(o): o for o in lst.get("items") or []}
+                    self.synced = True
+                    self.shared.last_event = time.time()
+                    self.shared.cond.notify_all()
+                while not self.stopping:
+                    rv = self.watch(rv)
+            except Gone:
+                continue
+            except Exception as e:  # noqa: BLE001 — keep informing; counted and retried
+                if self.stopping:
+                    break
+                self.errors += 1
+                if self.errors < 5:
+                    log("informer %s: %s (retrying)" % (self.path, e))
+                time.sleep(1)
+
+    def watch(self, rv):
+        conn = self.api.connect(timeout=90)
+        self.conn = conn
+        try:
+            q = "%s&watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=60" % (
+                self.query, rv)
+            conn.request("GET", "%s?%s" % (self.path, q), headers=self.api.headers())
+            r = conn.getresponse()
+            if r.status == 410:
+                raise Gone()
+            if r.status != 200:
+                raise Failure("watch %s: %d" % (self.path, r.status))
+            while not self.stopping:
+                line = r.readline()
+                if not line:
+                    break
+                ev = json.loads(line)
+                typ, o = ev.get("type"), ev.get("object") or {}
+                if typ == "ERROR":
+                    if o.get("code") == 410:
+                        raise Gone()
+                    raise Failure("watch %s: %s" % (self.path, o.get("message")))
+                rv = o["metadata"]["resourceVersion"]
+                if typ == "BOOKMARK":
+                    continue
+                with self.shared.cond:
+                    k = self.key(o)
+                    if typ == "DELETED":
+                        self.objs.pop(k, None)
+                    else:
+                        self.objs[k] = o
+                    self.shared.last_event = time.time()
+                    self.shared.cond.notify_all()
+            return rv
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.stopping = True
+        c = self.conn
+        try:
+            if c is not None and c.sock is not None:
+                c.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def items(self):
+        return list(self.objs.values())
+
+
+# ----------------------------------------------------------------------------- processes
+
+def proc_starttime(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of a process, in seconds (None if gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_rss_mib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+class Procs:
+    """The processes a run starts. Each has a pid file (pid and start time) under
+    RUN_DIR/pids, so that a later run stops exactly those (never by name)."""
+
+    def __init__(self, run_dir):
+        self.piddir = os.path.join(run_dir, "pids")
+        os.makedirs(self.piddir, exist_ok=True)
+        self.procs = {}  # name -> (Popen, log path)
+
+    def start(self, name, argv, logpath, env=None):
+        logf = open(logpath, "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             start_new_session=True, env=env)
+        logf.close()
+        with open(os.path.join(self.piddir, name + ".pid"), "w") as f:
+            f.write("%d %s\n" % (p.pid, proc_starttime(p.pid) or "?"))
+        self.procs[name] = (p, logpath)
+        return p
+
+    def check_alive(self, names=None):
+        dead = []
+        for name, (p, logpath) in self.procs.items():
+            if names is not None and name not in names:
+                continue
+            if p.poll() is not None:
+                dead.append("%s (exit %s, log %s)" % (name, p.returncode, logpath))
+        if dead:
+            raise Failure("exited: " + "; ".join(dead))
+
+    def cpu(self, prefix):
+        total = 0.0
+        for name, (p, _) in self.procs.items():
+            if name.startswith(prefix):
+                total += proc_cpu_seconds(p.pid) or 0.0
+        return total
+
+    def rss(self, prefix):
+        total = 0.0
+        for name, (p, _) in self.procs.items():
+            if name.startswith(prefix):
+                total += proc_rss_mib(p.pid) or 0.0
+        return total
+
+    def stop(self, names=None, grace=15):
+        """SIGTERM, then SIGKILL after `grace` seconds."""
+        chosen = [(n, p) for n, (p, _) in self.procs.items() if names is None or n in names]
+        for _, p in chosen:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + grace
+        for _, p in chosen:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+        for n, _ in chosen:
+            try:
+                os.unlink(os.path.join(self.piddir, n + ".pid"))
+            except FileNotFoundError:
+                pass
+            self.procs.pop(n, None)
+
+
+def kill_leftovers(run_root):
+    """Stops the processes of earlier runs, by the pid files they left (pid and start time
+    must both match, so a reused pid is never hit)."""
+    piddir = os.path.join(run_root, "pids")
+    victims = []
+    for f in sorted(glob.glob(os.path.join(piddir, "*.pid"))):
+        try:
+            pid_s, start = open(f).read().split()
+            pid = int(pid_s)
+        except (OSError, ValueError):
+            os.unlink(f)
+            continue
+        if proc_starttime(pid) == start:
+            victims.append(pid)
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        os.unlink(f)
+    deadline = time.time() + 15
+    for pid in victims:
+        while time.time() < deadline and proc_starttime(pid) is not None:
+            time.sleep(0.2)
+        if proc_starttime(pid) is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if victims:
+        log("stopped %d leftover processes of an earlier run" % len(victims))
+
+
+def clean_hollow_files(dirs_named):
+    """Removes the hollow kubelets' root dirs named in this run's logs, every other
+    /tmp/hollow-kubelet.* when no kubemark runs on the machine at all, and fake-runtime
+    sockets nobody listens on."""
+    kubemark_running = False
+    for cmd in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmd, "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if argv0.endswith(b"kubemark"):
+            kubemark_running = True
+            break
+    dirs = set(d for d in dirs_named if d.startswith("/tmp/hollow-kubelet."))
+    if not kubemark_running:
+        dirs |= set(glob.glob("/tmp/hollow-kubelet.*"))
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    listening = set()
+    try:
+        with open("/proc/net/unix") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 8:
+                    listening.add(parts[7])
+    except OSError:
+        pass
+    n = 0
+    for s in glob.glob("/tmp/kubelet_remote_*.sock"):
+        if s not in listening:
+            try:
+                os.unlink(s)
+                n += 1
+            except OSError:
+                pass
+    return len(dirs), n
+
+
+def port_free(port, host="127.0.0.1"):
+    for h in (host, "0.0.0.0"):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((h, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+# ----------------------------------------------------------------------------- PKI
+
+class Pki:
+    """Certificates signed by the cluster CA ($HARNESS/pki/ca.key), in one directory."""
+
+    def __init__(self, d):
+        self.dir = d
+        os.makedirs(d, exist_ok=True)
+        self.ca = os.path.join(HARNESS, "pki", "ca.crt")
+        self.ca_key = os.path.join(HARNESS, "pki", "ca.key")
+
+    def _valid(self, crt):
+        if not os.path.exists(crt):
+            return False
+        r = subprocess.run(["openssl", "verify", "-CAfile", self.ca, crt],
+                           capture_output=True, timeout=30)
+        return r.returncode == 0
+
+    def sign(self, name, cn, orgs=(), server=False):
+        """Returns (crt, key); reuses a certificate this CA signed before."""
+        crt, key = os.path.join(self.dir, name + ".crt"), os.path.join(self.dir, name + ".key")
+        if self._valid(crt) and os.path.exists(key):
+            return crt, key
+        subj = "".join("/O=" + o for o in orgs) + "/CN=" + cn
+        ext = os.path.join(self.dir, name + ".ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
+            if server:
+                f.write("extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
+            else:
+                f.write("extendedKeyUsage=clientAuth\n")
+        csr = os.path.join(self.dir, name + ".csr")
+        run = lambda *a: subprocess.run(a, check=True, capture_output=True, timeout=60)  # noqa: E731
+        run("openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key)
+        os.chmod(key, 0o600)
+        run("openssl", "req", "-new", "-key", key, "-subj", subj, "-out", csr)
+        run("openssl", "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self.ca_key,
+            "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-days", "30", "-sha256",
+            "-extfile", ext, "-out", crt)
+        os.unlink(csr)
+        return crt, key
+
+    def kubeconfig(self, name, server, crt, key):
+        path = os.path.join(self.dir, name + ".kubeconfig")
+        with open(path, "w") as f:
+            f.write("""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: u
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: c
+  context:
+    cluster: c
+    user: u
+current-context: c
+""" % (server, self.ca, crt, key))
+        return path
+
+
+# ----------------------------------------------------------------------------- metrics
+
+METRIC_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text, prefixes):
+    """[(name, {labels}, value)] of the samples whose name starts with one of `prefixes`."""
+    out = []
+    for line in text.splitlines():
+        if not line or line[0] == "#" or not line.startswith(prefixes):
+            continue
+        m = METRIC_RE.match(line)
+        if not m:
+            continue
+        try:
+            v = float(m.group(4))
+        except ValueError:
+            continue
+        out.append((m.group(1), dict(LABEL_RE.findall(m.group(3) or "")), v))
+    return out
+
+
+def apiserver_snapshot(admin):
+    st, body = admin.request("GET", "/metrics", timeout=60)
+    if st != 200:
+        raise Failure("apiserver /metrics: %d" % st)
+    samples = parse_metrics(body.decode("utf-8", "replace"),
+                            ("apiserver_request_total", "apiserver_watch_events_total",
+                             "apiserver_watch_events_sizes_sum", "apiserver_longrunning_requests"))
+    snap = {"requests": {}, "watch_events": 0.0, "watch_bytes": 0.0}
+    for name, labels, v in samples:
+        if name == "apiserver_request_total":
+            k = (labels.get("verb", ""), labels.get("code", ""), labels.get("resource", ""),
+                 labels.get("subresource", ""))
+            snap["requests"][k] = snap["requests"].get(k, 0.0) + v
+        elif name == "apiserver_watch_events_total":
+            snap["watch_events"] += v
+        elif name == "apiserver_watch_events_sizes_sum":
+            snap["watch_bytes"] += v
+    pid = read_pid(os.path.join(HARNESS, "run", "kube-apiserver.pid"))
+    snap["cpu"] = proc_cpu_seconds(pid) if pid else None
+    epid = read_pid(os.path.join(HARNESS, "run", "etcd.pid"))
+    snap["etcd_cpu"] = proc_cpu_seconds(epid) if epid else None
+    return snap
+
+
+def read_pid(path):
+    try:
+        return int(open(path).read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def apiserver_delta(before, after):
+    d = {}
+    for k, v in after["requests"].items():
+        dv = v - before["requests"].get(k, 0.0)
+        if dv:
+            d[k] = dv
+    tot = lambda pred: int(round(sum(v for k, v in d.items() if pred(k))))  # noqa: E731
+    by_resource = {}
+    for (verb, code, res, sub), v in d.items():
+        if verb in ("LIST", "WATCH", "GET"):
+            key = "%s %s%s" % (verb, res, "/" + sub if sub else "")
+            by_resource[key] = by_resource.get(key, 0) + int(round(v))
+    cpu = None
+    if before["cpu"] is not None and after["cpu"] is not None:
+        cpu = round(after["cpu"] - before["cpu"], 1)
+    etcd = None
+    if before["etcd_cpu"] is not None and after["etcd_cpu"] is not None:
+        etcd = round(after["etcd_cpu"] - before["etcd_cpu"], 1)
+    return {
+        "total": tot(lambda k: True),
+        "list_watch": tot(lambda k: k[0] in ("LIST", "WATCH")),
+        "list": tot(lambda k: k[0] == "LIST"),
+        "watch": tot(lambda k: k[0] == "WATCH"),
+        "get": tot(lambda k: k[0] == "GET"),
+        "code_403": tot(lambda k: k[1] == "403"),
+        "writes": tot(lambda k: k[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE")),
+        "watch_events": int(round(after["watch_events"] - before["watch_events"])),
+        "watch_bytes": int(round(after["watch_bytes"] - before["watch_bytes"])),
+        "cpu_s": cpu,
+        "etcd_cpu_s": etcd,
+        "reads_by_resource": dict(sorted(by_resource.items(), key=lambda kv: -kv[1])[:12]),
+    }
+
+
+def kubeplex_metrics(admin_ports):
+    """Sums over every kubeplex of the node-graph metrics (whatever this binary has), the
+    requests by source, and the review decisions."""
+    graph, sources, decisions, scraped = {}, {}, {}, 0
+    for port in admin_ports:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/metrics")
+            r = conn.getresponse()
+            text = r.read().decode("utf-8", "replace")
+            conn.close()
+        except OSError as e:
+            log("kubeplex admin :%d /metrics: %s" % (port, e))
+            continue
+        scraped += 1
+        for name, labels, v in parse_metrics(text, ("kubeplex_auth_node_graph_",
+                                                    "kubeplex_requests_total",
+                                                    "kubeplex_auth_decisions_total")):
+            if name.startswith("kubeplex_auth_node_graph_"):
+                k = name + ("{%s}" % ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+                            if labels else "")
+                graph[k] = graph.get(k, 0.0) + v
+            elif name == "kubeplex_requests_total":
+                s = labels.get("source", "?")
+                sources[s] = sources.get(s, 0.0) + v
+            else:
+                k = "%s/%s/%s" % (labels.get("kind"), labels.get("result"), labels.get("source"))
+                decisions[k] = decisions.get(k, 0.0) + v
+    return {"scraped": scraped, "graph": graph,
+            "requests_by_source": {k: int(v) for k, v in sorted(sources.items())},
+            "auth_decisions": {k: int(v) for k, v in sorted(decisions.items())}}
+
+
+# ----------------------------------------------------------------------------- kubelet logs
+
+KLOG_RE = re.compile(r'^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+\s+([^\]]*)\] (.*)$')
+ADD_RE = re.compile(r'"SyncLoop ADD" source="api" pods=\[([^\]]*)\]')
+RESP_RE = re.compile(r'"Response" verb="(\w+)" url="([^"]*)" status="([^"]*)"(?: milliseconds=(\d+))?')
+STATUS_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)/status')
+
+
+def klog_time(m, year):
+    mon, day, hh, mm, ss, us = (int(m.group(i)) for i in range(2, 8))
+    return datetime.datetime(year, mon, day, hh, mm, ss, us).timestamp()
+
+
+def request_kind(verb, url):
+    """(verb, resource) as the apiserver would name them: get/list/watch/patch/...."""
+    u = urllib.parse.urlparse(url)
+    q = urllib.parse.parse_qs(u.query)
+    segs = [s for s in u.path.split("/") if s]
+    if segs[:1] == ["api"]:
+        rest = segs[2:]
+    elif segs[:1] == ["apis"]:
+        rest = segs[3:]
+    else:
+        return verb.lower(), u.path
+    name = None
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    if not rest:
+        return verb.lower(), "namespaces"
+    resource = rest[0]
+    if len(rest) >= 2:
+        name = rest[1]
+    if len(rest) >= 3:
+        resource += "/" + rest[2]
+    v = verb.lower()
+    if v == "get":
+        if q.get("watch", [""])[0] in ("true", "1"):
+            v = "watch"
+        elif name is None:
+            v = "list"
+    return v, resource
+
+
+def parse_agent_log(path, year, namespace):
+    """From a hollow kubelet's (or kube-proxy's) log: each pod's first SyncLoop ADD and first
+    status PATCH (time, status), the non-2xx answers by (verb, resource, code), the requests,
+    and the kubelet's root dir."""
+    adds, patches = {}, {}
+    errors, requests = {}, 0
+    root = None
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            m = KLOG_RE.match(line)
+            if not m:
+                continue
+            msg = m.group(9)
+            if msg.startswith('"Response"'):
+                r = RESP_RE.match(msg)
+                if not r:
+                    continue
+                requests += 1
+                verb, url, status = r.group(1), r.group(2), r.group(3)
+                code = status.split(" ", 1)[0] if status else "none"
+                if not code.startswith("2"):
+                    k = request_kind(verb, url) + (code,)
+                    errors[k] = errors.get(k, 0) + 1
+                if verb == "PATCH":
+                    s = STATUS_URL_RE.search(url)
+                    if s and s.group(1) == namespace:
+                        pod = "%s/%s" % (s.group(1), s.group(2))
+                        if pod not in patches:
+                            patches[pod] = (klog_time(m, year), code)
+            elif msg.startswith('"SyncLoop ADD"'):
+                a = ADD_RE.match(msg)
+                if not a:
+                    continue
+                t = klog_time(m, year)
+                for pod in re.findall(r'"([^"]+)"', a.group(1)):
+                    if pod.startswith(namespace + "/") and pod not in adds:
+                        adds[pod] = t
+            elif root is None and "as root dir for hollow-kubelet" in msg:
+                g = re.search(r'(/tmp/hollow-kubelet\.\S+)', msg)
+                if g:
+                    root = g.group(1).rstrip('"')
+    return {"adds": adds, "patches": patches, "errors": errors, "requests": requests, "root": root}
+
+
+def quantiles(xs):
+    if not xs:
+        return {"n": 0, "median": None, "p90": None, "max": None}
+    s = sorted(xs)
+    pick = lambda q: s[max(0, math.ceil(q * len(s)) - 1)]  # noqa: E731 — nearest rank
+    return {"n": len(s), "median": round(pick(0.5), 3), "p90": round(pick(0.9), 3),
+            "max": round(s[-1], 3)}
+
+
+# ----------------------------------------------------------------------------- the run
+
+class Run:
+    def __init__(self, args, mode):
+        self.args, self.mode = args, mode
+        self.n = args.nodes
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.root = args.run_dir
+        self.dir = os.path.join(self.root, "%s-%s" % (mode, stamp))
+        self.logs = os.path.join(self.dir, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.pki = Pki(os.path.join(self.root, "pki"))
+        self.procs = Procs(self.root)
+        token = open(os.path.join(HARNESS, "pki", "admin.token")).read().strip()
+        self.admin = Api(API, ca=self.pki.ca, token=token, timeout=60)
+        self.shared = Shared()
+        self.informers = {}
+        self.nodes = [NODE_PREFIX + str(i) for i in range(self.n)]
+        self.kubeplex_admin_ports = []
+        self.result = {"mode": mode, "nodes": self.n, "pods": args.pods, "run_dir": self.dir}
+        self.out_lines = []
+
+    def say(self, line):
+        print(line, flush=True)
+        self.out_lines.append(line)
+
+    # -- 1. clean state --------------------------------------------------------------------
+
+    def control_plane_up(self):
+        r = subprocess.run([os.path.join(HARNESS, "up.sh")], capture_output=True, text=True,
+                           timeout=400)
+        if r.returncode != 0:
+            raise Failure("up.sh failed: %s" % r.stderr[-2000:])
+
+    def clean(self):
+        kill_leftovers(self.root)
+        a = self.admin
+        # Namespaces (their pods are force-deleted by the harness's reaper), then nodes, leases.
+        nss = a.get("/api/v1/namespaces?labelSelector=" + urllib.parse.quote(RUN_LABEL))["items"]
+        for ns in nss:
+            a.delete("/api/v1/namespaces/" + ns["metadata"]["name"])
+        nodes = a.get("/api/v1/nodes?labelSelector=" + urllib.parse.quote(HOLLOW_LABEL))["items"]
+        names = set(n["metadata"]["name"] for n in nodes) | set(self.nodes)
+        for n in nodes:
+            a.delete("/api/v1/nodes/" + n["metadata"]["name"])
+        for lease in a.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")["items"]:
+            if lease["metadata"]["name"] in names:
+                a.delete("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+                         + lease["metadata"]["name"])
+        deadline = time.time() + self.args.cleanup_timeout
+        while time.time() < deadline:
+            left = a.get("/api/v1/namespaces?labelSelector=" + urllib.parse.quote(RUN_LABEL))["items"]
+            pods = [p for p in a.get("/api/v1/pods")["items"]
+                    if p["spec"].get("nodeName", "").startswith(NODE_PREFIX)]
+            if not left and not pods:
+                break
+            time.sleep(1)
+        else:
+            raise Failure("earlier run's namespaces/pods not gone within %ds" % self.args.cleanup_timeout)
+        dirs, socks = clean_hollow_files([])
+        if nss or nodes or dirs or socks:
+            log("cleaned: %d namespaces, %d nodes, %d hollow dirs, %d sockets"
+                % (len(nss), len(nodes), dirs, socks))
+
+    # -- RBAC and identities -----------------------------------------------------------------
+
+    def rbac(self):
+        """kubeplex's RBAC as deploy/ ships it (node tier: deploy/base/node/daemonset.yaml;
+        pool: deploy/base/pool/pool.yaml), with the ServiceAccounts replaced by the users of
+        the harness's client certificates and the harness's prefix on every name."""
+        import yaml  # PyYAML (installed with the kubernetes client); only the tiers need it
+        subject_for = {("kube-system", "kubeplex"): NODE_TIER_USER,
+                       ("kube-system", "kubeplex-pool"): POOL_USER}
+        docs = []
+        for rel in ("deploy/base/node/daemonset.yaml", "deploy/base/pool/pool.yaml"):
+            with open(os.path.join(REPO, rel)) as f:
+                docs.extend(d for d in yaml.safe_load_all(f) if d)
+        own_roles = set(d["metadata"]["name"] for d in docs if d.get("kind") == "ClusterRole")
+        n = 0
+        for d in docs:
+            kind = d.get("kind")
+            if kind not in ("ClusterRole", "ClusterRoleBinding"):
+                continue
+            d = json.loads(json.dumps(d))
+            d["metadata"] = {"name": RBAC_PREFIX + d["metadata"]["name"],
+                             "labels": {RUN_LABEL: "rbac"}}
+            if kind == "ClusterRoleBinding":
+                if d["roleRef"]["name"] in own_roles:
+                    d["roleRef"]["name"] = RBAC_PREFIX + d["roleRef"]["name"]
+                subjects = []
+                for s in d.get("subjects") or []:
+                    if s.get("kind") == "ServiceAccount":
+                        user = subject_for.get((s.get("namespace"), s.get("name")))
+                        if user is None:
+                            raise Failure("unexpected ServiceAccount subject %s" % s)
+                        s = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
+                    subjects.append(s)
+                d["subjects"] = subjects
+                path = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
+            else:
+                path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
+            self.admin.apply(path + d["metadata"]["name"], d)
+            n += 1
+        log("applied %d ClusterRoles/ClusterRoleBindings from deploy/ (subjects: users %s, %s; group %s)"
+            % (n, NODE_TIER_USER, POOL_USER, NODE_TIERS_GROUP))
+
+    # -- 2. processes ------------------------------------------------------------------------
+
+    def start_informers(self):
+        specs = {
+            "nodes": ("/api/v1/nodes", HOLLOW_LABEL),
+            "pods": ("/api/v1/namespaces/%s/pods" % NAMESPACE, ""),
+            "slices": ("/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % NAMESPACE, ""),
+            "deployments": ("/apis/apps/v1/namespaces/%s/deployments" % NAMESPACE, ""),
+        }
+        for name, (path, sel) in specs.items():
+            inf = Informer(self.admin, path, self.shared, sel)
+            inf.start()
+            self.informers[name] = inf
+        ok = self.shared.wait_until(lambda: all(i.synced for i in self.informers.values()), 30)
+        if ok is None:
+            raise Failure("harness informers did not sync")
+
+    def start_scheduler(self):
+        crt, key = self.pki.sign("kube-scheduler", "system:kube-scheduler")
+        kc = self.pki.kubeconfig("kube-scheduler", API, crt, key)
+        cfg = os.path.join(self.dir, "scheduler.yaml")
+        with open(cfg, "w") as f:
+            f.write("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    "clientConnection:\n  kubeconfig: %s\nleaderElection:\n  leaderElect: false\n" % kc)
+        self.procs.start("kube-scheduler", [os.path.join(HARNESS, "bin", "kube-scheduler"),
+                                            "--config", cfg, "--secure-port=0", "--v=1"],
+                         os.path.join(self.logs, "kube-scheduler.log"))
+
+    def wait_ready(self, name, port, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.procs.check_alive([name])
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+                conn.request("GET", "/readyz")
+                st = conn.getresponse().status
+                conn.close()
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise Failure("%s not ready within %ds (log %s)" % (name, timeout, self.procs.procs[name][1]))
+
+    def kubeplex_bin(self):
+        b = self.args.kubeplex_bin
+        if not os.access(b, os.X_OK):
+            raise Failure("%s: no kubeplex binary (cargo build --release --locked --bin kubeplex)" % b)
+        return b
+
+    def start_tiers(self):
+        """Mode node: one kubeplex per node in front of the apiserver. Mode pool: a pool
+        kubeplex in front of the apiserver, and node tiers with upstreams [pool, apiserver]."""
+        self.rbac()
+        b = self.kubeplex_bin()
+        serving = self.pki.sign("kubeplex-serving", "kubeplex", server=True)
+        common = ["--tls-cert-file", serving[0], "--tls-private-key-file", serving[1],
+                  "--client-ca-file", self.pki.ca, "--shutdown-grace-period", "2s"]
+        pool_args = []
+        if self.mode == "pool":
+            crt, key = self.pki.sign("kubeplex-pool-upstream", POOL_USER)
+            kc = self.pki.kubeconfig("kubeplex-pool-upstream", API, crt, key)
+            for p in (POOL_PORT, POOL_ADMIN):
+                if not port_free(p):
+                    raise Failure("port %d is taken" % p)
+            self.procs.start("kubeplex-pool", [
+                b, "serve", "--config", os.path.join(REPO, "deploy/base/pool/kubeplex.yaml"),
+                "--kubeconfig", kc, "--listen", "127.0.0.1:%d" % POOL_PORT,
+                "--admin-listen", "127.0.0.1:%d" % POOL_ADMIN] + common,
+                os.path.join(self.logs, "kubeplex-pool.log"))
+            self.kubeplex_admin_ports.append(POOL_ADMIN)
+            t = time.time()
+            self.wait_ready("kubeplex-pool", POOL_ADMIN, timeout=90)
+            log("pool ready in %.1fs" % (time.time() - t))
+            tier_crt, tier_key = self.pki.sign("kubeplex-node-tier", "kubeplex-node-tier",
+                                               orgs=[NODE_TIERS_GROUP])
+            pool_args = ["--upstream", "https://127.0.0.1:%d" % POOL_PORT,
+                         "--upstreams-ca-file", self.pki.ca,
+                         "--upstreams-client-cert-file", tier_crt,
+                         "--upstreams-client-key-file", tier_key]
+        crt, key = self.pki.sign("kubeplex-node-upstream", NODE_TIER_USER)
+        kc = self.pki.kubeconfig("kubeplex-node-upstream", API, crt, key)
+        for i, node in enumerate(self.nodes):
+            port, admin = KUBEPLEX_PORT_BASE + i, KUBEPLEX_ADMIN_BASE + i
+            for p in (port, admin):
+                if not port_free(p):
+                    raise Failure("port %d is taken" % p)
+            self.procs.start("kubeplex-" + node, [
+                b, "serve", "--config", os.path.join(REPO, "config/node.yaml"),
+                "--node-name", node, "--kubeconfig", kc,
+                "--listen", "127.0.0.1:%d" % port, "--admin-listen", "127.0.0.1:%d" % admin]
+                + common + pool_args, os.path.join(self.logs, "kubeplex-%s.log" % node))
+            self.kubeplex_admin_ports.append(admin)
+        t = time.time()
+        for i, node in enumerate(self.nodes):
+            self.wait_ready("kubeplex-" + node, KUBEPLEX_ADMIN_BASE + i, timeout=60)
+        log("%d node tiers ready in %.1fs" % (self.n, time.time() - t))
+
+    def agent_server(self, i):
+        return API if self.mode == "direct" else "https://127.0.0.1:%d" % (KUBEPLEX_PORT_BASE + i)
+
+    def start_agents(self):
+        kubemark = os.path.join(HARNESS, "bin", "kubemark")
+        proxy_crt, proxy_key = self.pki.sign("kube-proxy", "system:kube-proxy")
+        max_pods = max(110, 2 * math.ceil((self.args.pods * 1.5) / self.n))
+        argvs = []
+        for i, node in enumerate(self.nodes):
+            kport = KUBELET_PORT_BASE + i
+            if not port_free(kport):
+                raise Failure("port %d is taken" % kport)
+            crt, key = self.pki.sign("kubelet-" + node, "system:node:" + node, orgs=["system:nodes"])
+            server = self.agent_server(i)
+            kkc = self.pki.kubeconfig("kubelet-%s-%s" % (node, self.mode), server, crt, key)
+            pkc = self.pki.kubeconfig("kube-proxy-%s-%s" % (node, self.mode), server, proxy_crt, proxy_key)
+            argvs.append(("kubelet-" + node, [
+                kubemark, "--morph=kubelet", "--name=" + node, "--kubeconfig=" + kkc,
+                "--kubelet-port=%d" % kport, "--kubelet-read-only-port=0",
+                "--use-host-image-service=false", "--kube-api-qps=50", "--kube-api-burst=100",
+                "--max-pods=%d" % max_pods,
+                "--node-labels=%s=true,%s=%s" % (HOLLOW_LABEL, RUN_LABEL, self.mode),
+                "--v=2", "--vmodule=round_trippers=6"]))
+            argvs.append(("kube-proxy-" + node, [
+                kubemark, "--morph=proxy", "--name=" + node, "--kubeconfig=" + pkc,
+                "--v=2", "--vmodule=round_trippers=6"]))
+        t0 = time.time()
+        for name, argv in argvs:
+            self.procs.start(name, argv, os.path.join(self.logs, name + ".log"))
+        return t0
+
+    def wait_nodes_ready(self, t0):
+        nodes = self.informers["nodes"]
+        ready_at = {}
+        untainted = {}
+
+        def is_ready(n):
+            for c in n.get("status", {}).get("conditions") or []:
+                if c["type"] == "Ready":
+                    return c["status"] == "True"
+            return False
+
+        def tainted(n):
+            return any(t.get("key") == NOT_READY_TAINT for t in n.get("spec", {}).get("taints") or [])
+
+        def pred():
+            now = self.shared.last_event
+            for k, n in nodes.objs.items():
+                name = n["metadata"]["name"]
+                if name in self.nodes and is_ready(n) and name not in ready_at:
+                    ready_at[name] = now
+            return len(ready_at) == self.n and all(
+                not tainted(nodes.objs.get("/" + name, {})) for name in self.nodes)
+
+        def untaint():
+            self.procs.check_alive()
+            for name in list(ready_at):
+                n = nodes.objs.get("/" + name)
+                if n and tainted(n) and time.time() - untainted.get(name, 0) > 2:
+                    untainted[name] = time.time()
+                    taints = [t for t in n["spec"].get("taints") or [] if t.get("key") != NOT_READY_TAINT]
+                    self.admin.patch("/api/v1/nodes/" + name, {"spec": {"taints": taints or None}})
+
+        done = self.shared.wait_until(pred, self.args.ready_timeout, tick=untaint)
+        if done is None:
+            raise Failure("nodes not Ready within %ds: ready %s" % (self.args.ready_timeout, sorted(ready_at)))
+        last = max(ready_at.values()) - t0
+        med = sorted(ready_at.values())[len(ready_at) // 2] - t0
+        return round(last, 2), round(med, 2)
+
+    # -- 3. workload ---------------------------------------------------------------------------
+
+    def deployments(self):
+        d = self.args.deployments
+        base, extra = divmod(self.args.pods, d)
+        return [("app-%d" % k, base + (1 if k < extra else 0)) for k in range(d)]
+
+    def prepare_namespace(self):
+        a = self.admin
+        a.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": {RUN_LABEL: self.mode}}})
+        with open(self.pki.ca) as f:
+            ca = f.read()
+        a.create("/api/v1/namespaces/%s/configmaps" % NAMESPACE,
+                 {"metadata": {"name": "openshift-service-ca.crt"}, "data": {"service-ca.crt": ca}})
+        for app, _ in self.deployments():
+            a.create("/api/v1/namespaces/%s/configmaps" % NAMESPACE,
+                     {"metadata": {"name": app + "-config", "labels": {"app": app}},
+                      "data": {"app.yaml": "name: %s\nlogLevel: info\n" % app}})
+            a.create("/api/v1/namespaces/%s/secrets" % NAMESPACE,
+                     {"metadata": {"name": app + "-secret", "labels": {"app": app}},
+                      "type": "Opaque", "data": {"password": "c2VjcmV0"}})
+            a.create("/api/v1/namespaces/%s/services" % NAMESPACE,
+                     {"metadata": {"name": app, "labels": {"app": app}},
+                      "spec": {"selector": {"app": app},
+                               "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
+        # The pods' ServiceAccount and root CA come from the controller manager.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st1, _ = a.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % NAMESPACE)
+            st2, _ = a.request("GET", "/api/v1/namespaces/%s/configmaps/kube-root-ca.crt" % NAMESPACE)
+            if st1 == 200 and st2 == 200:
+                return
+            time.sleep(0.5)
+        raise Failure("namespace %s: no default ServiceAccount / kube-root-ca.crt within 60s" % NAMESPACE)
+
+    def deployment_obj(self, app, replicas):
+        return {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": app, "labels": {"app": app}},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": {
+                        "nodeSelector": {HOLLOW_LABEL: "true"},
+                        "terminationGracePeriodSeconds": 5,
+                        "containers": [{
+                            "name": "app", "image": "registry.k8s.io/pause:3.10",
+                            "ports": [{"containerPort": 8080, "name": "http"}],
+                            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"},
+                                             {"name": "secret", "mountPath": "/etc/secret"}]}],
+                        "volumes": [{"name": "config", "configMap": {"name": app + "-config"}},
+                                    {"name": "secret", "secret": {"secretName": app + "-secret"}}],
+                    },
+                },
+            },
+        }
+
+    def pods_state(self):
+        """(running ready pods' names, all pods, endpoints ready pod names) — lock held."""
+        pods = self.informers["pods"].objs.values()
+        running = set()
+        for p in pods:
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            st = p.get("status", {})
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or [])
+            if st.get("phase") == "Running" and ready:
+                running.add(p["metadata"]["name"])
+        endpoints = set()
+        for s in self.informers["slices"].objs.values():
+            for e in s.get("endpoints") or []:
+                ref = e.get("targetRef") or {}
+                if ref.get("kind") == "Pod" and (e.get("conditions") or {}).get("ready"):
+                    endpoints.add(ref["name"])
+        return running, len(pods), endpoints
+
+    def wait_all_running(self, want):
+        def pred():
+            running, total, endpoints = self.pods_state()
+            return total == want and len(running) == want and running <= endpoints
+
+        def tick():
+            self.procs.check_alive()
+
+        done = self.shared.wait_until(pred, self.args.pods_timeout, tick=tick)
+        if done is None:
+            with self.shared.cond:
+                running, total, endpoints = self.pods_state()
+            raise Failure("pods not all Running within %ds: %d pods, %d running+ready, %d with ready endpoints"
+                          % (self.args.pods_timeout, total, len(running), len(running & endpoints)))
+        return done
+
+    def settled(self):
+        """Deployments rolled out at their replicas, no extra pods, endpoints ready."""
+        want = 0
+        for d in self.informers["deployments"].objs.values():
+            spec, st = d["spec"], d.get("status", {})
+            r = spec["replicas"]
+            want += r
+            if st.get("observedGeneration", 0) < d["metadata"].get("generation", 0):
+                return False
+            for f in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas"):
+                if st.get(f, 0) != r:
+                    return False
+        running, total, endpoints = self.pods_state()
+        return total == want and len(running) == want and running <= endpoints
+
+    def churn(self):
+        """Rolling restarts and scaling for --churn seconds, then every deployment back at
+        its replicas."""
+        deps = self.deployments()
+        base = dict(deps)
+        scaled = {}
+        step, restarts, scalings = 0, 0, 0
+        t_end = time.time() + self.args.churn
+        while time.time() < t_end:
+            self.procs.check_alive()
+            if step % 2 == 0:
+                app = deps[(step // 2) % len(deps)][0]
+                self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s" % (NAMESPACE, app),
+                                 {"spec": {"template": {"metadata": {"annotations": {
+                                     "agents.kubeplex.io/restartedAt": "%.3f" % time.time()}}}}},
+                                 kind="strategic")
+                restarts += 1
+            else:
+                app = deps[(step // 2 + len(deps) // 2) % len(deps)][0]
+                if app in scaled:
+                    r = base[app]
+                    del scaled[app]
+                else:
+                    r = base[app] + max(1, base[app] // 2)
+                    scaled[app] = r
+                self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s/scale" % (NAMESPACE, app),
+                                 {"spec": {"replicas": r}})
+                scalings += 1
+            step += 1
+            time.sleep(min(self.args.churn_interval, max(0, t_end - time.time())))
+        for app in list(scaled):
+            self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s/scale" % (NAMESPACE, app),
+                             {"spec": {"replicas": base[app]}})
+            scalings += 1
+        return restarts, scalings
+
+    # -- 5. correctness -------------------------------------------------------------------------
+
+    def check_kubelets(self):
+        """Each kubelet's /pods equals the apiserver's pods of its node (namespace/name/uid)."""
+        deadline = time.time() + 30
+        while True:
+            bad = []
+            for i, node in enumerate(self.nodes):
+                k = Api("https://127.0.0.1:%d" % (KUBELET_PORT_BASE + i), verify=False, timeout=10)
+                try:
+                    kl = k.get("/pods")
+                except (Failure, OSError) as e:
+                    bad.append("%s: kubelet /pods: %s" % (node, e))
+                    continue
+                mine = set((p["metadata"].get("namespace"), p["metadata"]["name"], p["metadata"].get("uid"))
+                           for p in kl.get("items") or [])
+                sel = urllib.parse.quote("spec.nodeName=" + node)
+                ap = self.admin.get("/api/v1/pods?fieldSelector=" + sel)
+                theirs = set((p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["uid"])
+                             for p in ap["items"])
+                if mine != theirs:
+                    bad.append("%s: kubelet has %d, apiserver %d (only kubelet: %s; only apiserver: %s)"
+                               % (node, len(mine), len(theirs), sorted(mine - theirs)[:3],
+                                  sorted(theirs - mine)[:3]))
+            if not bad or time.time() > deadline:
+                return bad
+            time.sleep(2)
+
+    # -- 4. figures -----------------------------------------------------------------------------
+
+    def agent_figures(self):
+        year = time.localtime().tm_year
+        delays, not2xx, missing = [], 0, 0
+        kubelet_errors, proxy_errors = {}, {}
+        kubelet_requests = proxy_requests = 0
+        roots = []
+        for node in self.nodes:
+            kl = parse_agent_log(os.path.join(self.logs, "kubelet-%s.log" % node), year, NAMESPACE)
+            if kl["root"]:
+                roots.append(kl["root"])
+            kubelet_requests += kl["requests"]
+            for k, v in kl["errors"].items():
+                kubelet_errors[k] = kubelet_errors.get(k, 0) + v
+            for pod, t_add in kl["adds"].items():
+                p = kl["patches"].get(pod)
+                if p is None:
+                    missing += 1
+                    continue
+                delays.append(p[0] - t_add)
+                if not p[1].startswith("2"):
+                    not2xx += 1
+            px = parse_agent_log(os.path.join(self.logs, "kube-proxy-%s.log" % node), year, NAMESPACE)
+            proxy_requests += px["requests"]
+            for k, v in px["errors"].items():
+                proxy_errors[k] = proxy_errors.get(k, 0) + v
+        return {
+            "status_delay_s": quantiles(delays),
+            "first_patch_not_2xx": not2xx,
+            "pods_without_status_patch": missing,
+            "kubelet_requests": kubelet_requests,
+            "kubelet_errors": kubelet_errors,
+            "proxy_requests": proxy_requests,
+            "proxy_errors": proxy_errors,
+        }, roots
+
+    def kubeplex_log_summary(self):
+        levels, samples = {}, []
+        for path in glob.glob(os.path.join(self.logs, "kubeplex-*.log")):
+            with open(path, errors="replace") as f:
+                for line in f:
+                    lvl = None
+                    try:
+                        j = json.loads(line)
+                        lvl = (j.get("level") or "").upper()
+                        msg = j.get("fields", {}).get("message") or j.get("message") or line
+                    except ValueError:
+                        m = re.search(r'\b(ERROR|WARN)\b', line)
+                        lvl = m.group(1) if m else None
+                        msg = line
+                    if lvl in ("ERROR", "WARN"):
+                        levels[lvl] = levels.get(lvl, 0) + 1
+                        short = "%s %s: %s" % (lvl, os.path.basename(path), str(msg)[:200].strip())
+                        if len(samples) < 8 and not any(short.split(": ", 1)[1] in s for s in samples):
+                            samples.append(short)
+        return levels, samples
+
+    # -- everything ------------------------------------------------------------------------------
+
+    def execute(self):
+        a = self.args
+        roots = []
+        try:
+            self.control_plane_up()
+            self.clean()
+            self.start_informers()
+            self.start_scheduler()
+            if self.mode in ("node", "pool"):
+                self.start_tiers()
+            before = apiserver_snapshot(self.admin)
+            t0 = self.start_agents()
+            ready_last, ready_med = self.wait_nodes_ready(t0)
+            self.result["nodes_ready_s"] = ready_last
+            self.result["nodes_ready_median_s"] = ready_med
+            log("nodes Ready: last %.2fs, median %.2fs" % (ready_last, ready_med))
+
+            self.prepare_namespace()
+            t1 = time.time()
+            for app, r in self.deployments():
+                self.admin.create("/apis/apps/v1/namespaces/%s/deployments" % NAMESPACE,
+                                  self.deployment_obj(app, r))
+            done = self.wait_all_running(a.pods)
+            self.result["pods_running_s"] = round(done - t1, 2)
+            log("all %d pods Running with ready endpoints: %.2fs" % (a.pods, done - t1))
+
+            restarts, scalings = self.churn()
+            t2 = time.time()
+            done = self.shared.wait_until(self.settled, a.settle_timeout,
+                                          tick=lambda: self.procs.check_alive())
+            if done is None:
+                raise Failure("not settled within %ds after the churn" % a.settle_timeout)
+            self.result["churn"] = {"seconds": a.churn, "restarts": restarts, "scalings": scalings,
+                                    "settled_s": round(max(0.0, done - t2), 2)}
+            log("churn: %d restarts, %d scalings; settled %.2fs after" % (restarts, scalings, done - t2))
+
+            bad = self.check_kubelets()
+            self.result["kubelets_match_apiserver"] = not bad
+            self.result["mismatches"] = bad
+            kp = kubeplex_metrics(self.kubeplex_admin_ports) if self.kubeplex_admin_ports else None
+            self.result["cpu_s"] = {"kubelets": round(self.procs.cpu("kubelet-"), 1),
+                                    "kube_proxies": round(self.procs.cpu("kube-proxy-"), 1),
+                                    "kubeplex": round(self.procs.cpu("kubeplex-"), 1)}
+            self.result["rss_mib"] = {"kubelets": round(self.procs.rss("kubelet-")),
+                                      "kube_proxies": round(self.procs.rss("kube-proxy-")),
+                                      "kubeplex": round(self.procs.rss("kubeplex-"))}
+            # The agents and tiers stop before the second scrape, so that their watches,
+            # counted by the apiserver when they end, are in it.
+            agents = [n for n in self.procs.procs if n != "kube-scheduler"]
+            self.procs.stop(agents)
+            time.sleep(2)
+            after = apiserver_snapshot(self.admin)
+            self.result["apiserver"] = apiserver_delta(before, after)
+            figures, roots = self.agent_figures()
+            self.result.update(figures)
+            if kp is not None:
+                self.result["kubeplex"] = kp
+                levels, samples = self.kubeplex_log_summary()
+                self.result["kubeplex"]["log_levels"] = levels
+                self.result["kubeplex"]["log_samples"] = samples
+            self.result["ok"] = not bad
+        except BaseException as e:
+            self.result["ok"] = False
+            self.result["error"] = "%s: %s" % (type(e).__name__, e)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+        finally:
+            for inf in self.informers.values():
+                inf.stop()
+            self.procs.stop(grace=15)
+            if not roots:
+                for node in self.nodes:
+                    p = os.path.join(self.logs, "kubelet-%s.log" % node)
+                    if os.path.exists(p):
+                        r = parse_agent_log(p, time.localtime().tm_year, NAMESPACE)["root"]
+                        if r:
+                            roots.append(r)
+            clean_hollow_files(roots)
+            with open(os.path.join(self.dir, "summary.json"), "w") as f:
+                json.dump(self.result, f, indent=1, sort_keys=True)
+        return self.result
+
+
+# ----------------------------------------------------------------------------- output
+
+def fmt_s(v):
+    return "-" if v is None else "%.2f s" % v
+
+
+def errors_line(errs, limit=8):
+    if not errs:
+        return "0"
+    total = sum(errs.values())
+    parts = sorted(errs.items(), key=lambda kv: -kv[1])
+    s = ", ".join("%s %s %s: %d" % (v, r, c, n) for (v, r, c), n in parts[:limit])
+    return "%d (%s%s)" % (total, s, ", ..." if len(parts) > limit else "")
+
+
+def report(r):
+    lines = []
+    add = lines.append
+    add("== mode %s: %d nodes, %d pods (logs %s)" % (r["mode"], r["nodes"], r["pods"], r["run_dir"]))
+    if r.get("error"):
+        add("   FAILED: %s" % r["error"])
+    add("   nodes Ready (agent start -> last node Ready):  %s (median node %s)"
+        % (fmt_s(r.get("nodes_ready_s")), fmt_s(r.get("nodes_ready_median_s"))))
+    add("   all pods Running, endpoints ready:             %s" % fmt_s(r.get("pods_running_s")))
+    ch = r.get("churn")
+    if ch:
+        add("   churn %ds: %d rolling restarts, %d scalings; settled %s after"
+            % (ch["seconds"], ch["restarts"], ch["scalings"], fmt_s(ch["settled_s"])))
+    d = r.get("status_delay_s")
+    if d:
+        add("   SyncLoop ADD -> first status PATCH, %d pods:   median %s, p90 %s, max %s"
+            % (d["n"], fmt_s(d["median"]), fmt_s(d["p90"]), fmt_s(d["max"])))
+        add("     (first PATCH not 2xx: %d; pods ADDed but never PATCHed: %d)"
+            % (r["first_patch_not_2xx"], r["pods_without_status_patch"]))
+        add("   kubelets: %d requests; 403s: %s" % (r["kubelet_requests"], errors_line(
+            {k: v for k, v in r["kubelet_errors"].items() if k[2] == "403"})))
+        other = {k: v for k, v in r["kubelet_errors"].items() if k[2] != "403"}
+        if other:
+            add("     other non-2xx: %s" % errors_line(other))
+        add("   kube-proxies: %d requests; non-2xx: %s" % (r["proxy_requests"], errors_line(r["proxy_errors"])))
+    ap = r.get("apiserver")
+    if ap:
+        add("   apiserver over the run: %d requests: LIST+WATCH %d (LIST %d, WATCH %d), GET %d, writes %d, 403 %d"
+            % (ap["total"], ap["list_watch"], ap["list"], ap["watch"], ap["get"], ap["writes"], ap["code_403"]))
+        add("     CPU %s s (etcd %s s); watch events %d (%.1f MiB)"
+            % (ap["cpu_s"], ap["etcd_cpu_s"], ap["watch_events"], ap["watch_bytes"] / 2**20))
+        add("     reads: " + ", ".join("%s %d" % kv for kv in list(ap["reads_by_resource"].items())[:8]))
+    cpu = r.get("cpu_s")
+    if cpu:
+        add("   CPU: kubelets %.1f s, kube-proxies %.1f s, kubeplex %.1f s; RSS kubelets %d MiB, kubeplex %d MiB"
+            % (cpu["kubelets"], cpu["kube_proxies"], cpu["kubeplex"],
+               r["rss_mib"]["kubelets"], r["rss_mib"]["kubeplex"]))
+    kp = r.get("kubeplex")
+    if kp:
+        add("   kubeplex (%d scraped): requests by source %s" % (kp["scraped"], kp["requests_by_source"]))
+        add("     auth decisions: %s" % kp["auth_decisions"])
+        if kp["graph"]:
+            for k, v in sorted(kp["graph"].items()):
+                if "_bucket" in k:
+                    continue
+                add("     %s %g" % (k, v))
+        else:
+            add("     kubeplex_auth_node_graph_* : none in this binary")
+        add("     log: %s" % (kp.get("log_levels") or "no WARN/ERROR"))
+        for s in kp.get("log_samples") or []:
+            add("       " + s)
+    if "kubelets_match_apiserver" in r:
+        if r["kubelets_match_apiserver"]:
+            add("   correctness: every kubelet's /pods equals the apiserver's pods of its node")
+        else:
+            add("   correctness: MISMATCH")
+            for m in r["mismatches"]:
+                add("     " + m)
+    return lines
+
+
+def summary_json(r):
+    """The one-line summary: the figures, without the long tables."""
+    keep = {k: v for k, v in r.items() if k not in ("kubelet_errors", "proxy_errors", "mismatches")}
+    keep["kubelet_403"] = {"%s %s" % (k[0], k[1]): v for k, v in r.get("kubelet_errors", {}).items()
+                           if k[2] == "403"}
+    keep["kubelet_403_total"] = sum(keep["kubelet_403"].values())
+    keep["proxy_non2xx_total"] = sum(r.get("proxy_errors", {}).values())
+    if "kubeplex" in keep:
+        keep["kubeplex"] = {k: v for k, v in keep["kubeplex"].items() if k != "log_samples"}
+    return json.dumps(keep, sort_keys=True, separators=(",", ":"))
+
+
+def comparison(results):
+    cols = [r["mode"] for r in results]
+
+    def row(label, f):
+        vals = []
+        for r in results:
+            try:
+                v = f(r)
+            except (KeyError, TypeError):
+                v = None
+            vals.append("-" if v is None else (("%.2f" % v) if isinstance(v, float) else str(v)))
+        return "%-44s" % label + "".join("%12s" % v for v in vals)
+
+    lines = ["%-44s" % "" + "".join("%12s" % c for c in cols)]
+    lines.append(row("nodes Ready, s", lambda r: r["nodes_ready_s"]))
+    lines.append(row("all pods Running, s", lambda r: r["pods_running_s"]))
+    lines.append(row("settled after churn, s", lambda r: r["churn"]["settled_s"]))
+    lines.append(row("ADD -> status PATCH median, s", lambda r: r["status_delay_s"]["median"]))
+    lines.append(row("ADD -> status PATCH p90, s", lambda r: r["status_delay_s"]["p90"]))
+    lines.append(row("ADD -> status PATCH max, s", lambda r: r["status_delay_s"]["max"]))
+    lines.append(row("kubelet 403s", lambda r: sum(v for k, v in r["kubelet_errors"].items() if k[2] == "403")))
+    lines.append(row("apiserver requests", lambda r: r["apiserver"]["total"]))
+    lines.append(row("apiserver LIST+WATCH", lambda r: r["apiserver"]["list_watch"]))
+    lines.append(row("apiserver GET", lambda r: r["apiserver"]["get"]))
+    lines.append(row("apiserver 403", lambda r: r["apiserver"]["code_403"]))
+    lines.append(row("apiserver watch events", lambda r: r["apiserver"]["watch_events"]))
+    lines.append(row("apiserver CPU, s", lambda r: r["apiserver"]["cpu_s"]))
+    lines.append(row("kubeplex CPU, s", lambda r: r["cpu_s"]["kubeplex"]))
+    lines.append(row("kubelets == apiserver", lambda r: r["kubelets_match_apiserver"]))
+    return lines
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", choices=["direct", "node", "pool", "all"], default="direct")
+    p.add_argument("--nodes", type=int, default=10, help="hollow nodes (default 10)")
+    p.add_argument("--pods", type=int, default=200, help="pods in total (default 200)")
+    p.add_argument("--deployments", type=int, default=10, help="deployments (default 10)")
+    p.add_argument("--churn", type=int, default=60, help="seconds of churn (default 60)")
+    p.add_argument("--churn-interval", type=float, default=6.0,
+                   help="seconds between churn actions (default 6)")
+    p.add_argument("--run-dir", default="/tmp/agents-run", help="logs and pid files (default /tmp/agents-run)")
+    p.add_argument("--kubeplex-bin", default=os.path.join(REPO, "target/release/kubeplex"))
+    p.add_argument("--ready-timeout", type=int, default=180)
+    p.add_argument("--pods-timeout", type=int, default=300)
+    p.add_argument("--settle-timeout", type=int, default=300)
+    p.add_argument("--cleanup-timeout", type=int, default=180)
+    p.add_argument("--keep", action="store_true",
+                   help="leave the namespace and nodes of the last run in the cluster")
+    args = p.parse_args()
+    if args.nodes < 1 or args.nodes > 100 or args.pods < args.deployments or args.deployments < 1:
+        p.error("need 1 <= --nodes <= 100 and --pods >= --deployments >= 1")
+    os.makedirs(args.run_dir, exist_ok=True)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, on_term)
+
+    modes = ["direct", "node", "pool"] if args.mode == "all" else [args.mode]
+    results = []
+    run = None
+    try:
+        for mode in modes:
+            log("mode %s: %d nodes, %d pods" % (mode, args.nodes, args.pods))
+            run = Run(args, mode)
+            r = run.execute()
+            results.append(r)
+            for line in report(r):
+                print(line, flush=True)
+            print(summary_json(r), flush=True)
+        if len(results) > 1:
+            print("== comparison (%d nodes, %d pods)" % (args.nodes, args.pods))
+            for line in comparison(results):
+                print(line)
+    finally:
+        if run is not None and not args.keep:
+            try:
+                run.clean()
+            except Exception as e:  # noqa: BLE001 — best effort at the very end
+                log("final cleanup: %s" % e)
+    return 0 if results and all(r.get("ok") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
