@@ -1,25 +1,17 @@
-//! Node mode: a node's read the Node authorizer refuses for a moment after a pod is bound to
-//! the node (its graph has not caught up) is sent again until it is granted, within a window
-//! after the binding (`auth::graph_lag`). The read is never delayed before a refusal.
-
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+//! Node mode: what sending a node's read again after the Node authorizer refused it for a pod
+//! just bound (`auth::graph_lag`) takes — which reads qualify, a copy of the request to send
+//! again, and telling the graph's refusal from others — for `route`'s retries.
 
 use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt;
-use tower::{Service, ServiceExt};
 
 use super::body::{self, Body};
-use super::metrics::Source;
-use super::read::Review;
 use super::request::{Class, Classified, Verb};
-use super::route::{answer, from_cache};
 use super::state::ProxyState;
 use crate::auth::authorize::read_attributes;
-use crate::auth::graph_lag::{is_graph_refusal, window_until, Backoff, GraphRead};
+use crate::auth::graph_lag::{is_graph_refusal, GraphRead};
 use crate::auth::Identity;
 use crate::wire::request::ApiPath;
 
@@ -41,72 +33,16 @@ pub fn graph_read(state: &ProxyState, classified: &Classified) -> Option<GraphRe
     node.graph_read(identity.user().as_ref(), req.headers(), attributes)
 }
 
-/// A node's read refused by the Node authorizer for want of a binding in its graph, while a
-/// cache of pods shows a binding it may depend on received less than `nodeGraphLag` ago, is
-/// sent again after short, growing back-offs until granted or that window ends, and the
-/// upstream's last answer is the client's (`auth::graph_lag`). It is not delayed before a
-/// refusal: the first send is at once. A retry asks the review afresh (a remembered denial
-/// would outlive the apiserver's), so that a read the cache can answer is answered from it
-/// once granted; a retry that review refuses sends nothing more upstream — except the
-/// window's last, which goes on as any read does, so that the client's answer is the
-/// upstream's at that moment.
-pub async fn retry_graph_refusals<P>(
-    state: &Arc<ProxyState>,
-    req: Classified,
-    read: GraphRead,
-    passthrough: P,
-) -> Response<Body>
-where
-    P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
-{
-    let replay = Replay::of(&req);
-    let first = answer(state, req, passthrough.clone(), &Review::default()).await;
-    let (mut last, refused) = graph_refusal(first).await;
-    let refused_at = Instant::now();
-    let lag = state.node.as_deref().map_or(Duration::ZERO, |n| n.graph_lag);
-    let window = refused.then(|| window_until(&state.caches, lag, &read, refused_at)).flatten();
-    let Some(until) = window else { return last };
-    let metrics = &state.metrics.reviews;
-    let mut backoff = Backoff::new(until);
-    let result = loop {
-        let Some(retry) = backoff.next(Instant::now()) else { break "refused" };
-        tokio::time::sleep_until(retry.at.into()).await;
-        metrics.graph_retry_requests.inc();
-        let review = Review::retry();
-        let req = replay.request();
-        if let Some(mut answer) = from_cache(state, &req, &review).await {
-            answer.extensions_mut().insert(Source::Cache);
-            last = answer;
-            break "granted";
-        }
-        if review.denied() && !retry.last {
-            // Refused again by the upstream's review: the refusal the read would get.
-            continue;
-        }
-        let sent = match passthrough.clone().oneshot(req).await {
-            Ok(resp) => resp,
-            Err(never) => match never {},
-        };
-        let refused;
-        (last, refused) = graph_refusal(sent).await;
-        if !refused {
-            break if last.status().is_success() { "granted" } else { "other" };
-        }
-    };
-    metrics.graph_retries.with_label_values(&[result]).observe(refused_at.elapsed().as_secs_f64());
-    last
-}
-
 /// What is needed to send a body-less request again: its head and what the layers above
 /// found out about it.
-struct Replay {
+pub struct Replay {
     head: http::request::Parts,
     class: Class,
     identity: Identity,
 }
 
 impl Replay {
-    fn of(classified: &Classified) -> Self {
+    pub fn of(classified: &Classified) -> Self {
         let req = &classified.req;
         let mut head = Request::new(()).into_parts().0;
         head.method = req.method().clone();
@@ -117,7 +53,7 @@ impl Replay {
         Replay { head, class: classified.class.clone(), identity: classified.identity.clone() }
     }
 
-    fn request(&self) -> Classified {
+    pub fn request(&self) -> Classified {
         let mut req = Request::new(body::full(bytes::Bytes::new()));
         *req.method_mut() = self.head.method.clone();
         *req.uri_mut() = self.head.uri.clone();
@@ -136,7 +72,7 @@ const MAX_REFUSAL: usize = 64 * 1024;
 /// (a 403 with that reason: `auth::graph_lag::is_graph_refusal`). A 403's body is read to tell
 /// (up to [`MAX_REFUSAL`]), and the response rebuilt with the same bytes — and, past that
 /// length or after a failed read, with the rest of the body as it comes.
-async fn graph_refusal(resp: Response<Body>) -> (Response<Body>, bool) {
+pub async fn graph_refusal(resp: Response<Body>) -> (Response<Body>, bool) {
     if resp.status() != http::StatusCode::FORBIDDEN {
         return (resp, false);
     }

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use http::Response;
 use tower::{Service, ServiceExt};
@@ -13,6 +14,7 @@ use super::read::{CachedRead, Gate, Review};
 use super::request::{impersonates, Classified};
 use super::state::ProxyState;
 use super::{cached, graph_retry, resources, watch};
+use crate::auth::graph_lag::{window_until, Backoff, GraphRead};
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
@@ -21,19 +23,19 @@ use crate::wire::request::ApiPath;
 
 /// The cache's answer when it has one, else `passthrough`'s. In node mode, a node's read the
 /// Node authorizer refuses for want of a pod just bound in its graph is sent again until it
-/// caught up ([`graph_retry`]).
+/// caught up ([`retry_graph_refusals`]).
 pub async fn route<P>(state: &Arc<ProxyState>, req: Classified, passthrough: P) -> Response<Body>
 where
     P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
 {
     match graph_retry::graph_read(state, &req) {
-        Some(read) => graph_retry::retry_graph_refusals(state, req, read, passthrough).await,
+        Some(read) => retry_graph_refusals(state, req, read, passthrough).await,
         None => answer(state, req, passthrough, &Review::default()).await,
     }
 }
 
 /// The cache's answer to `req`, else the passthrough's.
-pub async fn answer<P>(
+async fn answer<P>(
     state: &Arc<ProxyState>,
     req: Classified,
     passthrough: P,
@@ -52,11 +54,67 @@ where
     }
 }
 
+/// A node's read refused by the Node authorizer for want of a binding in its graph, while a
+/// cache of pods shows a binding it may depend on received less than `nodeGraphLag` ago, is
+/// sent again after short, growing back-offs until granted or that window ends, and the
+/// upstream's last answer is the client's (`auth::graph_lag`). It is not delayed before a
+/// refusal: the first send is at once. A retry asks the review afresh (a remembered denial
+/// would outlive the apiserver's), so that a read the cache can answer is answered from it
+/// once granted; a retry that review refuses sends nothing more upstream — except the
+/// window's last, which goes on as any read does, so that the client's answer is the
+/// upstream's at that moment.
+async fn retry_graph_refusals<P>(
+    state: &Arc<ProxyState>,
+    req: Classified,
+    read: GraphRead,
+    passthrough: P,
+) -> Response<Body>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    let replay = graph_retry::Replay::of(&req);
+    let first = answer(state, req, passthrough.clone(), &Review::default()).await;
+    let (mut last, refused) = graph_retry::graph_refusal(first).await;
+    let refused_at = Instant::now();
+    let lag = state.node.as_deref().map_or(Duration::ZERO, |n| n.graph_lag);
+    let window = refused.then(|| window_until(&state.caches, lag, &read, refused_at)).flatten();
+    let Some(until) = window else { return last };
+    let metrics = &state.metrics.reviews;
+    let mut backoff = Backoff::new(until);
+    let result = loop {
+        let Some(retry) = backoff.next(Instant::now()) else { break "refused" };
+        tokio::time::sleep_until(retry.at.into()).await;
+        metrics.graph_retry_requests.inc();
+        let review = Review::retry();
+        let req = replay.request();
+        if let Some(mut answer) = from_cache(state, &req, &review).await {
+            answer.extensions_mut().insert(Source::Cache);
+            last = answer;
+            break "granted";
+        }
+        if review.denied() && !retry.last {
+            // Refused again by the upstream's review: the refusal the read would get.
+            continue;
+        }
+        let sent = match passthrough.clone().oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+        let refused;
+        (last, refused) = graph_retry::graph_refusal(sent).await;
+        if !refused {
+            break if last.status().is_success() { "granted" } else { "other" };
+        }
+    };
+    metrics.graph_retries.with_label_values(&[result]).observe(refused_at.elapsed().as_secs_f64());
+    last
+}
+
 /// A GET of a resource collection or object (not a subresource) whose resource supports
 /// list+watch is offered to the cache: [`cached::try_answer`] (gets, lists) or
 /// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines. A
 /// GET of a group-version's discovery document goes to [`discovery`].
-pub async fn from_cache(
+async fn from_cache(
     state: &Arc<ProxyState>,
     classified: &Classified,
     review: &Review,
