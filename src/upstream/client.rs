@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 
 use super::cert_files::{CertFileError, ReloadingCert};
 use super::config::{ClientCertPem, UpstreamConfig};
@@ -48,6 +48,8 @@ pub enum ClientError {
     NotOriginForm(String),
     #[error("building the upstream request uri: {0}")]
     Uri(#[from] http::Error),
+    #[error("reading the request body: {0}")]
+    Body(String),
     /// `detail` is the whole cause chain (e.g. a certificate rejection), which the hyper
     /// error's own message leaves out.
     #[error("request to {url} failed: {detail}")]
@@ -266,8 +268,8 @@ impl Inner {
         ) -> Result<(Pools, Request<UpstreamBody>), ClientError>,
     ) -> Result<Response<Incoming>, ClientError> {
         // Kept only where there is a next upstream to send it to.
-        let again = if self.endpoints.len() > 1 { replayable(&req) } else { None };
-        let mut req = req;
+        let (mut req, again) =
+            if self.endpoints.len() > 1 { replayable(req).await? } else { (req, None) };
         let mut at = self.failover.active();
         loop {
             let endpoint = &self.endpoints[at];
@@ -384,22 +386,50 @@ impl Endpoint {
     }
 }
 
-/// For a request without a body, a way to build it again (to send it to the next upstream).
-fn replayable(req: &Request<UpstreamBody>) -> Option<impl Fn() -> Request<UpstreamBody>> {
+/// The largest request body kept to send a request again to the next upstream: the
+/// apiserver's own limit on a request body (3 MiB, `MaxRequestBodyBytes`).
+const MAX_REPLAYED_BODY: u64 = 3 * 1024 * 1024;
+
+/// `req`, and a way to build it again to send it to the next upstream when the active one
+/// cannot be reached (`ClientError::unreachable`: no connection was made, so nothing of it was
+/// sent, and a write is as safe to send again as a read). A body of known length up to
+/// [`MAX_REPLAYED_BODY`] is read first (the passthrough has bounded it already: a body of
+/// unknown length was read whole there); a longer one is not kept, and the request fails with
+/// its upstream, as a dropped connection fails it for any client.
+async fn replayable(
+    req: Request<UpstreamBody>,
+) -> Result<(Request<UpstreamBody>, Option<impl Fn() -> Request<UpstreamBody>>), ClientError> {
     use http_body::Body as _;
-    if !req.body().is_end_stream() {
-        return None;
-    }
-    let (method, uri, version, headers) =
-        (req.method().clone(), req.uri().clone(), req.version(), req.headers().clone());
-    Some(move || {
-        let mut again = Request::new(Empty::new().map_err(|never| match never {}).boxed());
-        *again.method_mut() = method.clone();
-        *again.uri_mut() = uri.clone();
-        *again.version_mut() = version;
-        *again.headers_mut() = headers.clone();
+    let body = if req.body().is_end_stream() {
+        bytes::Bytes::new()
+    } else if req.body().size_hint().exact().is_some_and(|n| n <= MAX_REPLAYED_BODY) {
+        let (parts, body) = req.into_parts();
+        let read = body.collect().await.map_err(|e| ClientError::Body(e.to_string()))?;
+        return Ok(replay(Request::from_parts(parts, read.to_bytes())));
+    } else {
+        return Ok((req, None));
+    };
+    let (parts, _) = req.into_parts();
+    Ok(replay(Request::from_parts(parts, body)))
+}
+
+/// A request with its whole body, and a way to build it again.
+fn replay(
+    req: Request<bytes::Bytes>,
+) -> (Request<UpstreamBody>, Option<impl Fn() -> Request<UpstreamBody>>) {
+    let build = move || {
+        let body = match req.body().is_empty() {
+            true => Empty::new().map_err(|never| match never {}).boxed(),
+            false => Full::new(req.body().clone()).map_err(|never| match never {}).boxed(),
+        };
+        let mut again = Request::new(body);
+        *again.method_mut() = req.method().clone();
+        *again.uri_mut() = req.uri().clone();
+        *again.version_mut() = req.version();
+        *again.headers_mut() = req.headers().clone();
         again
-    })
+    };
+    (build(), Some(build))
 }
 
 impl Credentials {

@@ -176,3 +176,38 @@ async fn a_node_tier_goes_to_the_apiserver_while_the_pool_is_down_and_back_when_
     assert_eq!(relists, 0, "clients relisted:\n{}", settled.report.join("\n"));
     drop(second_pool);
 }
+
+/// A write whose pool cannot be reached — its replica killed, its address refusing connections —
+/// goes to the next upstream: nothing of it was sent (no connection was made), so it is as safe
+/// to send again as a read, and an agent's event or status write does not fail because a pool
+/// replica is restarting. It is written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_pool_cannot_be_reached_goes_to_the_apiserver_once() {
+    let stack = Stack::with_sim(SimBuilder::new(), SHAPE, &[]).await;
+    let gone = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        probe.local_addr().expect("addr")
+    };
+    let node = node_tier(&stack, gone).await;
+    let addr = node.addr.to_string();
+    let json = [("Content-Type", "application/json"), ("Accept", "application/json")];
+    let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"written-once","namespace":"team-0"},"data":{"k":"v"}}"#;
+    let path = "/api/v1/namespaces/team-0/configmaps";
+    let created =
+        support::request(&addr, http::Method::POST, path, &json, Some(body.to_vec())).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    let stored = stack.sim.get("", "configmaps", "team-0", "written-once").expect("written");
+    assert_eq!(stored["data"]["k"], "v");
+    // A patch with its body, and a second create of the same name: the apiserver's answers.
+    let merge = [("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")];
+    let patch = br#"{"data":{"k":"w"}}"#.to_vec();
+    let object = format!("{path}/written-once");
+    let patched = support::request(&addr, http::Method::PATCH, &object, &merge, Some(patch)).await;
+    assert_eq!(patched.status, 200, "{}", String::from_utf8_lossy(&patched.body));
+    assert_eq!(
+        stack.sim.get("", "configmaps", "team-0", "written-once").unwrap()["data"]["k"],
+        "w"
+    );
+    let again = support::request(&addr, http::Method::POST, path, &json, Some(body.to_vec())).await;
+    assert_eq!(again.status, 409, "{}", String::from_utf8_lossy(&again.body));
+}
