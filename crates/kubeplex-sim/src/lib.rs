@@ -52,7 +52,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use server::SimConfig;
+pub use server::{pod_graph_lag, GraphLag, SimConfig, MEASURED_GRAPH_LAG};
 use server::{spawn_server, Faults, SimState};
 pub use store::Retention;
 
@@ -114,9 +114,19 @@ impl SimBuilder {
         self
     }
 
-    /// How far the Node authorizer's graph lags the store (`SimConfig::node_graph_lag`).
+    /// How far the Node authorizer's graph lags the store (`SimConfig::node_graph_lag`), for
+    /// every pod alike.
     pub fn node_graph_lag(mut self, d: Duration) -> Self {
         self.config.node_graph_lag = d;
+        self.config.node_graph_lag_spread = GraphLag::Fixed;
+        self
+    }
+
+    /// The Node authorizer's graph lags each pod by a lag drawn as on a real apiserver under
+    /// load, at most `max` (`GraphLag::Measured`).
+    pub fn node_graph_lag_measured(mut self, max: Duration) -> Self {
+        self.config.node_graph_lag = max;
+        self.config.node_graph_lag_spread = GraphLag::Measured;
         self
     }
 

@@ -22,8 +22,37 @@ use crate::target::Target;
 /// Bounds: requests per informer in one run, pages per list.
 const MAX_REQUESTS: u64 = 10_000;
 const MAX_PAGES: usize = 1_000;
-/// client-go's reflector backs off at least this long after a failed list or watch.
-const BACKOFF: Duration = Duration::from_millis(800);
+/// client-go's reflector backs off after a failed list or watch (`reflector.go`:
+/// `defaultBackoffInit` 800 ms, factor 2, jitter 1.0 — each wait drawn from [d, 2d) — capped at
+/// 30 s, back to the start after 2 minutes without a failure).
+const BACKOFF_INIT: Duration = Duration::from_millis(800);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const BACKOFF_RESET: Duration = Duration::from_secs(120);
+
+/// The reflector's back-off: the next wait, and the state it keeps.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+    last_failure: Option<Instant>,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Backoff { next: BACKOFF_INIT, last_failure: None }
+    }
+
+    /// How long to wait after a failure now.
+    fn wait(&mut self) -> Duration {
+        let now = Instant::now();
+        if self.last_failure.is_some_and(|t| now - t >= BACKOFF_RESET) {
+            self.next = BACKOFF_INIT;
+        }
+        self.last_failure = Some(now);
+        let base = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        base.mul_f64(1.0 + rand::random::<f64>())
+    }
+}
 
 /// An object that came or went, for the informer's handler.
 #[derive(Debug)]
@@ -131,6 +160,7 @@ pub async fn run(
     // client-go draws each watch's timeout from [5, 10) minutes.
     let timeout = rand::random_range(300..600u64).to_string();
     let mut rv: Option<String> = None;
+    let mut backoff = Backoff::new();
     for _ in 0..MAX_REQUESTS {
         let outcome = match (&rv, w.spec.start) {
             (None, Start::WatchList) => {
@@ -173,7 +203,7 @@ pub async fn run(
             Err(e) => {
                 tracing::debug!(error = %e, collection = %w.spec.collection, "request failed");
                 tally.errors.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(BACKOFF).await;
+                tokio::time::sleep(backoff.wait()).await;
             }
         }
     }

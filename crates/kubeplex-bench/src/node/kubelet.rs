@@ -33,9 +33,15 @@ const USER_AGENT: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 /// How long a container takes to start (a fake runtime: image present).
 const CONTAINER_START: Duration = Duration::from_millis(500);
-/// The status manager's GET is retried this many times while the apiserver refuses it (the
-/// Node authorizer's graph has not caught up with the binding yet).
-const POD_GET_ATTEMPTS: usize = 10;
+/// The status manager syncs a pod's status when it changes and every `syncPeriod` (10 s,
+/// `pkg/kubelet/status/status_manager.go`); a sync whose GET fails (the Node authorizer
+/// refusing it until its graph has the binding) leaves the status for the next one.
+const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(10);
+/// Syncs of a status that is not written yet, at most (a bound on the loop).
+const STATUS_SYNCS: usize = 6;
+/// The log agent's GET of a new pod is retried this many times while it is refused or not
+/// found yet.
+const GET_ATTEMPTS: usize = 10;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 /// How long a pod's volumes wait for its ConfigMaps and Secrets (the kubelet waits two minutes
 /// before it reports an error and retries).
@@ -224,15 +230,52 @@ struct PodStart {
     shared: Arc<Shared>,
 }
 
+/// What one status sync did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synced {
+    Written,
+    /// The GET or the patch failed: the status waits for the next sync.
+    NotYet,
+    /// The pod is gone: nothing more to do.
+    Gone,
+}
+
 impl PodStart {
+    /// The pod worker and the status manager for one pod: its Pending status is synced at
+    /// once; its volumes wait for the ConfigMaps and Secrets it uses, its container starts,
+    /// and its Running status is synced — each sync again every 10 s while its GET is refused
+    /// (the status manager's rule), and the newest status wins.
     async fn run(self, logs: mpsc::UnboundedSender<String>) {
-        if !self.status(pending_status(&self.node)).await {
-            return;
-        }
+        let seen = tokio::time::Instant::now();
+        let mut written = match self.status(pending_status(&self.node)).await {
+            Synced::Gone => return,
+            Synced::Written => {
+                self.shared.first_status(seen);
+                true
+            }
+            Synced::NotYet => false,
+        };
         let synced = || self.sources.iter().all(|w| w.synced.load(Ordering::Relaxed));
-        if !crate::target::eventually(SOURCES_WAIT, synced).await {
-            self.shared.writes.pod_sources.record(false);
-            return;
+        let sources_by = seen + SOURCES_WAIT;
+        let mut next_sync = tokio::time::Instant::now() + STATUS_SYNC_PERIOD;
+        while !synced() {
+            let now = tokio::time::Instant::now();
+            if now >= sources_by {
+                self.shared.writes.pod_sources.record(false);
+                return;
+            }
+            if !written && now >= next_sync {
+                next_sync = now + STATUS_SYNC_PERIOD;
+                match self.status(pending_status(&self.node)).await {
+                    Synced::Gone => return,
+                    Synced::Written => {
+                        self.shared.first_status(seen);
+                        written = true;
+                    }
+                    Synced::NotYet => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.shared.writes.pod_sources.record(true);
         tokio::time::sleep(CONTAINER_START).await;
@@ -243,12 +286,27 @@ impl PodStart {
         ] {
             self.event(reason, message).await;
         }
-        if self.status(running_status(&self.node, &self.ip)).await {
-            if let Some(at) = self.bound {
-                self.shared.started(at);
+        // A status change: synced at once, then with the periodic syncs until written.
+        for sync in 0..STATUS_SYNCS {
+            if sync > 0 {
+                tokio::time::sleep(STATUS_SYNC_PERIOD).await;
             }
-            let _ = logs.send(self.key.clone());
+            match self.status(running_status(&self.node, &self.ip)).await {
+                Synced::Gone => return,
+                Synced::NotYet => continue,
+                Synced::Written => {
+                    if !written {
+                        self.shared.first_status(seen);
+                    }
+                    if let Some(at) = self.bound {
+                        self.shared.started(at);
+                    }
+                    let _ = logs.send(self.key.clone());
+                    return;
+                }
+            }
         }
+        self.shared.writes.pod_status.record(false);
     }
 
     fn path(&self) -> String {
@@ -256,14 +314,25 @@ impl PodStart {
         format!("/api/v1/namespaces/{ns}/pods/{name}")
     }
 
-    /// The status manager: a consistent GET of the pod, then a strategic merge patch of its
-    /// status. False when the pod is gone (or never readable).
-    async fn status(&self, status: Value) -> bool {
+    /// One sync of the status manager (`syncPod`): a consistent GET of the pod, then a
+    /// strategic merge patch of its status.
+    async fn status(&self, status: Value) -> Synced {
         let writes = &self.shared.writes;
         let path = self.path();
         let headers = [("Accept", ACCEPT_PROTOBUF), ("User-Agent", USER_AGENT)];
-        if !get_retrying(&self.target, &path, &headers, &writes.pod_get).await {
-            return false;
+        match self.target.fetch(Method::GET, &path, &headers, None).await {
+            Ok((s, _)) if s.is_success() => writes.pod_get.record(true),
+            Ok((StatusCode::NOT_FOUND, _)) => return Synced::Gone,
+            // Refused (the graph has not caught up yet): counted, and left for the next sync;
+            // a pod whose status is never written counts as a failed status write.
+            Ok((StatusCode::FORBIDDEN, _)) => {
+                writes.pod_get.refused.fetch_add(1, Ordering::Relaxed);
+                return Synced::NotYet;
+            }
+            _ => {
+                writes.pod_get.record(false);
+                return Synced::NotYet;
+            }
         }
         let body = json!({"metadata": {"uid": self.uid}, "status": status});
         let headers = [
@@ -282,7 +351,11 @@ impl PodStart {
             .await;
         let ok = patched.is_ok_and(|(s, _)| s.is_success());
         writes.pod_status.record(ok);
-        ok
+        if ok {
+            Synced::Written
+        } else {
+            Synced::NotYet
+        }
     }
 
     async fn event(&self, reason: &str, message: &str) {
@@ -300,7 +373,12 @@ impl PodStart {
         let path = format!("/api/v1/namespaces/{ns}/events");
         let sent =
             self.target.fetch(Method::POST, &path, &headers, serde_json::to_vec(&body).ok()).await;
-        self.shared.writes.events.record(sent.is_ok_and(|(s, _)| s.is_success()));
+        let ok = sent.as_ref().is_ok_and(|(s, _)| s.is_success());
+        if !ok {
+            let answer = sent.map(|(s, b)| format!("{s} {}", String::from_utf8_lossy(&b)));
+            tracing::warn!(pod = %self.key, ?answer, "event not written");
+        }
+        self.shared.writes.events.record(ok);
     }
 }
 
@@ -311,7 +389,7 @@ pub async fn get_retrying(
     headers: &[(&str, &str)],
     outcomes: &Outcomes,
 ) -> bool {
-    for attempt in 0..POD_GET_ATTEMPTS {
+    for attempt in 0..GET_ATTEMPTS {
         match target.fetch(Method::GET, path, headers, None).await {
             Ok((s, _)) if s.is_success() => {
                 outcomes.record(true);

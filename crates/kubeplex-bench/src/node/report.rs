@@ -195,6 +195,8 @@ pub struct ModeReport {
     pub binding_to_kubelet: Summary,
     /// From a pod's binding to its kubelet reporting it Running.
     pub binding_to_running: Summary,
+    /// From the kubelet seeing a new pod to its status manager's first status write.
+    pub kubelet_to_first_status: Summary,
     pub classes: Vec<ClassReport>,
     pub writes: BTreeMap<&'static str, OutcomeReport>,
     pub churn: ChurnReport,
@@ -262,6 +264,8 @@ fn figures(m: &ModeReport) -> Vec<(&'static str, f64)> {
         ("binding→kubelet max ms", m.binding_to_kubelet.max_ms),
         ("binding→Running p50 ms", m.binding_to_running.p50_ms),
         ("binding→Running p99 ms", m.binding_to_running.p99_ms),
+        ("kubelet→first status p50 ms", m.kubelet_to_first_status.p50_ms),
+        ("kubelet→first status p90 ms", m.kubelet_to_first_status.p90_ms),
     ]
 }
 
@@ -369,6 +373,7 @@ fn write_mode(f: &mut std::fmt::Formatter<'_>, m: &ModeReport) -> std::fmt::Resu
     )?;
     writeln!(f, "  binding → kubelet sees the pod: {}", m.binding_to_kubelet)?;
     writeln!(f, "  binding → kubelet reports it Running: {}", m.binding_to_running)?;
+    writeln!(f, "  kubelet sees the pod → its first status write: {}", m.kubelet_to_first_status)?;
     writeln!(
         f,
         "  final views equal to the apiserver's: {}/{}{}",

@@ -81,6 +81,8 @@ pub struct Shared {
     /// Binding → the kubelet reported the pod Running (its ConfigMaps and Secrets read, its
     /// container started).
     pub pod_start: Mutex<Histogram>,
+    /// The kubelet saw a new pod → its status manager's first status write for it.
+    pub first_status: Mutex<Histogram>,
     /// Every informer open now whose view is compared with the apiserver's at the end.
     views: Mutex<BTreeMap<u64, (&'static str, Arc<Watched>)>>,
     next_view: AtomicU64,
@@ -95,6 +97,7 @@ impl Shared {
             bound: Mutex::new(HashMap::new()),
             binding_latency: Mutex::new(Histogram::default()),
             pod_start: Mutex::new(Histogram::default()),
+            first_status: Mutex::new(Histogram::default()),
             views: Mutex::new(BTreeMap::new()),
             next_view: AtomicU64::new(0),
         })
@@ -171,6 +174,11 @@ impl Shared {
         let at = self.bound.lock().unwrap_or_else(|p| p.into_inner()).remove(key)?;
         self.binding_latency.lock().unwrap_or_else(|p| p.into_inner()).record(at.elapsed());
         Some(at)
+    }
+
+    /// A kubelet that saw a new pod at `seen` wrote its first status just now.
+    pub fn first_status(&self, seen: Instant) {
+        self.first_status.lock().unwrap_or_else(|p| p.into_inner()).record(seen.elapsed());
     }
 
     /// Pod bound at `at` has been reported Running by its kubelet.

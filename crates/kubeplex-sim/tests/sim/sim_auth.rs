@@ -793,3 +793,58 @@ async fn the_node_authorizer_lags_a_new_binding_then_follows_it() {
         post_review(&sim, ADMIN, "/apis/authorization.k8s.io/v1/subjectaccessreviews", &sar).await;
     assert_eq!(r.json()["status"]["allowed"], true, "{}", String::from_utf8_lossy(&r.body));
 }
+
+/// On a real apiserver under load most bindings reach the Node authorizer's graph before the
+/// kubelet's first read and some take up to about a second (`GraphLag::Measured`): pod by pod,
+/// each lag drawn as measured, the same for a pod whatever asks, never past the maximum.
+#[tokio::test]
+async fn the_measured_graph_lag_varies_pod_by_pod_up_to_its_maximum() {
+    let max = Duration::from_millis(800);
+    let lag = |i: usize| {
+        kubeplex_sim::pod_graph_lag(kubeplex_sim::GraphLag::Measured, max, &format!("fx2/p{i}"))
+    };
+    let lags: Vec<Duration> = (0..400).map(lag).collect();
+    let quick = lags.iter().filter(|l| l.is_zero()).count();
+    assert!((250..=325).contains(&quick), "{quick} of 400 at once (72% measured)");
+    assert!(lags.iter().all(|l| *l <= max));
+    assert!(lags.iter().any(|l| *l >= max.mul_f64(0.66)), "a tail near the maximum");
+    assert_eq!(lag(7), lag(7));
+    // Served: right after 20 bindings the pods the draw gives a long lag are refused, the
+    // others not; after the maximum, none.
+    let sim = SimBuilder::new()
+        .seed([configmap("fx2", "c1")])
+        .auth(policy())
+        .node_graph_lag_measured(max)
+        .start()
+        .await
+        .expect("sim starts");
+    for i in 0..20 {
+        sim.create(pod(&format!("p{i}"), NODE_NAME, "c1")).expect("create");
+    }
+    let created = std::time::Instant::now();
+    let mut refused = Vec::new();
+    for i in 0..20 {
+        let path = format!("/api/v1/namespaces/fx2/pods/p{i}");
+        let r = call(&sim, Method::GET, &path, Some(NODE), &[], None).await;
+        if r.status == 403 {
+            refused.push(i);
+        }
+    }
+    let read_within = created.elapsed();
+    for i in 0..20 {
+        if lag(i) > read_within + Duration::from_millis(50) {
+            assert!(refused.contains(&i), "p{i} (lag {:?}) granted early", lag(i));
+        }
+    }
+    for i in 0..20 {
+        if lag(i).is_zero() {
+            assert!(!refused.contains(&i), "p{i} (lag {:?}) refused", lag(i));
+        }
+    }
+    assert!(refused.len() < 20, "{refused:?}: not every pod lags");
+    tokio::time::sleep(max).await;
+    for i in 0..20 {
+        let path = format!("/api/v1/namespaces/fx2/pods/p{i}");
+        assert_eq!(call(&sim, Method::GET, &path, Some(NODE), &[], None).await.status, 200);
+    }
+}
