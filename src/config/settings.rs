@@ -196,7 +196,7 @@ pub struct Settings {
     #[arg(
         long,
         env = "KUBEPLEX_NODE_GRAPH_LAG",
-        default_value = "900ms",
+        default_value = "1500ms",
         help_heading = "Node mode"
     )]
     pub node_graph_lag: Duration,

@@ -136,7 +136,7 @@ pub const SHAPE: ClusterShape =
 #[derive(Debug, Clone)]
 pub struct NodeOptions {
     pub reviews: ReviewConfig,
-    /// `nodeGraphLag` (the product's default: 900 ms).
+    /// `nodeGraphLag` (the product's default: 1.5 s).
     pub graph_lag: Duration,
     /// How far the fake apiserver's Node authorizer lags its store (its default: 900 ms, the
     /// most measured on 1.36).
@@ -150,7 +150,7 @@ impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
             reviews: ReviewConfig::default(),
-            graph_lag: Duration::from_millis(900),
+            graph_lag: Duration::from_millis(1500),
             apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
             discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
             disk: DiskConfig::default(),
