@@ -53,7 +53,10 @@ API = "https://127.0.0.1:6443"
 RUN_LABEL = "agents.kubeplex.io/run"
 HOLLOW_LABEL = "agents.kubeplex.io/hollow"
 NODE_PREFIX = "hollow-node-"
-NAMESPACE = "agents-load"
+# The workload's namespace is new in every run ("agents-MODE-HHMMSS"): the apiserver's
+# NamespaceLifecycle admission looks a namespace deleted a moment ago up live on every write in
+# a namespace of that name (hundreds of GETs), which reusing one name would add to a run.
+NAMESPACE_PREFIX = "agents-"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # The harness's copies of kubeplex's RBAC (deploy/) are prefixed so that they can never collide
 # with a real deployment's.
@@ -212,9 +215,12 @@ class Gone(Exception):
 class Informer(threading.Thread):
     """List+watch of one collection into a dict keyed by namespace/name (JSON)."""
 
-    def __init__(self, api, path, shared, selector=""):
+    def __init__(self, api, path, shared, selector="", hook=None):
         super().__init__(daemon=True)
         self.api, self.path, self.shared = api, path, shared
+        # Called with (object, wall time of its arrival), the lock held, for each object listed
+        # or changed: what a figure needs the exact time of.
+        self.hook = hook
         self.query = ("labelSelector=" + urllib.parse.quote(selector)) if selector else ""
         self.objs = {}
         self.synced = False
@@ -236,6 +242,9 @@ class Informer(threading.Thread):
                     self.objs = {self.key(o): o for o in lst.get("items") or []}
                     self.synced = True
                     self.shared.last_event = time.time()
+                    if self.hook:
+                        for o in self.objs.values():
+                            self.hook(o, self.shared.last_event)
                     self.shared.cond.notify_all()
                 while not self.stopping:
                     rv = self.watch(rv)
@@ -281,6 +290,8 @@ class Informer(threading.Thread):
                     else:
                         self.objs[k] = o
                     self.shared.last_event = time.time()
+                    if self.hook and typ != "DELETED":
+                        self.hook(o, self.shared.last_event)
                     self.shared.cond.notify_all()
             return rv
         finally:
@@ -375,7 +386,12 @@ class Procs:
 
     def stop(self, names=None, grace=15):
         """SIGTERM, then SIGKILL after `grace` seconds."""
-        chosen = [(n, p) for n, (p, _) in self.procs.items() if names is None or n in names]
+        if names is None:  # everything: the agents, then the node tiers, the pool, the rest
+            order = ("kubelet-", "kube-proxy-", "kubeplex-hollow", "kubeplex-", "")
+            for prefix in order:
+                self.stop([n for n in self.procs if n.startswith(prefix)], grace)
+            return
+        chosen = [(n, p) for n, (p, _) in self.procs.items() if n in names]
         for _, p in chosen:
             if p.poll() is None:
                 try:
@@ -582,7 +598,7 @@ def apiserver_snapshot(admin):
     for name, labels, v in samples:
         if name == "apiserver_request_total":
             k = (labels.get("verb", ""), labels.get("code", ""), labels.get("resource", ""),
-                 labels.get("subresource", ""))
+                 labels.get("subresource", ""), labels.get("system_client", ""))
             snap["requests"][k] = snap["requests"].get(k, 0.0) + v
         elif name == "apiserver_watch_events_total":
             snap["watch_events"] += v
@@ -592,7 +608,52 @@ def apiserver_snapshot(admin):
     snap["cpu"] = proc_cpu_seconds(pid) if pid else None
     epid = read_pid(os.path.join(HARNESS, "run", "etcd.pid"))
     snap["etcd_cpu"] = proc_cpu_seconds(epid) if epid else None
+    # The machine's CPU, to tell what else ran meanwhile: busy seconds of all CPUs, those of
+    # the rest of the control plane, and those of this harness and every process it started
+    # (its children are all waited for by the second snapshot).
+    snap["host_busy"] = host_busy_seconds()
+    snap["control_plane_other"] = sum(
+        proc_cpu_seconds(p) or 0.0 for p in
+        (read_pid(os.path.join(HARNESS, "run", n + ".pid")) for n in ("kube-controller-manager", "reaper"))
+        if p)
+    import resource
+    ru_s, ru_c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    snap["harness"] = ru_s.ru_utime + ru_s.ru_stime + ru_c.ru_utime + ru_c.ru_stime
     return snap
+
+
+def host_busy_seconds():
+    """Busy CPU seconds of the machine since boot (all CPUs: user, nice, system, irq, softirq,
+    steal), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def git_head():
+    """The repository's commit, and whether its tracked files differ from it."""
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=20).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=20).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def binary_identity(path):
+    """Which kubeplex ran: its build time and a hash prefix (the binary may predate HEAD)."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"path": path, "sha256": h.hexdigest()[:16],
+            "built": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(os.path.getmtime(path)))}
 
 
 def read_pid(path):
@@ -602,44 +663,90 @@ def read_pid(path):
         return None
 
 
+def control_plane_cpu():
+    return sum(proc_cpu_seconds(p) or 0.0 for p in
+               (read_pid(os.path.join(HARNESS, "run", n + ".pid"))
+                for n in ("kube-apiserver", "etcd", "kube-controller-manager", "reaper")) if p)
+
+
+def wait_quiet(timeout, window=5.0, max_cores=0.2):
+    """Waits (at most `timeout` seconds) until the processes outside the control plane use
+    less than `max_cores` CPUs over `window` seconds: a build or a test suite running beside a
+    run slows every figure of it. Returns the last measurement (cores)."""
+    deadline = time.time() + timeout
+    other = None
+    while True:
+        h0, c0 = host_busy_seconds(), control_plane_cpu()
+        time.sleep(window)
+        h1, c1 = host_busy_seconds(), control_plane_cpu()
+        if h0 is None or h1 is None:
+            return None
+        other = ((h1 - h0) - (c1 - c0)) / window
+        if other < max_cores or time.time() >= deadline:
+            return round(other, 2)
+        log("machine busy (%.2f CPUs outside the control plane); waiting for it to be quiet" % other)
+        time.sleep(25)
+
+
 def apiserver_delta(before, after):
+    """What the apiserver served between two snapshots: all clients, and the clients it does
+    not recognise as a system component (its `system_client` label is empty: the node agents,
+    kubeplex, this harness and the reaper; not the controller manager, the scheduler or the
+    apiserver itself). Authorization refusals (the Node authorizer's 403s) are not counted in
+    apiserver_request_total at all: the kubelets' logs count those."""
     d = {}
     for k, v in after["requests"].items():
         dv = v - before["requests"].get(k, 0.0)
         if dv:
             d[k] = dv
-    tot = lambda pred: int(round(sum(v for k, v in d.items() if pred(k))))  # noqa: E731
-    by_resource = {}
-    for (verb, code, res, sub), v in d.items():
+
+    def totals(keep):
+        tot = lambda pred: int(round(sum(v for k, v in d.items() if keep(k) and pred(k))))  # noqa: E731
+        return {
+            "total": tot(lambda k: True),
+            "list_watch": tot(lambda k: k[0] in ("LIST", "WATCH")),
+            "list": tot(lambda k: k[0] == "LIST"),
+            "watch": tot(lambda k: k[0] == "WATCH"),
+            "get": tot(lambda k: k[0] == "GET"),
+            "code_403": tot(lambda k: k[1] == "403"),
+            "writes": tot(lambda k: k[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY")),
+        }
+
+    by_resource, system = {}, {}
+    for (verb, code, res, sub, sc), v in d.items():
         if verb in ("LIST", "WATCH", "GET"):
             key = "%s %s%s" % (verb, res, "/" + sub if sub else "")
-            by_resource[key] = by_resource.get(key, 0) + int(round(v))
-    cpu = None
-    if before["cpu"] is not None and after["cpu"] is not None:
-        cpu = round(after["cpu"] - before["cpu"], 1)
-    etcd = None
-    if before["etcd_cpu"] is not None and after["etcd_cpu"] is not None:
-        etcd = round(after["etcd_cpu"] - before["etcd_cpu"], 1)
-    return {
-        "total": tot(lambda k: True),
-        "list_watch": tot(lambda k: k[0] in ("LIST", "WATCH")),
-        "list": tot(lambda k: k[0] == "LIST"),
-        "watch": tot(lambda k: k[0] == "WATCH"),
-        "get": tot(lambda k: k[0] == "GET"),
-        "code_403": tot(lambda k: k[1] == "403"),
-        "writes": tot(lambda k: k[0] in ("POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE")),
+            if sc == "":
+                by_resource[key] = by_resource.get(key, 0) + int(round(v))
+            else:
+                key = "%s: %s" % (sc, key)
+                system[key] = system.get(key, 0) + int(round(v))
+    delta = lambda k: (None if before[k] is None or after[k] is None  # noqa: E731
+                       else round(after[k] - before[k], 1))
+    out = totals(lambda k: True)
+    out.update({
+        "nonsystem": totals(lambda k: k[4] == ""),
         "watch_events": int(round(after["watch_events"] - before["watch_events"])),
         "watch_bytes": int(round(after["watch_bytes"] - before["watch_bytes"])),
-        "cpu_s": cpu,
-        "etcd_cpu_s": etcd,
-        "reads_by_resource": dict(sorted(by_resource.items(), key=lambda kv: -kv[1])[:12]),
-    }
+        "cpu_s": delta("cpu"),
+        "etcd_cpu_s": delta("etcd_cpu"),
+        "host_busy_s": delta("host_busy"),
+        # What ran besides the control plane and this run (another build or test suite makes
+        # every latency of the run worse): compare runs only when this is small.
+        "host_other_s": None if delta("host_busy") is None else round(
+            delta("host_busy") - (delta("cpu") or 0) - (delta("etcd_cpu") or 0)
+            - delta("control_plane_other") - delta("harness"), 1),
+        "nonsystem_reads": dict(sorted(by_resource.items(), key=lambda kv: -kv[1])[:14]),
+        "system_reads": dict(sorted(system.items(), key=lambda kv: -kv[1])[:6]),
+    })
+    return out
 
 
 def kubeplex_metrics(admin_ports):
     """Sums over every kubeplex of the node-graph metrics (whatever this binary has), the
     requests by source, and the review decisions."""
     graph, sources, decisions, scraped = {}, {}, {}, 0
+    proofs, waits, calls = {}, {}, {}
     for port in admin_ports:
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -653,8 +760,21 @@ def kubeplex_metrics(admin_ports):
         scraped += 1
         for name, labels, v in parse_metrics(text, ("kubeplex_auth_node_graph_",
                                                     "kubeplex_requests_total",
-                                                    "kubeplex_auth_decisions_total")):
-            if name.startswith("kubeplex_auth_node_graph_"):
+                                                    "kubeplex_auth_decisions_total",
+                                                    "kubeplex_freshness_proofs_total",
+                                                    "kubeplex_freshness_wait_seconds_sum",
+                                                    "kubeplex_freshness_wait_seconds_count",
+                                                    "kubeplex_upstream_calls_total")):
+            if name == "kubeplex_freshness_proofs_total":
+                k = "%s %s %s" % (labels.get("resource"), labels.get("read"), labels.get("proof"))
+                proofs[k] = proofs.get(k, 0.0) + v
+            elif name.startswith("kubeplex_freshness_wait_seconds"):
+                k = "%s %s" % (labels.get("resource"), labels.get("read"))
+                w = waits.setdefault(k, [0.0, 0.0])
+                w[0 if name.endswith("_sum") else 1] += v
+            elif name == "kubeplex_upstream_calls_total":
+                calls[labels.get("verb", "?")] = calls.get(labels.get("verb", "?"), 0.0) + v
+            elif name.startswith("kubeplex_auth_node_graph_"):
                 k = name + ("{%s}" % ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
                             if labels else "")
                 graph[k] = graph.get(k, 0.0) + v
@@ -666,7 +786,11 @@ def kubeplex_metrics(admin_ports):
                 decisions[k] = decisions.get(k, 0.0) + v
     return {"scraped": scraped, "graph": graph,
             "requests_by_source": {k: int(v) for k, v in sorted(sources.items())},
-            "auth_decisions": {k: int(v) for k, v in sorted(decisions.items())}}
+            "auth_decisions": {k: int(v) for k, v in sorted(decisions.items())},
+            "freshness_proofs": {k: int(v) for k, v in sorted(proofs.items()) if v},
+            # resource read -> [seconds waited in all, reads]
+            "freshness_waits": {k: [round(v[0], 2), int(v[1])] for k, v in sorted(waits.items()) if v[1]},
+            "upstream_calls": {k: int(v) for k, v in sorted(calls.items())}}
 
 
 # ----------------------------------------------------------------------------- kubelet logs
@@ -675,6 +799,7 @@ KLOG_RE = re.compile(r'^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+
 ADD_RE = re.compile(r'"SyncLoop ADD" source="api" pods=\[([^\]]*)\]')
 RESP_RE = re.compile(r'"Response" verb="(\w+)" url="([^"]*)" status="([^"]*)"(?: milliseconds=(\d+))?')
 STATUS_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)/status')
+POD_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)')
 
 
 def klog_time(m, year):
@@ -718,6 +843,8 @@ def parse_agent_log(path, year, namespace):
     and the kubelet's root dir."""
     adds, patches = {}, {}
     errors, requests = {}, 0
+    deleted, after_delete = set(), {}
+    latency = {}  # kind -> [(time, milliseconds)]
     root = None
     with open(path, "rb") as f:
         for raw in f:
@@ -733,9 +860,18 @@ def parse_agent_log(path, year, namespace):
                 requests += 1
                 verb, url, status = r.group(1), r.group(2), r.group(3)
                 code = status.split(" ", 1)[0] if status else "none"
+                if r.group(4) is not None and code.startswith("2"):
+                    v, res = request_kind(verb, url)
+                    latency.setdefault("%s %s" % (v, res), []).append(
+                        (klog_time(m, year), int(r.group(4))))
                 if not code.startswith("2"):
                     k = request_kind(verb, url) + (code,)
                     errors[k] = errors.get(k, 0) + 1
+                    # A pod the kubelet was told is deleted (the harness's reaper deletes pods
+                    # at once, while the kubelet still syncs them): not a refusal on the way up.
+                    s = POD_URL_RE.search(url)
+                    if code == "403" and s and "%s/%s" % (s.group(1), s.group(2)) in deleted:
+                        after_delete[k] = after_delete.get(k, 0) + 1
                 if verb == "PATCH":
                     s = STATUS_URL_RE.search(url)
                     if s and s.group(1) == namespace:
@@ -750,11 +886,16 @@ def parse_agent_log(path, year, namespace):
                 for pod in re.findall(r'"([^"]+)"', a.group(1)):
                     if pod.startswith(namespace + "/") and pod not in adds:
                         adds[pod] = t
+            elif msg.startswith(('"SyncLoop DELETE"', '"SyncLoop REMOVE"')):
+                a = re.search(r'pods=\[([^\]]*)\]', msg)
+                if a:
+                    deleted.update(re.findall(r'"([^"]+)"', a.group(1)))
             elif root is None and "as root dir for hollow-kubelet" in msg:
                 g = re.search(r'(/tmp/hollow-kubelet\.\S+)', msg)
                 if g:
                     root = g.group(1).rstrip('"')
-    return {"adds": adds, "patches": patches, "errors": errors, "requests": requests, "root": root}
+    return {"adds": adds, "patches": patches, "errors": errors, "requests": requests, "root": root,
+            "after_delete": after_delete, "latency": latency}
 
 
 def quantiles(xs):
@@ -775,6 +916,7 @@ class Run:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.root = args.run_dir
         self.dir = os.path.join(self.root, "%s-%s" % (mode, stamp))
+        self.ns = "%s%s-%s" % (NAMESPACE_PREFIX, mode, stamp.split("-")[1])
         self.logs = os.path.join(self.dir, "logs")
         os.makedirs(self.logs, exist_ok=True)
         self.pki = Pki(os.path.join(self.root, "pki"))
@@ -785,12 +927,11 @@ class Run:
         self.informers = {}
         self.nodes = [NODE_PREFIX + str(i) for i in range(self.n)]
         self.kubeplex_admin_ports = []
-        self.result = {"mode": mode, "nodes": self.n, "pods": args.pods, "run_dir": self.dir}
-        self.out_lines = []
-
-    def say(self, line):
-        print(line, flush=True)
-        self.out_lines.append(line)
+        self.generations = {}   # deployment -> the generation of its last patch
+        self.rollout = (0.0, 0.0)
+        self.last_action = time.time()
+        self.result = {"mode": mode, "nodes": self.n, "pods": args.pods, "run_dir": self.dir,
+                       "namespace": self.ns}
 
     # -- 1. clean state --------------------------------------------------------------------
 
@@ -875,14 +1016,16 @@ class Run:
     # -- 2. processes ------------------------------------------------------------------------
 
     def start_informers(self):
+        self.ready_at = {}
+        self.bound_at, self.running_at = {}, {}
         specs = {
-            "nodes": ("/api/v1/nodes", HOLLOW_LABEL),
-            "pods": ("/api/v1/namespaces/%s/pods" % NAMESPACE, ""),
-            "slices": ("/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % NAMESPACE, ""),
-            "deployments": ("/apis/apps/v1/namespaces/%s/deployments" % NAMESPACE, ""),
+            "nodes": ("/api/v1/nodes", HOLLOW_LABEL, self.node_seen),
+            "pods": ("/api/v1/namespaces/%s/pods" % self.ns, "", self.pod_seen),
+            "slices": ("/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % self.ns, "", None),
+            "deployments": ("/apis/apps/v1/namespaces/%s/deployments" % self.ns, "", None),
         }
-        for name, (path, sel) in specs.items():
-            inf = Informer(self.admin, path, self.shared, sel)
+        for name, (path, sel, hook) in specs.items():
+            inf = Informer(self.admin, path, self.shared, sel, hook)
             inf.start()
             self.informers[name] = inf
         ok = self.shared.wait_until(lambda: all(i.synced for i in self.informers.values()), 30)
@@ -1001,26 +1144,72 @@ class Run:
             self.procs.start(name, argv, os.path.join(self.logs, name + ".log"))
         return t0
 
+    @staticmethod
+    def node_ready(n):
+        for c in n.get("status", {}).get("conditions") or []:
+            if c["type"] == "Ready":
+                return c["status"] == "True"
+        return False
+
+    def node_seen(self, n, t):
+        """The nodes informer's hook: when each node was first seen Ready."""
+        name = n["metadata"]["name"]
+        if name in self.nodes and name not in self.ready_at and self.node_ready(n):
+            self.ready_at[name] = t
+
+    def pod_seen(self, p, t):
+        """The pods informer's hook: when each pod was first seen bound to a node, and first
+        seen Running and Ready (by this harness's watch of the apiserver)."""
+        key = "%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
+        if p["spec"].get("nodeName") and key not in self.bound_at:
+            self.bound_at[key] = t
+        st = p.get("status", {})
+        if (key not in self.running_at and st.get("phase") == "Running"
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or [])):
+            self.running_at[key] = t
+
+    POD_INFORMER_SYNCED = re.compile(r'"Caches populated" type="\*v1\.Pod" reflector="pkg/kubelet/config/')
+
+    def wait_pod_informers(self, t0, timeout=60):
+        """Waits until every kubelet's informer of its pods has synced (its log's "Caches
+        populated" line for *v1.Pod): a node can be Ready before its kubelet sees its pods,
+        and pods created meanwhile would wait for that. Returns (last, median) seconds after
+        t0 (klog's time)."""
+        year = time.localtime().tm_year
+        synced = {}
+        deadline = time.time() + timeout
+        while len(synced) < self.n:
+            self.procs.check_alive()
+            for node in self.nodes:
+                if node in synced:
+                    continue
+                with open(os.path.join(self.logs, "kubelet-%s.log" % node), "rb") as f:
+                    for raw in f:
+                        if b'type="*v1.Pod"' not in raw:
+                            continue
+                        line = raw.decode("utf-8", "replace")
+                        m = KLOG_RE.match(line)
+                        if m and self.POD_INFORMER_SYNCED.search(line):
+                            synced[node] = klog_time(m, year)
+                            break
+            if len(synced) == self.n:
+                break
+            if time.time() > deadline:
+                raise Failure("kubelets' pod informers not synced within %ds: %s"
+                              % (timeout, sorted(set(self.nodes) - set(synced))))
+            time.sleep(0.2)
+        ts = sorted(synced.values())
+        return round(ts[-1] - t0, 2), round(ts[len(ts) // 2] - t0, 2)
+
     def wait_nodes_ready(self, t0):
         nodes = self.informers["nodes"]
-        ready_at = {}
+        ready_at = self.ready_at
         untainted = {}
-
-        def is_ready(n):
-            for c in n.get("status", {}).get("conditions") or []:
-                if c["type"] == "Ready":
-                    return c["status"] == "True"
-            return False
 
         def tainted(n):
             return any(t.get("key") == NOT_READY_TAINT for t in n.get("spec", {}).get("taints") or [])
 
         def pred():
-            now = self.shared.last_event
-            for k, n in nodes.objs.items():
-                name = n["metadata"]["name"]
-                if name in self.nodes and is_ready(n) and name not in ready_at:
-                    ready_at[name] = now
             return len(ready_at) == self.n and all(
                 not tainted(nodes.objs.get("/" + name, {})) for name in self.nodes)
 
@@ -1049,31 +1238,31 @@ class Run:
 
     def prepare_namespace(self):
         a = self.admin
-        a.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": {RUN_LABEL: self.mode}}})
+        a.create("/api/v1/namespaces", {"metadata": {"name": self.ns, "labels": {RUN_LABEL: self.mode}}})
         with open(self.pki.ca) as f:
             ca = f.read()
-        a.create("/api/v1/namespaces/%s/configmaps" % NAMESPACE,
+        a.create("/api/v1/namespaces/%s/configmaps" % self.ns,
                  {"metadata": {"name": "openshift-service-ca.crt"}, "data": {"service-ca.crt": ca}})
         for app, _ in self.deployments():
-            a.create("/api/v1/namespaces/%s/configmaps" % NAMESPACE,
+            a.create("/api/v1/namespaces/%s/configmaps" % self.ns,
                      {"metadata": {"name": app + "-config", "labels": {"app": app}},
                       "data": {"app.yaml": "name: %s\nlogLevel: info\n" % app}})
-            a.create("/api/v1/namespaces/%s/secrets" % NAMESPACE,
+            a.create("/api/v1/namespaces/%s/secrets" % self.ns,
                      {"metadata": {"name": app + "-secret", "labels": {"app": app}},
                       "type": "Opaque", "data": {"password": "c2VjcmV0"}})
-            a.create("/api/v1/namespaces/%s/services" % NAMESPACE,
+            a.create("/api/v1/namespaces/%s/services" % self.ns,
                      {"metadata": {"name": app, "labels": {"app": app}},
                       "spec": {"selector": {"app": app},
                                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
         # The pods' ServiceAccount and root CA come from the controller manager.
         deadline = time.time() + 60
         while time.time() < deadline:
-            st1, _ = a.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % NAMESPACE)
-            st2, _ = a.request("GET", "/api/v1/namespaces/%s/configmaps/kube-root-ca.crt" % NAMESPACE)
+            st1, _ = a.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % self.ns)
+            st2, _ = a.request("GET", "/api/v1/namespaces/%s/configmaps/kube-root-ca.crt" % self.ns)
             if st1 == 200 and st2 == 200:
                 return
             time.sleep(0.5)
-        raise Failure("namespace %s: no default ServiceAccount / kube-root-ca.crt within 60s" % NAMESPACE)
+        raise Failure("namespace %s: no default ServiceAccount / kube-root-ca.crt within 60s" % self.ns)
 
     def deployment_obj(self, app, replicas):
         return {
@@ -1119,6 +1308,12 @@ class Run:
         return running, len(pods), endpoints
 
     def wait_all_running(self, want):
+        """Returns (every pod Running and Ready, and also in its Service's EndpointSlice as
+        ready): wall times of the events that completed each."""
+        def pred_running():
+            running, total, _ = self.pods_state()
+            return total == want and len(running) == want
+
         def pred():
             running, total, endpoints = self.pods_state()
             return total == want and len(running) == want and running <= endpoints
@@ -1126,18 +1321,25 @@ class Run:
         def tick():
             self.procs.check_alive()
 
-        done = self.shared.wait_until(pred, self.args.pods_timeout, tick=tick)
+        deadline = time.time() + self.args.pods_timeout
+        running = self.shared.wait_until(pred_running, self.args.pods_timeout, tick=tick)
+        done = running and self.shared.wait_until(pred, max(1, deadline - time.time()), tick=tick)
         if done is None:
             with self.shared.cond:
                 running, total, endpoints = self.pods_state()
             raise Failure("pods not all Running within %ds: %d pods, %d running+ready, %d with ready endpoints"
                           % (self.args.pods_timeout, total, len(running), len(running & endpoints)))
-        return done
+        return running, done
 
     def settled(self):
         """Deployments rolled out at their replicas, no extra pods, endpoints ready."""
         want = 0
-        for d in self.informers["deployments"].objs.values():
+        deps = self.informers["deployments"].objs
+        for app, gen in self.generations.items():
+            d = deps.get("%s/%s" % (self.ns, app))
+            if d is None or d["metadata"].get("generation", 0) < gen:
+                return False
+        for d in deps.values():
             spec, st = d["spec"], d.get("status", {})
             r = spec["replicas"]
             want += r
@@ -1161,10 +1363,8 @@ class Run:
             self.procs.check_alive()
             if step % 2 == 0:
                 app = deps[(step // 2) % len(deps)][0]
-                self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s" % (NAMESPACE, app),
-                                 {"spec": {"template": {"metadata": {"annotations": {
-                                     "agents.kubeplex.io/restartedAt": "%.3f" % time.time()}}}}},
-                                 kind="strategic")
+                self.patch_deployment(app, {"spec": {"template": {"metadata": {"annotations": {
+                    "agents.kubeplex.io/restartedAt": "%.3f" % time.time()}}}}})
                 restarts += 1
             else:
                 app = deps[(step // 2 + len(deps) // 2) % len(deps)][0]
@@ -1174,16 +1374,23 @@ class Run:
                 else:
                     r = base[app] + max(1, base[app] // 2)
                     scaled[app] = r
-                self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s/scale" % (NAMESPACE, app),
-                                 {"spec": {"replicas": r}})
+                self.patch_deployment(app, {"spec": {"replicas": r}})
                 scalings += 1
             step += 1
             time.sleep(min(self.args.churn_interval, max(0, t_end - time.time())))
         for app in list(scaled):
-            self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s/scale" % (NAMESPACE, app),
-                             {"spec": {"replicas": base[app]}})
+            self.patch_deployment(app, {"spec": {"replicas": base[app]}})
             scalings += 1
-        return restarts, scalings
+        return restarts, scalings, self.last_action
+
+    def patch_deployment(self, app, body):
+        """A strategic merge patch of a deployment; its new generation is remembered, so that
+        `settled` never judges an older state of it."""
+        d = self.admin.patch("/apis/apps/v1/namespaces/%s/deployments/%s" % (self.ns, app),
+                             body, kind="strategic")
+        self.last_action = time.time()
+        with self.shared.cond:
+            self.generations[app] = d["metadata"]["generation"]
 
     # -- 5. correctness -------------------------------------------------------------------------
 
@@ -1193,11 +1400,17 @@ class Run:
         while True:
             bad = []
             for i, node in enumerate(self.nodes):
-                k = Api("https://127.0.0.1:%d" % (KUBELET_PORT_BASE + i), verify=False, timeout=10)
-                try:
-                    kl = k.get("/pods")
-                except (Failure, OSError) as e:
-                    bad.append("%s: kubelet /pods: %s" % (node, e))
+                # The hollow kubelet serves plain HTTP (no serving certificate configured).
+                kl, err = None, None
+                for scheme in ("http", "https"):
+                    k = Api("%s://127.0.0.1:%d" % (scheme, KUBELET_PORT_BASE + i), verify=False, timeout=10)
+                    try:
+                        kl = k.get("/pods")
+                        break
+                    except (Failure, OSError, http.client.HTTPException) as e:
+                        err = e
+                if kl is None:
+                    bad.append("%s: kubelet /pods: %s" % (node, err))
                     continue
                 mine = set((p["metadata"].get("namespace"), p["metadata"]["name"], p["metadata"].get("uid"))
                            for p in kl.get("items") or [])
@@ -1215,20 +1428,37 @@ class Run:
 
     # -- 4. figures -----------------------------------------------------------------------------
 
-    def agent_figures(self):
+    LATENCY_KINDS = ("get pods", "patch pods/status", "post serviceaccounts/token")
+
+    def agent_figures(self, rollout):
         year = time.localtime().tm_year
         delays, not2xx, missing = [], 0, 0
-        kubelet_errors, proxy_errors = {}, {}
+        bound_to_add, add_to_running = [], []
+        kubelet_errors, proxy_errors, after_delete = {}, {}, {}
+        latency = {}
         kubelet_requests = proxy_requests = 0
         roots = []
+        per_pod = {}
         for node in self.nodes:
-            kl = parse_agent_log(os.path.join(self.logs, "kubelet-%s.log" % node), year, NAMESPACE)
+            kl = parse_agent_log(os.path.join(self.logs, "kubelet-%s.log" % node), year, self.ns)
+            for pod, t_add in kl["adds"].items():
+                per_pod[pod] = {"node": node, "bound": self.bound_at.get(pod), "add": t_add,
+                                "first_patch": (kl["patches"].get(pod) or (None,))[0],
+                                "running": self.running_at.get(pod)}
             if kl["root"]:
                 roots.append(kl["root"])
             kubelet_requests += kl["requests"]
             for k, v in kl["errors"].items():
                 kubelet_errors[k] = kubelet_errors.get(k, 0) + v
+            for k, v in kl["after_delete"].items():
+                after_delete[k] = after_delete.get(k, 0) + v
+            for k, v in kl["latency"].items():
+                latency.setdefault(k, []).extend(v)
             for pod, t_add in kl["adds"].items():
+                if pod in self.bound_at:
+                    bound_to_add.append(t_add - self.bound_at[pod])
+                if pod in self.running_at:
+                    add_to_running.append(self.running_at[pod] - t_add)
                 p = kl["patches"].get(pod)
                 if p is None:
                     missing += 1
@@ -1236,18 +1466,38 @@ class Run:
                 delays.append(p[0] - t_add)
                 if not p[1].startswith("2"):
                     not2xx += 1
-            px = parse_agent_log(os.path.join(self.logs, "kube-proxy-%s.log" % node), year, NAMESPACE)
+            px = parse_agent_log(os.path.join(self.logs, "kube-proxy-%s.log" % node), year, self.ns)
             proxy_requests += px["requests"]
             for k, v in px["errors"].items():
                 proxy_errors[k] = proxy_errors.get(k, 0) + v
+        # Per pod, wall times (seconds since the epoch), for a closer look later.
+        with open(os.path.join(self.dir, "pods.json"), "w") as f:
+            json.dump({"deployments_created": rollout[0], "pods": per_pod}, f, indent=0, sort_keys=True)
         return {
             "status_delay_s": quantiles(delays),
+            # Seen bound by the harness's watch of the apiserver -> the kubelet's SyncLoop ADD:
+            # how fast a binding reaches the kubelet (through kubeplex's cache, in modes
+            # node and pool).
+            "bound_to_add_s": quantiles(bound_to_add),
+            # SyncLoop ADD -> seen Running and Ready at the apiserver.
+            "add_to_running_s": quantiles(add_to_running),
             "first_patch_not_2xx": not2xx,
             "pods_without_status_patch": missing,
             "kubelet_requests": kubelet_requests,
-            "kubelet_errors": kubelet_errors,
+            "kubelet_errors": {" ".join(k): v for k, v in sorted(kubelet_errors.items())},
+            "kubelet_403_after_delete": {" ".join(k): v for k, v in sorted(after_delete.items())},
+            # Successful non-watch requests' time as the kubelet saw it, in seconds: the
+            # status manager sends one pod's GET and PATCH at a time, so these set how fast
+            # its queue drains.
+            "kubelet_latency_s": {k: quantiles([ms / 1000.0 for _, ms in latency[k]])
+                                  for k in self.LATENCY_KINDS if k in latency},
+            # The same during the rollout (creating the deployments -> all pods Running), when
+            # the machine is busiest. A watch's time is to its response's head.
+            "kubelet_rollout_latency_s": {
+                k: quantiles([ms / 1000.0 for t, ms in latency[k] if rollout[0] <= t <= rollout[1]])
+                for k in self.LATENCY_KINDS + ("watch configmaps", "watch secrets") if k in latency},
             "proxy_requests": proxy_requests,
-            "proxy_errors": proxy_errors,
+            "proxy_errors": {" ".join(k): v for k, v in sorted(proxy_errors.items())},
         }, roots
 
     def kubeplex_log_summary(self):
@@ -1278,6 +1528,9 @@ class Run:
         roots = []
         try:
             self.control_plane_up()
+            self.result["repo_head"] = git_head()
+            if self.mode in ("node", "pool"):
+                self.result["kubeplex_bin"] = binary_identity(self.kubeplex_bin())
             self.clean()
             self.start_informers()
             self.start_scheduler()
@@ -1289,30 +1542,41 @@ class Run:
             self.result["nodes_ready_s"] = ready_last
             self.result["nodes_ready_median_s"] = ready_med
             log("nodes Ready: last %.2fs, median %.2fs" % (ready_last, ready_med))
+            inf_last, inf_med = self.wait_pod_informers(t0)
+            self.result["pod_informers_synced_s"] = inf_last
+            self.result["pod_informers_synced_median_s"] = inf_med
+            log("kubelets' pod informers synced: last %.2fs, median %.2fs" % (inf_last, inf_med))
 
             self.prepare_namespace()
             t1 = time.time()
             for app, r in self.deployments():
-                self.admin.create("/apis/apps/v1/namespaces/%s/deployments" % NAMESPACE,
+                self.admin.create("/apis/apps/v1/namespaces/%s/deployments" % self.ns,
                                   self.deployment_obj(app, r))
-            done = self.wait_all_running(a.pods)
+            running, done = self.wait_all_running(a.pods)
+            self.rollout = (t1, done)
+            self.result["pods_running_only_s"] = round(running - t1, 2)
             self.result["pods_running_s"] = round(done - t1, 2)
             log("all %d pods Running with ready endpoints: %.2fs" % (a.pods, done - t1))
 
-            restarts, scalings = self.churn()
-            t2 = time.time()
+            restarts, scalings, t2 = self.churn()
             done = self.shared.wait_until(self.settled, a.settle_timeout,
                                           tick=lambda: self.procs.check_alive())
             if done is None:
                 raise Failure("not settled within %ds after the churn" % a.settle_timeout)
+            settle = round(max(0.0, done - t2), 2)
             self.result["churn"] = {"seconds": a.churn, "restarts": restarts, "scalings": scalings,
-                                    "settled_s": round(max(0.0, done - t2), 2)}
-            log("churn: %d restarts, %d scalings; settled %.2fs after" % (restarts, scalings, done - t2))
+                                    "settled_s": settle}
+            log("churn: %d restarts, %d scalings; settled %.2fs after the last" % (restarts, scalings, settle))
 
             bad = self.check_kubelets()
             self.result["kubelets_match_apiserver"] = not bad
             self.result["mismatches"] = bad
-            kp = kubeplex_metrics(self.kubeplex_admin_ports) if self.kubeplex_admin_ports else None
+            kp = None
+            if self.kubeplex_admin_ports:
+                tiers = [p for p in self.kubeplex_admin_ports if p != POOL_ADMIN]
+                kp = {"node_tiers": kubeplex_metrics(tiers)}
+                if POOL_ADMIN in self.kubeplex_admin_ports:
+                    kp["pool"] = kubeplex_metrics([POOL_ADMIN])
             self.result["cpu_s"] = {"kubelets": round(self.procs.cpu("kubelet-"), 1),
                                     "kube_proxies": round(self.procs.cpu("kube-proxy-"), 1),
                                     "kubeplex": round(self.procs.cpu("kubeplex-"), 1)}
@@ -1321,12 +1585,15 @@ class Run:
                                       "kubeplex": round(self.procs.rss("kubeplex-"))}
             # The agents and tiers stop before the second scrape, so that their watches,
             # counted by the apiserver when they end, are in it.
-            agents = [n for n in self.procs.procs if n != "kube-scheduler"]
-            self.procs.stop(agents)
+            # Agents first, then the tiers (whose draining would otherwise end the agents'
+            # watches under them).
+            self.procs.stop([n for n in self.procs.procs if n.startswith(("kubelet-", "kube-proxy-"))])
+            self.procs.stop([n for n in self.procs.procs if n.startswith("kubeplex-hollow")])
+            self.procs.stop([n for n in self.procs.procs if n.startswith("kubeplex-")])
             time.sleep(2)
             after = apiserver_snapshot(self.admin)
             self.result["apiserver"] = apiserver_delta(before, after)
-            figures, roots = self.agent_figures()
+            figures, roots = self.agent_figures(self.rollout)
             self.result.update(figures)
             if kp is not None:
                 self.result["kubeplex"] = kp
@@ -1347,7 +1614,7 @@ class Run:
                 for node in self.nodes:
                     p = os.path.join(self.logs, "kubelet-%s.log" % node)
                     if os.path.exists(p):
-                        r = parse_agent_log(p, time.localtime().tm_year, NAMESPACE)["root"]
+                        r = parse_agent_log(p, time.localtime().tm_year, self.ns)["root"]
                         if r:
                             roots.append(r)
             clean_hollow_files(roots)
@@ -1367,7 +1634,7 @@ def errors_line(errs, limit=8):
         return "0"
     total = sum(errs.values())
     parts = sorted(errs.items(), key=lambda kv: -kv[1])
-    s = ", ".join("%s %s %s: %d" % (v, r, c, n) for (v, r, c), n in parts[:limit])
+    s = ", ".join("%s: %d" % (k, n) for k, n in parts[:limit])
     return "%d (%s%s)" % (total, s, ", ..." if len(parts) > limit else "")
 
 
@@ -1375,14 +1642,19 @@ def report(r):
     lines = []
     add = lines.append
     add("== mode %s: %d nodes, %d pods (logs %s)" % (r["mode"], r["nodes"], r["pods"], r["run_dir"]))
+    kb = r.get("kubeplex_bin")
+    add("   repo %s%s" % (r.get("repo_head"), "; kubeplex built %s, sha256 %s" % (kb["built"], kb["sha256"]) if kb else ""))
     if r.get("error"):
         add("   FAILED: %s" % r["error"])
     add("   nodes Ready (agent start -> last node Ready):  %s (median node %s)"
         % (fmt_s(r.get("nodes_ready_s")), fmt_s(r.get("nodes_ready_median_s"))))
-    add("   all pods Running, endpoints ready:             %s" % fmt_s(r.get("pods_running_s")))
+    add("   kubelets' pod informers synced (agent start ->): %s (median node %s)"
+        % (fmt_s(r.get("pod_informers_synced_s")), fmt_s(r.get("pod_informers_synced_median_s"))))
+    add("   all pods Running and Ready:                    %s; and in their EndpointSlices as ready: %s"
+        % (fmt_s(r.get("pods_running_only_s")), fmt_s(r.get("pods_running_s"))))
     ch = r.get("churn")
     if ch:
-        add("   churn %ds: %d rolling restarts, %d scalings; settled %s after"
+        add("   churn %ds: %d rolling restarts, %d scalings; settled %s after the last"
             % (ch["seconds"], ch["restarts"], ch["scalings"], fmt_s(ch["settled_s"])))
     d = r.get("status_delay_s")
     if d:
@@ -1390,19 +1662,40 @@ def report(r):
             % (d["n"], fmt_s(d["median"]), fmt_s(d["p90"]), fmt_s(d["max"])))
         add("     (first PATCH not 2xx: %d; pods ADDed but never PATCHed: %d)"
             % (r["first_patch_not_2xx"], r["pods_without_status_patch"]))
+        for label, key in (("pod bound (harness's watch) -> SyncLoop ADD", "bound_to_add_s"),
+                           ("SyncLoop ADD -> Running+Ready (harness's watch)", "add_to_running_s")):
+            q = r.get(key)
+            if q and q["n"]:
+                add("   %-47s median %s, p90 %s, max %s (%d pods)"
+                    % (label + ":", fmt_s(q["median"]), fmt_s(q["p90"]), fmt_s(q["max"]), q["n"]))
         add("   kubelets: %d requests; 403s: %s" % (r["kubelet_requests"], errors_line(
-            {k: v for k, v in r["kubelet_errors"].items() if k[2] == "403"})))
-        other = {k: v for k, v in r["kubelet_errors"].items() if k[2] != "403"}
+            {k: v for k, v in r["kubelet_errors"].items() if k.endswith(" 403")})))
+        for label, key in (("whole run", "kubelet_latency_s"), ("rollout", "kubelet_rollout_latency_s")):
+            for k, q in (r.get(key) or {}).items():
+                if q["n"]:
+                    add("     kubelet %-9s %-27s n %4d: median %s, p90 %s, max %s"
+                        % (label, k, q["n"], fmt_s(q["median"]), fmt_s(q["p90"]), fmt_s(q["max"])))
+        ad = r.get("kubelet_403_after_delete") or {}
+        add("     of those 403s, for a pod the kubelet had seen deleted: %s" % errors_line(ad))
+        other = {k: v for k, v in r["kubelet_errors"].items() if not k.endswith(" 403")}
         if other:
             add("     other non-2xx: %s" % errors_line(other))
         add("   kube-proxies: %d requests; non-2xx: %s" % (r["proxy_requests"], errors_line(r["proxy_errors"])))
     ap = r.get("apiserver")
     if ap:
-        add("   apiserver over the run: %d requests: LIST+WATCH %d (LIST %d, WATCH %d), GET %d, writes %d, 403 %d"
-            % (ap["total"], ap["list_watch"], ap["list"], ap["watch"], ap["get"], ap["writes"], ap["code_403"]))
-        add("     CPU %s s (etcd %s s); watch events %d (%.1f MiB)"
+        for label, t in (("all clients", ap), ("non-system clients", ap["nonsystem"])):
+            add("   apiserver, %-18s %6d requests: LIST+WATCH %d (LIST %d, WATCH %d), GET %d, writes %d, 403 %d"
+                % (label + ":", t["total"], t["list_watch"], t["list"], t["watch"], t["get"],
+                   t["writes"], t["code_403"]))
+        add("     (non-system = agents, kubeplex, this harness, the reaper; authorization 403s are not in"
+            " apiserver_request_total)")
+        add("     apiserver CPU %s s (etcd %s s); watch events sent %d (%.1f MiB)"
             % (ap["cpu_s"], ap["etcd_cpu_s"], ap["watch_events"], ap["watch_bytes"] / 2**20))
-        add("     reads: " + ", ".join("%s %d" % kv for kv in list(ap["reads_by_resource"].items())[:8]))
+        add("     machine: %s CPU-s busy over the run, of which %s s by processes outside the control plane"
+            " and this run%s" % (ap["host_busy_s"], ap["host_other_s"],
+                                 "  <-- NOT QUIET: figures are slowed" if (ap["host_other_s"] or 0) > 10 else ""))
+        add("     non-system reads: " + ", ".join("%s %d" % kv for kv in ap["nonsystem_reads"].items()))
+        add("     system reads (top): " + ", ".join("%s %d" % kv for kv in ap["system_reads"].items()))
     cpu = r.get("cpu_s")
     if cpu:
         add("   CPU: kubelets %.1f s, kube-proxies %.1f s, kubeplex %.1f s; RSS kubelets %d MiB, kubeplex %d MiB"
@@ -1410,16 +1703,25 @@ def report(r):
                r["rss_mib"]["kubelets"], r["rss_mib"]["kubeplex"]))
     kp = r.get("kubeplex")
     if kp:
-        add("   kubeplex (%d scraped): requests by source %s" % (kp["scraped"], kp["requests_by_source"]))
-        add("     auth decisions: %s" % kp["auth_decisions"])
-        if kp["graph"]:
-            for k, v in sorted(kp["graph"].items()):
-                if "_bucket" in k:
-                    continue
-                add("     %s %g" % (k, v))
-        else:
-            add("     kubeplex_auth_node_graph_* : none in this binary")
-        add("     log: %s" % (kp.get("log_levels") or "no WARN/ERROR"))
+        for tier in ("node_tiers", "pool"):
+            t = kp.get(tier)
+            if not t:
+                continue
+            add("   kubeplex %s (%d scraped): requests by source %s"
+                % (tier.replace("_", " "), t["scraped"], t["requests_by_source"]))
+            add("     auth decisions: %s" % t["auth_decisions"])
+            add("     upstream calls: %s" % t.get("upstream_calls"))
+            if t.get("freshness_waits"):
+                add("     freshness waits (s in all / reads): %s" % ", ".join(
+                    "%s %.2f/%d" % (k, v[0], v[1]) for k, v in t["freshness_waits"].items()))
+                add("     freshness proofs: %s" % t.get("freshness_proofs"))
+            if t["graph"]:
+                for k, v in sorted(t["graph"].items()):
+                    if "_bucket" not in k:
+                        add("     %s %g" % (k, v))
+            else:
+                add("     kubeplex_auth_node_graph_* : none in this binary")
+        add("   kubeplex logs: %s" % (kp.get("log_levels") or "no WARN/ERROR"))
         for s in kp.get("log_samples") or []:
             add("       " + s)
     if "kubelets_match_apiserver" in r:
@@ -1435,44 +1737,98 @@ def report(r):
 def summary_json(r):
     """The one-line summary: the figures, without the long tables."""
     keep = {k: v for k, v in r.items() if k not in ("kubelet_errors", "proxy_errors", "mismatches")}
-    keep["kubelet_403"] = {"%s %s" % (k[0], k[1]): v for k, v in r.get("kubelet_errors", {}).items()
-                           if k[2] == "403"}
+    keep["kubelet_403"] = {k[:-4]: v for k, v in r.get("kubelet_errors", {}).items()
+                           if k.endswith(" 403")}
     keep["kubelet_403_total"] = sum(keep["kubelet_403"].values())
+    keep["kubelet_403_after_delete_total"] = sum(r.get("kubelet_403_after_delete", {}).values())
+    keep.pop("kubelet_403_after_delete", None)
     keep["proxy_non2xx_total"] = sum(r.get("proxy_errors", {}).values())
     if "kubeplex" in keep:
-        keep["kubeplex"] = {k: v for k, v in keep["kubeplex"].items() if k != "log_samples"}
+        kp = {}
+        for k, v in keep["kubeplex"].items():
+            if k == "log_samples":
+                continue
+            if isinstance(v, dict) and "graph" in v:
+                v = dict(v, graph={g: x for g, x in v["graph"].items() if "_bucket" not in g})
+            kp[k] = v
+        keep["kubeplex"] = kp
     return json.dumps(keep, sort_keys=True, separators=(",", ":"))
 
 
 def comparison(results):
-    cols = [r["mode"] for r in results]
+    """One column per mode; with several runs of a mode (--repeat), the median of its runs
+    and their range."""
+    cols = []
+    for r in results:
+        if r["mode"] not in cols:
+            cols.append(r["mode"])
+    width = 12 if len(results) == len(cols) else 24
+
+    def cell(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            return ",".join(str(v) for v in vals)
+        floats = any(isinstance(v, float) for v in vals)
+        fmt = (lambda x: "%.2f" % x) if floats else (lambda x: str(int(round(x))))
+        s = sorted(vals)
+        med = s[(len(s) - 1) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+        if len(s) == 1:
+            return fmt(s[0])
+        return "%s (%s-%s)" % (fmt(med), fmt(s[0]), fmt(s[-1]))
 
     def row(label, f):
-        vals = []
-        for r in results:
-            try:
-                v = f(r)
-            except (KeyError, TypeError):
-                v = None
-            vals.append("-" if v is None else (("%.2f" % v) if isinstance(v, float) else str(v)))
-        return "%-44s" % label + "".join("%12s" % v for v in vals)
+        out = []
+        for c in cols:
+            vals = []
+            for r in results:
+                if r["mode"] != c:
+                    continue
+                try:
+                    vals.append(f(r))
+                except (KeyError, TypeError, AttributeError):
+                    vals.append(None)
+            out.append(cell(vals))
+        return "%-44s" % label + "".join(("%" + str(width) + "s") % v for v in out)
 
-    lines = ["%-44s" % "" + "".join("%12s" % c for c in cols)]
+    lines = ["%-44s" % "" + "".join(("%" + str(width) + "s") % c for c in cols)]
     lines.append(row("nodes Ready, s", lambda r: r["nodes_ready_s"]))
-    lines.append(row("all pods Running, s", lambda r: r["pods_running_s"]))
-    lines.append(row("settled after churn, s", lambda r: r["churn"]["settled_s"]))
+    lines.append(row("kubelets' pod informers synced, s", lambda r: r["pod_informers_synced_s"]))
+    lines.append(row("all pods Running+Ready, s", lambda r: r["pods_running_only_s"]))
+    lines.append(row("  ... and endpoints ready, s", lambda r: r["pods_running_s"]))
+    lines.append(row("settled after the churn's last action, s", lambda r: r["churn"]["settled_s"]))
+    lines.append(row("bound -> ADD median, s", lambda r: r["bound_to_add_s"]["median"]))
+    lines.append(row("bound -> ADD p90, s", lambda r: r["bound_to_add_s"]["p90"]))
+    lines.append(row("ADD -> Running median, s", lambda r: r["add_to_running_s"]["median"]))
+    lines.append(row("ADD -> Running p90, s", lambda r: r["add_to_running_s"]["p90"]))
     lines.append(row("ADD -> status PATCH median, s", lambda r: r["status_delay_s"]["median"]))
     lines.append(row("ADD -> status PATCH p90, s", lambda r: r["status_delay_s"]["p90"]))
     lines.append(row("ADD -> status PATCH max, s", lambda r: r["status_delay_s"]["max"]))
-    lines.append(row("kubelet 403s", lambda r: sum(v for k, v in r["kubelet_errors"].items() if k[2] == "403")))
+    for what in ("median", "p90"):
+        lines.append(row("rollout: kubelet GET pod %s, s" % what,
+                         lambda r, w=what: r["kubelet_rollout_latency_s"]["get pods"][w]))
+        lines.append(row("rollout: kubelet PATCH status %s, s" % what,
+                         lambda r, w=what: r["kubelet_rollout_latency_s"]["patch pods/status"][w]))
+    lines.append(row("rollout: kubelet watch configmap median, s",
+                     lambda r: r["kubelet_rollout_latency_s"]["watch configmaps"]["median"]))
+    lines.append(row("kubelet 403s", lambda r: sum(v for k, v in r["kubelet_errors"].items() if k.endswith(" 403"))))
+    lines.append(row("  of which for pods seen deleted", lambda r: sum(r["kubelet_403_after_delete"].values())))
     lines.append(row("apiserver requests", lambda r: r["apiserver"]["total"]))
     lines.append(row("apiserver LIST+WATCH", lambda r: r["apiserver"]["list_watch"]))
     lines.append(row("apiserver GET", lambda r: r["apiserver"]["get"]))
-    lines.append(row("apiserver 403", lambda r: r["apiserver"]["code_403"]))
+    lines.append(row("apiserver 403 (counted ones)", lambda r: r["apiserver"]["code_403"]))
+    lines.append(row("  non-system requests", lambda r: r["apiserver"]["nonsystem"]["total"]))
+    lines.append(row("  non-system LIST+WATCH", lambda r: r["apiserver"]["nonsystem"]["list_watch"]))
+    lines.append(row("  non-system GET", lambda r: r["apiserver"]["nonsystem"]["get"]))
     lines.append(row("apiserver watch events", lambda r: r["apiserver"]["watch_events"]))
     lines.append(row("apiserver CPU, s", lambda r: r["apiserver"]["cpu_s"]))
     lines.append(row("kubeplex CPU, s", lambda r: r["cpu_s"]["kubeplex"]))
+    lines.append(row("kubeplex graph retry requests", lambda r: int(sum(
+        t["graph"].get("kubeplex_auth_node_graph_retry_requests_total", 0)
+        for t in (r["kubeplex"].get("node_tiers"), r["kubeplex"].get("pool")) if t))))
     lines.append(row("kubelets == apiserver", lambda r: r["kubelets_match_apiserver"]))
+    lines.append(row("other CPU on the machine, s", lambda r: r["apiserver"]["host_other_s"]))
     return lines
 
 
@@ -1492,6 +1848,11 @@ def main():
     p.add_argument("--pods-timeout", type=int, default=300)
     p.add_argument("--settle-timeout", type=int, default=300)
     p.add_argument("--cleanup-timeout", type=int, default=180)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the mode (or the three, interleaved) this many times (default 1)")
+    p.add_argument("--wait-quiet", type=int, default=0, metavar="SECONDS",
+                   help="before each mode, wait up to SECONDS for the machine to be quiet (under"
+                        " 0.2 CPUs used outside the control plane); default 0: do not wait")
     p.add_argument("--keep", action="store_true",
                    help="leave the namespace and nodes of the last run in the cluster")
     args = p.parse_args()
@@ -1503,11 +1864,14 @@ def main():
         raise KeyboardInterrupt()
     signal.signal(signal.SIGTERM, on_term)
 
-    modes = ["direct", "node", "pool"] if args.mode == "all" else [args.mode]
+    modes = (["direct", "node", "pool"] if args.mode == "all" else [args.mode]) * args.repeat
     results = []
     run = None
     try:
         for mode in modes:
+            if args.wait_quiet:
+                busy = wait_quiet(args.wait_quiet)
+                log("machine: %s CPUs in use outside the control plane" % busy)
             log("mode %s: %d nodes, %d pods" % (mode, args.nodes, args.pods))
             run = Run(args, mode)
             r = run.execute()
@@ -1516,7 +1880,8 @@ def main():
                 print(line, flush=True)
             print(summary_json(r), flush=True)
         if len(results) > 1:
-            print("== comparison (%d nodes, %d pods)" % (args.nodes, args.pods))
+            print("== comparison (%d nodes, %d pods%s)" % (
+                args.nodes, args.pods, "; median of %d runs (range)" % args.repeat if args.repeat > 1 else ""))
             for line in comparison(results):
                 print(line)
     finally:
