@@ -129,9 +129,10 @@ pub async fn try_answer(
     }
 }
 
-/// The freshness proof of a consistent list: a metadata list of the cache when it costs the
-/// upstream no more than the list would directly ([`fresh::listed_covers`]: a small cache the
-/// list is about all of — another tier's `limit=1` current-RV list, a node's list of its Node);
+/// The freshness proof of a consistent list: a metadata list of the cache (or of the list's
+/// namespace in it) when it costs the upstream no more than the list would directly
+/// ([`fresh::listing`]: a small cache the list is about all of — another tier's `limit=1`
+/// current-RV list, a node's list of its Node);
 /// else the cache's own proof, where a small list passes through rather than wait for a probe.
 async fn consistent_list(
     state: &ProxyState,
@@ -145,11 +146,12 @@ async fn consistent_list(
     let (label, field) = selectors(info, encoding, opts)?;
     let filter = Filter { namespace: rp.namespace.clone(), label, field };
     let limit = opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-    if fresh::listed_covers(cache, info.namespaced, &filter, limit) {
-        return fresh::consistent_listed(state, cache, filter.namespace.as_deref(), arrived).await;
+    if let Some(listing) = fresh::listing(cache, info.namespaced, &filter, limit) {
+        let namespace = filter.namespace.as_deref();
+        return fresh::consistent_listed(state, cache, listing, namespace, arrived).await;
     }
     let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
-    let worth_it = || scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
+    let worth_it = || fresh::scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
     fresh::consistent(state, cache, arrived, worth_it, || false).await
 }
 
@@ -165,28 +167,6 @@ fn proven_state(cache: &Live, proven: Option<Proven>) -> Option<Snapshot> {
             (snap.resource_version() == cache_at).then(|| snap.as_of(rv))
         }
         _ => Some(snap),
-    }
-}
-
-/// The bytes of the objects a list of `namespace` (all namespaces: `None`) would read: what
-/// decides whether a consistent list is worth a bookmark probe. The probe costs the upstream a
-/// one-item list and a 3 s watch and the client ~1.5 s; passing a list through costs the
-/// apiserver its serialization (tens of MB/s: a 10,000-pod list takes it 2–3 s) and the client
-/// milliseconds when it is small. Measured against the fake apiserver (debug build): a 12-item
-/// list passed through in 1–4 ms; proven by probe in 1.6–1.95 s; served from an already-current
-/// cache in 1–7 ms.
-fn scope_bytes(snap: &Snapshot, namespace: Option<&str>) -> usize {
-    let items = snap.items();
-    match namespace.filter(|ns| !ns.is_empty()) {
-        Some(ns) => {
-            let prefix = format!("{ns}/");
-            items
-                .range(prefix.clone()..)
-                .take_while(|(k, _)| k.starts_with(&prefix))
-                .map(|(_, o)| o.body.len())
-                .sum()
-        }
-        None => items.values().map(|o| o.body.len()).sum(),
     }
 }
 

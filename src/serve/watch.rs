@@ -34,7 +34,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::body::{self, Body, BoxError};
 use super::cached::Read;
-use super::fresh;
+use super::fresh::{self, Listing};
 use super::read::CachedRead;
 use super::resources::ResourceInfo;
 use super::state::ProxyState;
@@ -101,11 +101,16 @@ pub async fn try_watch(
         Some(s) => Some(s.parse::<u64>().ok()?),
     };
     let bookmarks = opts.allow_watch_bookmarks;
+    // How a consistent watch was proven by a metadata list, if it was: its final bookmark is
+    // proven the same way.
+    let mut listing = None;
     let (from, end_bookmark) = match (opts.send_initial_events, rv) {
         // Consistent (a WatchList with resourceVersion unset): the state once the cache is
         // shown to be current, else passed through.
         (Some(true), None) => {
-            (state_at(consistent(state, &cache, info, &filter, arrived).await?), bookmarks)
+            let (proven, by) = consistent(state, &cache, info, &filter, arrived).await?;
+            listing = by;
+            (state_at(proven), bookmarks)
         }
         (Some(true), Some(n)) => {
             if n > 0 {
@@ -120,7 +125,11 @@ pub async fn try_watch(
         (Some(false), Some(n)) => (WatchFrom::After(n), false),
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
         // resourceVersion unset: "get state and start at most recent" — consistent too.
-        (None, None) => (state_at(consistent(state, &cache, info, &filter, arrived).await?), false),
+        (None, None) => {
+            let (proven, by) = consistent(state, &cache, info, &filter, arrived).await?;
+            listing = by;
+            (state_at(proven), false)
+        }
         (None, Some(_)) => (WatchFrom::State, false),
     };
     let encoder = cache.encoder();
@@ -172,9 +181,11 @@ pub async fn try_watch(
         let proof_deadline = proof_cutoff;
         // A WatchList started ahead of the cache by a metadata list: its bookmark is at that
         // list's RV once the same list (reused) shows it again; a probe would not move it.
-        let listed = matches!(from, WatchFrom::StateAhead { .. }).then(|| filter.namespace.clone());
+        let listed = listing
+            .filter(|_| matches!(from, WatchFrom::StateAhead { .. }))
+            .map(|l| (l, filter.namespace.clone()));
         tokio::spawn(async move {
-            let listed = listed.as_ref().map(Option::as_deref);
+            let listed = listed.as_ref().map(|(l, ns)| (*l, ns.as_deref()));
             let proven = fresh::for_bookmark(&state, &cache, arrived, proof_deadline, listed).await;
             let _ = done.send(proven);
         });
@@ -204,22 +215,25 @@ pub async fn try_watch(
     Some(stream_response(&encoder, body.boxed()))
 }
 
-/// The freshness proof of a consistent watch: for a watch of about all of a small cache (a
-/// kubelet's watch of one ConfigMap in a namespace of few, a node's of its Node or pods, the
-/// services kube-proxy reads: [`fresh::listed_covers`]), a metadata list of the cache; else
-/// the cache's own proof, a reload for a small cache the watch mostly covers.
+/// The freshness proof of a consistent watch, and the metadata list it was proven by if it was:
+/// for a watch of about all of a small cache, or of its namespace in it (a kubelet's watch of
+/// one ConfigMap in a namespace of few, a node's of its Node or pods, the services kube-proxy
+/// reads: [`fresh::listing`]), a metadata list of that; else the cache's own proof, a reload
+/// for a small cache the watch mostly covers.
 async fn consistent(
     state: &ProxyState,
     cache: &Live,
     info: &ResourceInfo,
     filter: &Filter,
     arrived: std::time::Instant,
-) -> Option<Proven> {
-    if fresh::listed_covers(cache, info.namespaced, filter, None) {
-        return fresh::consistent_listed(state, cache, filter.namespace.as_deref(), arrived).await;
+) -> Option<(Proven, Option<Listing>)> {
+    if let Some(listing) = fresh::listing(cache, info.namespaced, filter, None) {
+        let namespace = filter.namespace.as_deref();
+        let proven = fresh::consistent_listed(state, cache, listing, namespace, arrived).await?;
+        return Some((proven, Some(listing)));
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);
-    fresh::consistent(state, cache, arrived, || true, reload).await
+    Some((fresh::consistent(state, cache, arrived, || true, reload).await?, None))
 }
 
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the

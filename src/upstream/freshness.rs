@@ -300,8 +300,20 @@ pub struct Freshness {
     /// The metadata lists of the cache (or of one namespace of it): one in flight at a time,
     /// shared by the reads that join it before it is sent, and the last one's answer
     /// ([`Freshness::listed`]).
-    listings: Arc<Gathered<Arc<Listed>, Option<String>>>,
+    listings: Arc<Listings>,
+    /// The metadata lists of one namespace each, for a cache too large to list whole for a
+    /// read of a namespace of few objects ([`Freshness::listed`]): shared by the reads of that
+    /// namespace only, so that they never widen to the whole cache. Bounded; one idle for a
+    /// minute is dropped.
+    namespace_listings: moka::sync::Cache<String, Arc<Listings>>,
 }
+
+/// A cache's metadata lists: one in flight, shared by the reads that join it, each saying the
+/// namespace it reads (`None`: all).
+type Listings = Gathered<Arc<Listed>, Option<String>>;
+
+/// Namespaces whose metadata lists are kept apart at once, at most (`namespace_listings`).
+const NAMESPACE_LISTINGS: u64 = 4096;
 
 impl Freshness {
     pub fn new(
@@ -327,6 +339,10 @@ impl Freshness {
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
             listings: Arc::default(),
+            namespace_listings: moka::sync::Cache::builder()
+                .max_capacity(NAMESPACE_LISTINGS)
+                .time_to_idle(Duration::from_secs(60))
+                .build(),
         }
     }
 
@@ -379,11 +395,13 @@ impl Freshness {
     /// through per read. When a shared list sent since the read arrived already shows the cache
     /// current, no request; a busy cache tries the clock's shared list first. `namespace`: the
     /// one the read is of, if any (a list of that namespace is enough, when no read of another
-    /// joins it).
+    /// joins it). `narrow`: the list is of that namespace whatever other reads want, shared
+    /// only with the reads of that namespace (a cache too large to list whole for the read).
     pub async fn consistent_listed(
         self: &Arc<Self>,
         cache: &ResourceCache,
         namespace: Option<&str>,
+        narrow: bool,
         arrived: std::time::Instant,
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
@@ -409,7 +427,7 @@ impl Freshness {
                 }
             }
         }
-        self.listed(cache, namespace, arrived, deadline).await
+        self.listed(cache, namespace, narrow, arrived, deadline).await
     }
 
     /// The cache shown to hold the upstream's state as of `arrived` by one consistent list of
@@ -424,10 +442,12 @@ impl Freshness {
         self: &Arc<Self>,
         cache: &ResourceCache,
         namespace: Option<&str>,
+        narrow: bool,
         arrived: std::time::Instant,
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
-        let listed = tokio::time::timeout_at(deadline, self.metadata_list(namespace, arrived))
+        let list = self.metadata_list(namespace, narrow, arrived);
+        let listed = tokio::time::timeout_at(deadline, list)
             .await
             .ok()
             .flatten()
@@ -461,8 +481,13 @@ impl Freshness {
     async fn metadata_list(
         self: &Arc<Self>,
         namespace: Option<&str>,
+        narrow: bool,
         arrived: std::time::Instant,
     ) -> Option<Arc<Listed>> {
+        let listings = match namespace.filter(|_| narrow) {
+            Some(ns) => self.namespace_listings.get_with_by_ref(ns, Arc::default),
+            None => self.listings.clone(),
+        };
         let this = self.clone();
         let fetch = move |sent,
                           needs: Vec<Option<String>>|
@@ -478,7 +503,7 @@ impl Freshness {
             })
         };
         let needs = namespace.map(str::to_string);
-        self.listings.get_for(arrived, needs, |l| l.covers(namespace), fetch).await
+        listings.get_for(arrived, needs, |l| l.covers(namespace), fetch).await
     }
 
     /// A consistent list of the cache's scope, or of `namespace` in it, metadata only. `None`

@@ -157,14 +157,18 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
 }
 
 /// kubeplex with every consistent list worth a probe (the default spares lists under 1 MiB),
-/// and enough configmaps in the other namespaces that a metadata list of the cache would cost
-/// more than a list of one namespace directly: the proof is a list and a probe.
+/// and enough configmaps that a metadata list of the cache, or of a namespace, would cost more
+/// than a list of a few of one namespace's ([`FEW`]) directly: the proof is a list and a probe.
 async fn probing_every_list() -> Stack {
     let freshness = FreshnessConfig { probe_min_list_bytes: 0, ..FreshnessConfig::default() };
     let (idle, watch) = (Duration::from_secs(600), WatchConfig::default());
     let shape = ClusterShape { configmaps: 300, ..small() };
     Stack::build_full(SimBuilder::new(), shape, &["configmaps"], idle, watch, freshness).await
 }
+
+/// A list of a few of team-0's ConfigMaps (4 of its ~100, by label): small beside the cache
+/// and beside its namespace.
+const FEW: &str = "/api/v1/namespaces/team-0/configmaps?labelSelector=app%3Dapp-3";
 
 #[tokio::test]
 async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cache() {
@@ -176,12 +180,12 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
     let cache_before = stack.served_from("cache").await;
 
     let started = Instant::now();
-    let ours = get_accept(&stack.addr(), CMS, JSON).await;
+    let ours = get_accept(&stack.addr(), FEW, JSON).await;
     let took = started.elapsed();
     // The proof's own calls: one limit=1 list and one short probe watch.
     assert_eq!(stack.upstream_calls_of("configmaps", "LIST") - lists_before, 1);
     assert_eq!(stack.upstream_calls_of("configmaps", "WATCH") - watches_before, 1);
-    let theirs = get_accept(&stack.upstream(), CMS, JSON).await;
+    let theirs = get_accept(&stack.upstream(), FEW, JSON).await;
     assert_eq!(ours.status, 200);
     assert_eq!(rv_of(&ours.json()), current, "the state at the upstream's current RV");
     assert!(ours.body == theirs.body, "the consistent list equals the apiserver's");
@@ -200,7 +204,7 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
 
     // Proven once, the cache stays current while nothing moves: the next consistent read
     // needs only the one-item list.
-    let again = get_accept(&stack.addr(), CMS, JSON).await;
+    let again = get_accept(&stack.addr(), FEW, JSON).await;
     assert!(again.body == theirs.body);
     assert_eq!(stack.upstream_calls_of("configmaps", "WATCH") - watches_before, 1, "no new probe");
 }
@@ -208,7 +212,7 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
 #[tokio::test]
 async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     // Enough configmaps in the other namespaces that reloading the cache would cost more than
-    // this read of one namespace directly: the proof is a list and a probe.
+    // this read of one namespace directly: the proof is a metadata list of the namespace.
     let shape = ClusterShape { configmaps: 300, ..small() };
     let stack = Stack::new(shape, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
@@ -247,14 +251,14 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
 }
 
 /// The rule for small lists: a consistent list that would need a probe of its own, whose
-/// objects come to less than 1 MiB and whose cache holds much more than it (so that a metadata
-/// list of the cache would cost more than the list), passes through (milliseconds, and cheaper
-/// for the upstream than a probe); once a probe is under way, or the cache is current, it is
-/// served.
+/// objects come to less than 1 MiB and whose cache and namespace hold much more than it (so
+/// that a metadata list of either would cost more than the list), passes through
+/// (milliseconds, and cheaper for the upstream than a probe); once a probe is under way, or the
+/// cache is current, it is served.
 #[tokio::test]
 async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_current() {
-    // The cache holds 300 configmaps, the list 100: a metadata list of the cache would cost
-    // more than the list directly.
+    // The cache holds 300 configmaps, team-0 ~100, the list 4 of them: a metadata list of the
+    // cache or of the namespace would cost more than the list directly.
     let stack = Stack::new(ClusterShape { configmaps: 300, ..small() }, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     move_cluster_on(&stack, "small");
@@ -262,9 +266,9 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     let (cache_before, upstream_before) =
         (stack.served_from("cache").await, stack.served_from("upstream").await);
     let started = Instant::now();
-    let ours = get_accept(&stack.addr(), CMS, JSON).await;
+    let ours = get_accept(&stack.addr(), FEW, JSON).await;
     let took = started.elapsed();
-    let theirs = get_accept(&stack.upstream(), CMS, JSON).await;
+    let theirs = get_accept(&stack.upstream(), FEW, JSON).await;
     assert!(ours.body == theirs.body);
     assert_eq!(stack.served_from("upstream").await, upstream_before + 1, "passed through");
     assert_eq!(stack.served_from("cache").await, cache_before);
@@ -276,10 +280,10 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     );
     // A WatchList proves the cache (its probe is always worth it); then the same small list,
     // with nothing moved since, is answered from the cache.
-    let path = format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5");
+    let path = format!("{FEW}&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5");
     let mut w = watch(&stack.addr(), &path, JSON).await;
     while w.next().await["type"] != "BOOKMARK" {}
-    let again = get_accept(&stack.addr(), CMS, JSON).await;
+    let again = get_accept(&stack.addr(), FEW, JSON).await;
     assert!(again.body == theirs.body);
     assert_eq!(stack.served_from("cache").await, cache_before + 2, "the WatchList and the list");
 }
@@ -291,6 +295,18 @@ fn namespace_lists_of(stack: &Stack, resource: &str) -> u64 {
         l.starts_with("apiserver_request_total{code=\"200\"")
             && l.contains(&format!("resource=\"{resource}\""))
             && l.contains("scope=\"namespace\"")
+            && l.contains("verb=\"LIST\"")
+    });
+    lists.filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+}
+
+/// The apiserver's LISTs of `resource` in every namespace (its `scope="cluster"` requests).
+fn cluster_lists_of(stack: &Stack, resource: &str) -> u64 {
+    let metrics = stack.sim.metrics_text();
+    let lists = metrics.lines().filter(|l| {
+        l.starts_with("apiserver_request_total{code=\"200\"")
+            && l.contains(&format!("resource=\"{resource}\""))
+            && l.contains("scope=\"cluster\"")
             && l.contains("verb=\"LIST\"")
     });
     lists.filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
@@ -656,4 +672,79 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
     }
     let listed = ["read=\"consistent\"", "proof=\"listed\""];
     assert_eq!(stack.metric_sum("kubeplex_freshness_proofs_total", &listed).await, 2);
+}
+
+/// A pool tier holds every ConfigMap of the cluster; a kubelet's consistent watch of one of them
+/// reads a namespace of few. The whole cache is too large to list for that read, the namespace
+/// is not: the watch is proven by a metadata list of its namespace — at once, where a bookmark
+/// probe takes ~1.5 s (with real kubelets behind a pool, every pod's volumes waited ~1 s for
+/// it) — and reads of other namespaces arriving with it each get their own namespace's list:
+/// never one of the whole cache. The answers are the apiserver's, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_namespace() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    let filler = "x".repeat(2048);
+    for i in 0..40 {
+        stack
+            .sim
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("big-{i}"), "namespace": "team-1"},
+                "data": {"v": filler}}))
+            .expect("create");
+    }
+    for ns in ["team-0", "team-2"] {
+        stack
+            .sim
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "mounted", "namespace": ns}, "data": {"v": "1"}}))
+            .expect("create");
+    }
+    wait_synced(&stack, "configmaps").await;
+    let calls = |verb: &'static str| {
+        let stack = &stack;
+        async move {
+            stack.metric_sum("kubeplex_upstream_calls_total", &[&format!("verb=\"{verb}\"")]).await
+        }
+    };
+    let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
+    let named = |ns: &str| {
+        format!("/api/v1/namespaces/{ns}/configmaps?fieldSelector=metadata.name%3Dmounted&{wl}")
+    };
+    let initial_state = |mut w: Watch| async move {
+        let mut lines = Vec::new();
+        loop {
+            let line = w.next_line_within(Duration::from_secs(5)).await.expect("event");
+            let end = line.windows(10).any(|w| w == b"\"BOOKMARK\"");
+            lines.push(line);
+            if end {
+                return lines;
+            }
+        }
+    };
+    // Quiet, as a pool's ConfigMaps mostly are: a busy cache is proven by the clock's shared
+    // current-RV list first.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    move_cluster_on(&stack, "moved");
+    let (probes, reloads) = (calls("proof_watch").await, calls("watchlist").await);
+    let (namespace_lists, cluster_lists) =
+        (namespace_lists_of(&stack, "configmaps"), cluster_lists_of(&stack, "configmaps"));
+    let started = Instant::now();
+    let (team0, team2) = tokio::join!(
+        async { initial_state(watch(&stack.addr(), &named("team-0"), JSON).await).await },
+        async { initial_state(watch(&stack.addr(), &named("team-2"), JSON).await).await },
+    );
+    let took = started.elapsed();
+    for (ns, ours) in [("team-0", team0), ("team-2", team2)] {
+        let theirs = initial_state(watch(&stack.upstream(), &named(ns), JSON).await).await;
+        assert_eq!(ours, theirs, "{ns}: the state and its bookmark, byte for byte");
+    }
+    assert!(took < Duration::from_millis(800), "at once, no probe: {took:?}");
+    assert_eq!(calls("proof_watch").await, probes, "no probe");
+    assert_eq!(calls("watchlist").await, reloads, "no reload");
+    assert_eq!(
+        namespace_lists_of(&stack, "configmaps") - namespace_lists,
+        2,
+        "a list of each read's namespace"
+    );
+    assert_eq!(cluster_lists_of(&stack, "configmaps"), cluster_lists, "none of the whole cache");
 }

@@ -108,11 +108,12 @@ async fn watchlist_events(w: &mut Watch) -> Vec<(String, String, String)> {
 /// front of this one relies on that split when it proves its own reads with such a watch).
 #[tokio::test]
 async fn a_consistent_watchlist_splits_state_and_events_where_the_apiserver_does() {
-    // Enough configmaps elsewhere that the proof is a list and a probe (~2 s), not a reload.
+    // Enough configmaps, in the namespace and elsewhere, beside the few the watch selects that
+    // the proof is a list and a probe (~2 s), not a reload or a metadata list.
     let stack = Stack::new(ClusterShape { configmaps: 300, ..SHAPE }, &["configmaps"]).await;
     move_cluster_on(&stack, "split");
     let path = format!(
-        "{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10"
+        "{CMS}?labelSelector=app%3Dapp-3&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10"
     );
     let addr = stack.addr();
     let (ours_path, started) = (path.clone(), Instant::now());
@@ -126,7 +127,8 @@ async fn a_consistent_watchlist_splits_state_and_events_where_the_apiserver_does
     stack
         .sim
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "during-the-proof", "namespace": "team-0"}}))
+            "metadata": {"name": "during-the-proof", "namespace": "team-0",
+                "labels": {"app": "app-3"}}}))
         .expect("create");
     let created = started.elapsed();
     let (mut ours, answered) = ours.await.expect("our watch");
