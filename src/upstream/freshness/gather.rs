@@ -35,8 +35,12 @@ pub struct Gathered<T, D = ()> {
     next: Mutex<Option<Next<T, D>>>,
     /// The last answer, with when its request was sent.
     last: Mutex<Option<(Instant, T)>>,
-    /// Held while a request is in flight: one at a time.
+    /// Held while a request is in flight: one at a time (unless `overlap`).
     turn: tokio::sync::Mutex<()>,
+    /// A request is sent when its gathering ends even while the one before is in flight: for
+    /// requests that cost the upstream little (one namespace's metadata), where one at a time
+    /// made each read wait for the request before its own to come back, then for its own.
+    overlap: bool,
 }
 
 struct Next<T, D> {
@@ -50,7 +54,15 @@ impl<T, D> Default for Gathered<T, D> {
             next: Mutex::new(None),
             last: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
+            overlap: false,
         }
+    }
+}
+
+impl<T, D> Gathered<T, D> {
+    /// Requests not one at a time: each is sent when its gathering ends ([`Gathered::overlap`]).
+    pub fn overlapping() -> Self {
+        Gathered { overlap: true, ..Gathered::default() }
     }
 }
 
@@ -124,7 +136,10 @@ impl<T: Clone + Send + Sync + 'static, D: Send + 'static> Gathered<T, D> {
                     *slot = Some(Next { answer: rx.clone(), needs: all.clone() });
                     let this = self.clone();
                     tokio::spawn(async move {
-                        let _turn = this.turn.lock().await;
+                        let _turn = match this.overlap {
+                            true => None,
+                            false => Some(this.turn.lock().await),
+                        };
                         tokio::time::sleep(this.gather()).await;
                         // From here on the request is (about to be) sent: a read arriving now
                         // needs the next. Every read that joined has said what it needs.
