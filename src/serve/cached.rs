@@ -100,7 +100,12 @@ pub async fn try_answer(
     }
     // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
     // read passes through.
-    let cache = read.cache(state, encoding).await?;
+    // A list of every object of its scope, in the cache's own form, in one unpaged answer:
+    // what a cache of that scope loads, so that its answer can be a cold cache's first load.
+    let unpaged = opts.limit.is_none_or(|l| l <= 0) && opts.continue_token.is_none();
+    let not_exact = opts.resource_version_match != Some(RvMatch::Exact);
+    let whole = rp.name.is_none() && shape == Shape::Object && unpaged && not_exact;
+    let cache = read.cache(state, encoding, whole).await?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

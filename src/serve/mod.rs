@@ -20,6 +20,7 @@ mod admin;
 mod around;
 pub mod body;
 mod cached;
+mod feed_load;
 mod fresh;
 mod graph_retry;
 pub mod guardrails;

@@ -9,8 +9,9 @@ use http::Response;
 use tower::{Service, ServiceExt};
 
 use super::body::{self, Body};
+use super::feed_load::{self, Feeding};
 use super::metrics::Source;
-use super::read::{CachedRead, Gate, Review};
+use super::read::{Attempt, CachedRead, Gate};
 use super::request::{impersonates, Classified};
 use super::state::ProxyState;
 use super::{cached, graph_retry, resources, watch};
@@ -30,7 +31,7 @@ where
 {
     match graph_retry::graph_read(state, &req) {
         Some(read) => retry_graph_refusals(state, req, read, passthrough).await,
-        None => answer(state, req, passthrough, &Review::default()).await,
+        None => answer(state, req, passthrough, &Attempt::default()).await,
     }
 }
 
@@ -39,18 +40,38 @@ async fn answer<P>(
     state: &Arc<ProxyState>,
     req: Classified,
     passthrough: P,
-    review: &Review,
+    attempt: &Attempt,
 ) -> Response<Body>
 where
     P: Service<Classified, Response = Response<Body>, Error = Infallible>,
 {
-    if let Some(mut answer) = from_cache(state, &req, review).await {
+    if let Some(mut answer) = from_cache(state, &req, attempt).await {
         answer.extensions_mut().insert(Source::Cache);
         return answer;
     }
-    match passthrough.oneshot(req).await {
+    pass(passthrough, req, attempt).await
+}
+
+/// The passthrough's answer to `req` — which feeds the first load of the cold cache the read
+/// started, if it does ([`feed_load`]).
+async fn pass<P>(passthrough: P, req: Classified, attempt: &Attempt) -> Response<Body>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible>,
+{
+    let requested = Instant::now();
+    let feeding = attempt.take_feeder().map(|(feeder, consistent, media_type)| Feeding {
+        feeder,
+        consistent,
+        media_type,
+        requested,
+    });
+    let resp = match passthrough.oneshot(req).await {
         Ok(resp) => resp,
         Err(never) => match never {},
+    };
+    match feeding {
+        Some(feeding) => feed_load::tee(resp, feeding),
+        None => resp,
     }
 }
 
@@ -73,7 +94,7 @@ where
     P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
 {
     let replay = graph_retry::Replay::of(&req);
-    let first = answer(state, req, passthrough.clone(), &Review::default()).await;
+    let first = answer(state, req, passthrough.clone(), &Attempt::default()).await;
     let (mut last, refused) = graph_retry::graph_refusal(first).await;
     let refused_at = Instant::now();
     let lag = state.node.as_deref().map_or(Duration::ZERO, |n| n.graph_lag);
@@ -85,21 +106,18 @@ where
         let Some(retry) = backoff.next(Instant::now()) else { break "refused" };
         tokio::time::sleep_until(retry.at.into()).await;
         metrics.graph_retry_requests.inc();
-        let review = Review::retry();
+        let attempt = Attempt::retry();
         let req = replay.request();
-        if let Some(mut answer) = from_cache(state, &req, &review).await {
+        if let Some(mut answer) = from_cache(state, &req, &attempt).await {
             answer.extensions_mut().insert(Source::Cache);
             last = answer;
             break "granted";
         }
-        if review.denied() && !retry.last {
+        if attempt.denied() && !retry.last {
             // Refused again by the upstream's review: the refusal the read would get.
             continue;
         }
-        let sent = match passthrough.clone().oneshot(req).await {
-            Ok(resp) => resp,
-            Err(never) => match never {},
-        };
+        let sent = pass(passthrough.clone(), req, &attempt).await;
         let refused;
         (last, refused) = graph_retry::graph_refusal(sent).await;
         if !refused {
@@ -117,7 +135,7 @@ where
 async fn from_cache(
     state: &Arc<ProxyState>,
     classified: &Classified,
-    review: &Review,
+    attempt: &Attempt,
 ) -> Option<Response<Body>> {
     let Classified { req, class, identity } = classified;
     match identity {
@@ -164,8 +182,8 @@ async fn from_cache(
     // the cache could answer, before any cache is read or started.
     let impersonation = impersonates(req.headers()).then_some(req.headers());
     let node = state.node.as_deref().zip(identity.user());
-    let gate = Gate { node, impersonation, class, rp, review };
-    let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate };
+    let gate = Gate { node, impersonation, class, rp };
+    let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate, attempt };
     let answer = if opts.watch {
         watch::try_watch(state, &read, req.headers(), req.uri().query()).await
     } else {

@@ -92,7 +92,7 @@ pub async fn try_watch(
     let filter = filter(info, encoding, rp, opts)?;
     // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
     // read passes through.
-    let cache = read.cache(state, encoding).await?;
+    let cache = read.cache(state, encoding, false).await?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

@@ -38,6 +38,7 @@ use super::feed::{self, Feed};
 pub use super::freshness::FreshnessConfig;
 use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
+use super::reflector::fed::Feeder;
 use super::reflector::{FirstLoad, Reflector};
 use super::Upstream;
 use crate::cache::fanout::WatchConfig;
@@ -106,6 +107,9 @@ pub struct Live {
     pub cache: Arc<ResourceCache>,
     pub freshness: Arc<Freshness>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// For a cache started by a read that feeds its first load ([`FirstLoad::Fed`]): what that
+    /// read sends its answer to, until it takes it ([`Live::take_feeder`]).
+    feeder: Mutex<Option<Feeder>>,
 }
 
 impl std::ops::Deref for Live {
@@ -117,6 +121,12 @@ impl std::ops::Deref for Live {
 }
 
 impl Live {
+    /// What the answer to the read that started this cache feeds its first load with, once:
+    /// `None` if the cache does not wait for one, or another read took it.
+    pub fn take_feeder(&self) -> Option<Feeder> {
+        self.feeder.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     /// Aborts its tasks and ends its watchers; `others`: how many caches of the same resource
     /// and encoding still run.
     fn stop(&self, others: usize) {
@@ -245,7 +255,8 @@ impl Caches {
             return Some(live);
         }
         if let Some(declared) = self.declared(info, encoding, read) {
-            return self.start(info, encoding, declared, first);
+            // Wider than the read: its answer cannot be the cache's first load.
+            return self.start(info, encoding, declared, first.unfed());
         }
         if read.name().is_some() || self.scopes_of(info, encoding) >= MAX_SCOPES_PER_RESOURCE {
             return None;
@@ -383,6 +394,14 @@ impl Caches {
             .within(cache.collection_path(), cache.selector_query())
             .first_load(first)
             .reloaded_by(reloads);
+        // Its first load from the answer to the read that started it (`reflector::fed`).
+        let (reflector, feeder) = match first {
+            FirstLoad::Fed { .. } => {
+                let (feeder, fed_by) = tokio::sync::oneshot::channel();
+                (reflector.fed_by(fed_by), Some(feeder))
+            }
+            _ => (reflector, None),
+        };
         let reflector = tokio::spawn(reflector.run());
         let sweeper = {
             let cache = Arc::downgrade(&cache);
@@ -400,7 +419,8 @@ impl Caches {
             })
         };
         tracing::info!(resource = %cache.describe(), "cache started");
-        let live = Arc::new(Live { cache, freshness, tasks: Mutex::new(vec![reflector, sweeper]) });
+        let tasks = Mutex::new(vec![reflector, sweeper]);
+        let live = Arc::new(Live { cache, freshness, tasks, feeder: Mutex::new(feeder) });
         map.insert(key, live.clone());
         Some(live)
     }

@@ -46,6 +46,7 @@ impl UpstreamMetrics {
         let call = |verb: &str| self.calls.with_label_values(&[label, encoding, verb]);
         CallCounters {
             list: call("list"),
+            reader_list: call("reader_list"),
             watch: call("watch"),
             watchlist: call("watchlist"),
             proof_list: call("proof_list"),
@@ -66,6 +67,9 @@ impl UpstreamMetrics {
 #[derive(Clone)]
 pub struct CallCounters {
     pub list: IntCounter,
+    /// A first load taken from the answer to the read that started the cache (its request,
+    /// passed through: `upstream::reflector::fed`).
+    pub reader_list: IntCounter,
     pub watch: IntCounter,
     pub watchlist: IntCounter,
     pub proof_list: IntCounter,

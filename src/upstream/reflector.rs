@@ -44,6 +44,7 @@ use crate::cache::CachedObject;
 use crate::wire::list_watch::{self, ListPage};
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::{Encoding, ResourceInfo};
+use fed::FedBy;
 use move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
@@ -157,6 +158,10 @@ pub struct Reflector<F> {
     first: FirstLoad,
     /// Reload requests ([`Reflector::reloaded_by`]).
     reloads: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The answer to the read that started the cache, for its first load ([`fed`]).
+    fed_by: Option<FedBy>,
+    /// Its state, until the watch from it is answered ([`Reflector::apply_fed_state`]).
+    fed_state: std::sync::Mutex<Option<(ListPage, fed::Fed)>>,
     /// A paged list was requested (the first load at any state is the first one only).
     listed: AtomicBool,
     /// The RV the next load must not be older than (0: none, a consistent load): set when the
@@ -182,6 +187,27 @@ pub enum FirstLoad {
     /// kubeplex from its own cache, with no freshness proof — and the state is consistent for
     /// no read, so the cache's consistent reads are proven as for a quiet cache.
     PagedAnyState,
+    /// The answer to the read that started the cache, an unpaged list of its whole scope
+    /// ([`fed`]); should it not come whole, a paged list as for [`FirstLoad::Paged`]
+    /// (`any_state`: [`FirstLoad::PagedAnyState`]).
+    Fed { any_state: bool },
+}
+
+impl FirstLoad {
+    /// The load to make instead of [`FirstLoad::Fed`], for a cache whose starting read cannot
+    /// feed it (the cache is wider than the read).
+    pub fn unfed(self) -> FirstLoad {
+        match self {
+            FirstLoad::Fed { any_state: true } => FirstLoad::PagedAnyState,
+            FirstLoad::Fed { any_state: false } => FirstLoad::Paged,
+            other => other,
+        }
+    }
+
+    /// Whether the first load accepts any state (`resourceVersion=0`).
+    fn any_state(self) -> bool {
+        matches!(self, FirstLoad::PagedAnyState | FirstLoad::Fed { any_state: true })
+    }
 }
 
 impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
@@ -205,6 +231,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             streaming: true,
             first: FirstLoad::Stream,
             reloads: None,
+            fed_by: None,
+            fed_state: std::sync::Mutex::new(None),
             whole: AtomicBool::new(true),
             listed: AtomicBool::new(false),
             relist_from: AtomicU64::new(0),
@@ -225,6 +253,13 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self
     }
 
+    /// Takes the first load from the answer to the read that started the cache, when it comes
+    /// whole ([`fed`]); else loads as [`Reflector::first_load`] says.
+    pub fn fed_by(mut self, fed_by: FedBy) -> Self {
+        self.fed_by = Some(fed_by);
+        self
+    }
+
     /// Lists and watches `collection` (a cache's path, which may be one namespace's) instead,
     /// with `selectors` (a cache's scope: `&labelSelector=…&fieldSelector=…`, or empty).
     pub fn within(mut self, collection: String, selectors: String) -> Self {
@@ -233,10 +268,39 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self
     }
 
+    /// The state from the answer to the read that started the cache, applied now that the
+    /// watch from it is answered ([`fed`]).
+    fn apply_fed_state(&self) {
+        let Some((page, fed)) = self.fed_state.lock().unwrap_or_else(|p| p.into_inner()).take()
+        else {
+            return;
+        };
+        self.load_started_at(fed.requested, fed.consistent);
+        let mut objects = Vec::with_capacity(page.items.len());
+        for item in page.items {
+            match CachedObject::from_list_item(&self.info, self.encoding, item) {
+                Ok(o) => objects.push(o),
+                Err(e) => self.skipped(&e),
+            }
+        }
+        let whole = self.whole.load(Ordering::Acquire);
+        (self.feed)(Feed::Loaded { objects, rv: page.resource_version, whole });
+    }
+
+    /// Drops a first reader's state whose watch failed; whether there was one.
+    fn fed_state_dropped(&self) -> bool {
+        self.fed_state.lock().unwrap_or_else(|p| p.into_inner()).take().is_some()
+    }
+
     /// A load is being requested now: its skips count against it.
     fn load_started(&self, consistent: bool) {
+        self.load_started_at(std::time::Instant::now(), consistent);
+    }
+
+    /// [`Reflector::load_started`] for a load requested at `requested`.
+    fn load_started_at(&self, requested: std::time::Instant, consistent: bool) {
         self.whole.store(true, Ordering::Release);
-        (self.feed)(Feed::LoadStarted { requested: std::time::Instant::now(), consistent });
+        (self.feed)(Feed::LoadStarted { requested, consistent });
     }
 
     /// An object could not be indexed: it is left out, and the cache is not whole until a
@@ -260,8 +324,20 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     pub async fn run(mut self) {
         let mut state = match self.first {
             FirstLoad::Stream => State::StreamList,
-            FirstLoad::Paged | FirstLoad::PagedAnyState => State::List,
+            FirstLoad::Paged | FirstLoad::PagedAnyState | FirstLoad::Fed { .. } => State::List,
         };
+        if let Some(fed_by) = self.fed_by.take() {
+            if let Some((page, fed)) =
+                fed::receive(fed_by, self.encoding, MAX_LIST_PAGE_BYTES).await
+            {
+                let rv = page.resource_version;
+                self.calls.reader_list.inc();
+                // The first load is done: the next is consistent.
+                self.listed.store(true, Ordering::Release);
+                *self.fed_state.lock().unwrap_or_else(|p| p.into_inner()) = Some((page, fed));
+                state = State::Watch { rv };
+            }
+        }
         let mut failures: u32 = 0;
         let mut reloads = self.reloads.take();
         loop {
@@ -325,6 +401,11 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     Ok(Ended::Broken(last, e)) => {
                         failures += 1;
                         self.resume_after(&e, failures, last)
+                    }
+                    // The first reader's state, its watch refused: the cache loads by itself.
+                    Err(e) if self.fed_state_dropped() => {
+                        tracing::info!(resource = %self.describe, error = %e, "no watch from the first reader's state; listing");
+                        State::List
                     }
                     Err(ReflectError::Gone) => self.relist_after_gone(rv),
                     Err(e) => {
@@ -444,7 +525,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         // other load is consistent.
         let first = !self.listed.swap(true, Ordering::AcqRel);
         let rv_query = match self.not_older_than() {
-            _ if first && self.first == FirstLoad::PagedAnyState => "&resourceVersion=0".into(),
+            _ if first && self.first.any_state() => "&resourceVersion=0".into(),
             Some(rv) => format!("&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
             None => String::new(),
         };
@@ -549,6 +630,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     ) -> Result<Ended, ReflectError> {
         let mut started = Instant::now();
         let resp = self.get(path).await?;
+        self.apply_fed_state();
         let mut served_by = served_by(&resp);
         let mut active = self.upstream.active();
         let mut body = compressed::Chunks::new(resp);
@@ -763,6 +845,7 @@ async fn collect(resp: http::Response<Incoming>, limit: usize) -> Result<Bytes, 
     compressed::read(resp, limit).await.map_err(|e| ReflectError::Transport(e.to_string()))
 }
 
+pub mod fed;
 mod move_back;
 #[cfg(all(test, feature = "sim"))]
 mod tests;

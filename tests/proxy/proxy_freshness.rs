@@ -21,6 +21,7 @@ fn small() -> ClusterShape {
 }
 
 const JSON: &str = "application/json";
+const PB: &str = "application/vnd.kubernetes.protobuf";
 /// A proof's bound in these tests: the probe's bookmark comes 1–2 s in (measured 1.6–1.95 s in
 /// all), with room for a loaded 2-core CI machine; a read that had to wait out the 3 s budget
 /// and pass through would take longer.
@@ -52,14 +53,16 @@ async fn wait_synced(stack: &Stack, resource: &str) {
     panic!("the {resource} cache never synced");
 }
 
+/// 50 reads of a cold cache at once cost the upstream one load: the first one's own list,
+/// passed through — its answer is the cache's first load (`upstream::reflector::fed`), so that
+/// reader waits no longer than directly — and the watch after it; the other 49 wait for that
+/// load and are answered from the cache, every answer the apiserver's.
 #[tokio::test]
 async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
     let stack = Stack::new(small(), &[]).await;
     let addr = stack.addr();
     let path = "/api/v1/configmaps?resourceVersion=0";
     let answers = join_all((0..50).map(|_| get_accept(&addr, path, JSON))).await;
-    // The cache's own load is the only read of configmaps upstream: a paged list (as a list
-    // would read it directly) and the watch after it.
     let (lists, watches) = (
         stack.upstream_calls_of("configmaps", "LIST"),
         stack.upstream_calls_of("configmaps", "WATCH"),
@@ -70,8 +73,18 @@ async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
         assert!(a.body == direct.body, "a cold list differs from the apiserver's");
     }
     assert_eq!((lists, watches), (1, 1), "one upstream load for 50 cold lists");
-    assert_eq!(stack.served_from("upstream").await, 0, "none passed through");
-    assert_eq!(stack.served_from("cache").await, 50);
+    let loads = |verb: &'static str| {
+        let stack = &stack;
+        async move {
+            let verb = format!("verb=\"{verb}\"");
+            stack
+                .metric_sum("kubeplex_upstream_calls_total", &["resource=\"configmaps", &verb])
+                .await
+        }
+    };
+    assert_eq!((loads("reader_list").await, loads("list").await), (1, 0), "the first read's");
+    assert_eq!(stack.served_from("upstream").await, 1, "the first read passed through");
+    assert_eq!(stack.served_from("cache").await, 49);
     let waited = stack.metric_sum("kubeplex_cache_sync_waits_total", &["result=\"synced\""]).await;
     assert!(waited >= 1, "the cold reads waited for the sync ({waited})");
     assert_eq!(
@@ -747,4 +760,43 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
         "a list of each read's namespace"
     );
     assert_eq!(cluster_lists_of(&stack, "configmaps"), cluster_lists, "none of the whole cache");
+}
+
+/// A cold cache's first reader asking for all of its scope in one unpaged list is passed
+/// through, and its answer — the apiserver's bytes, as fast as directly — is the cache's first
+/// load: one list upstream, then the cache's watch, and the next read is the cache's. In
+/// protobuf as in JSON. A paged read (`limit`) is not all of it: the cache loads by itself.
+#[tokio::test]
+async fn a_cold_caches_first_unpaged_list_is_passed_through_and_is_its_first_load() {
+    let stack = Stack::new(small(), &[]).await;
+    let calls = |resource: &'static str, verb: &'static str| {
+        let stack = &stack;
+        async move {
+            let (r, v) = (format!("resource=\"{resource}"), format!("verb=\"{verb}\""));
+            stack.metric_sum("kubeplex_upstream_calls_total", &[&r, &v]).await
+        }
+    };
+    for (path, accept) in [("/api/v1/configmaps", JSON), ("/api/v1/services?resourceVersion=0", PB)]
+    {
+        let resource = if path.contains("configmaps") { "configmaps" } else { "services" };
+        let (cache, upstream) =
+            (stack.served_from("cache").await, stack.served_from("upstream").await);
+        let first = get_accept(&stack.addr(), path, accept).await;
+        wait_synced(&stack, resource).await;
+        assert_eq!(stack.upstream_calls_of(resource, "LIST"), 1, "{path}: one list upstream");
+        let direct = get_accept(&stack.upstream(), path, accept).await;
+        assert_eq!(first.status, 200);
+        assert!(first.body == direct.body, "{path}: the apiserver's answer");
+        assert_eq!(stack.served_from("upstream").await, upstream + 1, "{path}: passed through");
+        assert_eq!((calls(resource, "reader_list").await, calls(resource, "list").await), (1, 0));
+        let again = get_accept(&stack.addr(), path, accept).await;
+        assert!(again.body == direct.body, "{path}: the cache's answer");
+        assert_eq!(stack.served_from("cache").await, cache + 1, "{path}: from the cache");
+    }
+    // Paged: the first page passes through, and the cache's own load follows.
+    let paged = "/api/v1/namespaces/team-0/pods?limit=5";
+    let first = get_accept(&stack.addr(), paged, JSON).await;
+    assert_eq!(first.status, 200);
+    wait_synced(&stack, "pods").await;
+    assert_eq!(calls("pods", "reader_list").await, 0, "a page is not the cache's load");
 }
