@@ -4,7 +4,10 @@
 //! - [`wire`]: the Kubernetes wire formats and rules shared by everything (request parsing,
 //!   selectors, continue tokens, Status errors, encoders and watch framing);
 //! - [`cache`]: owns state — per resource and encoding, the objects' upstream bytes, snapshots;
-//! - [`upstream`]: talks to the apiserver (credentials, TLS, HTTP/2) and runs the reflectors;
+//! - [`upstream`]: the connection to the apiserver (where it is, credentials, TLS, HTTP/2,
+//!   failover between upstreams);
+//! - [`live`]: the live caches over that connection — their reflectors (list+watch), the
+//!   proofs of their freshness, their states on disk;
 //! - [`auth`]: node mode's identity layer — who a client is, what it may read from the cache;
 //! - [`serve`]: answers clients — from the cache where exact, by passthrough otherwise;
 //! - [`net`]: the client listener's lean HTTP/1.1 server.
@@ -16,6 +19,7 @@
 
 pub mod auth;
 pub mod cache;
+pub mod live;
 pub mod net;
 pub mod serve;
 pub mod upstream;

@@ -126,7 +126,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
             let (Some(uid), Some(gid)) = (parse(ids.next()), parse(ids.next())) else {
                 anyhow::bail!("--owner {owner:?}: expected UID:GID, numeric");
             };
-            let files = kubeplex::upstream::disk::prepare_dir(dir, uid, gid)
+            let files = kubeplex::live::disk::prepare_dir(dir, uid, gid)
                 .with_context(|| format!("state directory {}", dir.display()))?;
             println!("{}: mode 0700, owner {uid}:{gid}, {files} files", dir.display());
             return Ok(());

@@ -31,7 +31,7 @@ use super::impersonate::requested_impersonation;
 use super::node::NodeAuth;
 use super::review::{ResourceAttributes, UserInfo};
 use crate::cache::CachedObject;
-use crate::upstream::caches::Caches;
+use crate::live::caches::Caches;
 
 /// The Node authorizer's user prefix and group (`nodeidentifier.NodeIdentity`).
 const NODE_PREFIX: &str = "system:node:";

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::review::Reviews;
-use crate::upstream::disk::DiskStates;
+use crate::live::disk::DiskStates;
 
 /// The node-local mode's authentication and authorization.
 pub struct NodeAuth {

@@ -55,7 +55,7 @@ use self::outage::{usable, Outages};
 pub use self::policy::ReviewConfig;
 use self::policy::{jwt_expired, AccessKey, Answer, Grace, Known, TokenKey, Ttl};
 pub use self::wire::{Decision, ResourceAttributes, ReviewError, TokenIdentity, UserInfo};
-use crate::upstream::disk::DiskStates;
+use crate::live::disk::DiskStates;
 use crate::upstream::Upstream;
 
 /// The reviews of one upstream, with their caches.

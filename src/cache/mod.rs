@@ -11,7 +11,7 @@
 //! - [`frames`]: watch stream frames (JSON lines, protobuf frames) for a resource;
 //! - `relist`: a relist's differences as watch events;
 //! - [`resource`]: one cache's state behind its locks — the store, the RV readers wait on, load
-//!   epochs, the fan-out — which the live layer (`upstream::caches`, the reflector) feeds;
+//!   epochs, the fan-out — which the live layer (`live::caches`, the reflector) feeds;
 //! - [`scope`]: what part of a resource a cache holds (namespace, selectors), and whether a
 //!   read lies within it;
 //! - [`metrics`]: the caches' Prometheus series, registered into the process's registry.

@@ -1,6 +1,6 @@
 //! A cache's state on disk: what lets a kubeplex restarted while the apiserver is unreachable (a
 //! node rebooted during an outage) serve its last state until the upstream answers (issue 13).
-//! The live layer (`upstream::disk`) decides when to write and read; this is only the format.
+//! The live layer (`live::disk`) decides when to write and read; this is only the format.
 //!
 //! One file per cache:
 //!

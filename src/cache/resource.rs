@@ -1,6 +1,6 @@
 //! One cache's state per (resource, wire encoding), behind its locks: the store, the RV it has
 //! reached (readers wait on it), load epochs, the fan-out to watchers, and its metric series.
-//! The live layer (`upstream::caches`, `upstream::feed`) feeds it; it does no I/O and starts no
+//! The live layer (`live::caches`, `live::feed`) feeds it; it does no I/O and starts no
 //! tasks.
 //!
 //! - this file: the state, its reads (snapshots, waits for an RV or the first sync), idleness;

@@ -90,7 +90,7 @@ impl Snapshot {
 
     /// This state served at `rv`, a later RV at which the upstream's state of the same scope was
     /// shown to be the same (a metadata list listing exactly these objects at their RVs:
-    /// `upstream::freshness`); a list of it is the upstream's list at `rv`.
+    /// `live::freshness`); a list of it is the upstream's list at `rv`.
     pub fn as_of(mut self, rv: u64) -> Self {
         self.rv = self.rv.max(rv);
         self

@@ -4,9 +4,9 @@
 use kubeplex::auth::ReviewConfig;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::serve::stack::ACCESS_LOG_TARGET;
 use kubeplex::serve::{Http1Server, Mode, NodeConfig};
-use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::ServerUrl;
 use kubeplex::wire::names::{is_dns1123_label, is_dns1123_subdomain};
 
@@ -157,7 +157,7 @@ impl Settings {
             memory_budget: (s.cache_memory_budget > 0)
                 .then(|| usize::try_from(s.cache_memory_budget).unwrap_or(usize::MAX)),
             namespace: s.cache_namespace.clone(),
-            disk: kubeplex::upstream::disk::DiskConfig {
+            disk: kubeplex::live::disk::DiskConfig {
                 dir: s.disk_state_dir.clone(),
                 interval: s.disk_state_interval.0,
                 max_bytes: s.disk_state_max_bytes,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-use kubeplex::upstream::caches::FreshnessConfig;
+use kubeplex::live::caches::FreshnessConfig;
 
 use super::duration::Duration;
 

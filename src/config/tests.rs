@@ -278,7 +278,7 @@ fn guardrails_default_to_the_apiservers_and_reach_the_proxy() {
 
 #[test]
 fn disk_state_is_off_by_default_and_reaches_the_caches() {
-    use kubeplex::upstream::disk::DiskConfig;
+    use kubeplex::live::disk::DiskConfig;
     let c = Settings::from_yaml("").unwrap().resolve().unwrap();
     assert_eq!(c.caches.disk, DiskConfig::default());
     assert_eq!(c.caches.disk.dir, None);

@@ -11,7 +11,7 @@
 //! - `N` exact (list with N and a limit; `Exact`; a continue token): the snapshot at N when it
 //!   is still in the window, else pass through;
 //! - unset (most recent, consistent): a list is answered once the cache is shown to hold the
-//!   upstream's state as of the request's arrival (`upstream::freshness`), else passed
+//!   upstream's state as of the request's arrival (`live::freshness`), else passed
 //!   through; a get is passed through (one small upstream request either way, and faster).
 //!
 //! A cache that has not synced yet is waited for (bounded), not passed by: the reads of a cold
@@ -32,8 +32,8 @@ use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::cache::CachedObject;
-use crate::upstream::caches::Live;
-use crate::upstream::freshness::Proven;
+use crate::live::caches::Live;
+use crate::live::freshness::Proven;
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath, RvMatch};

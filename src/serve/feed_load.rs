@@ -1,5 +1,5 @@
 //! A cold cache's first load from the answer to the read that started it
-//! (`upstream::reflector::fed`): the answer, passed through, goes to the reader as it comes —
+//! (`live::reflector::fed`): the answer, passed through, goes to the reader as it comes —
 //! as fast as directly — and, when it is a whole `200` list in the cache's own encoding, to the
 //! cache once complete. The reader never waits for the cache.
 
@@ -11,7 +11,7 @@ use http::{header, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
 use super::body::{Body, BoxError};
-use crate::upstream::reflector::fed::{Fed, Feeder};
+use crate::live::reflector::fed::{Fed, Feeder};
 use crate::wire::gzip;
 
 /// The largest answer kept to feed a cache (the reflector's own limit on a list); past it the

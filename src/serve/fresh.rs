@@ -1,5 +1,5 @@
 //! Waiting for a cache instead of passing a read through: a cold cache's first sync, and the
-//! freshness proof of consistent and not-older-than reads (see `upstream::freshness`). Each
+//! freshness proof of consistent and not-older-than reads (see `live::freshness`). Each
 //! wait is bounded (`FreshnessConfig`) and counted in `kubeplex_cache_sync_*` and
 //! `kubeplex_freshness_*`.
 
@@ -12,10 +12,10 @@ use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
-use crate::upstream::caches::Live;
-use crate::upstream::freshness::{NotProven, Proof, Proven};
+use crate::live::caches::Live;
+use crate::live::freshness::{NotProven, Proof, Proven};
 
-/// A reload proves a cache of at most this many bytes of objects (`upstream::freshness`).
+/// A reload proves a cache of at most this many bytes of objects (`live::freshness`).
 pub const RELOAD_MAX_BYTES: usize = 1 << 20;
 /// What a reload may cost beyond the read's own objects, whatever they come to.
 const RELOAD_SLACK_BYTES: usize = 16 << 10;

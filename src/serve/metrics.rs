@@ -7,8 +7,8 @@ use super::request::Class;
 use super::resources::Resources;
 use crate::auth::ReviewMetrics;
 use crate::cache::metrics::CacheMetrics;
+use crate::live::metrics::UpstreamMetrics;
 use crate::net::h1::LeanCounters;
-use crate::upstream::metrics::UpstreamMetrics;
 use crate::wire::request::ApiPath;
 
 /// Where an answer came from.
@@ -38,7 +38,7 @@ pub struct Metrics {
     latency: HistogramVec,
     /// The caches' own series (defined in `cache::metrics`, registered here).
     pub cache: CacheMetrics,
-    /// The upstream side's series (defined in `upstream::metrics`, registered here).
+    /// The upstream side's series (defined in `live::metrics`, registered here).
     pub upstream: UpstreamMetrics,
     /// Authentication and authorization of clients (node mode).
     pub reviews: ReviewMetrics,

@@ -39,4 +39,4 @@ mod watch;
 
 pub use self::proxy::{BindError, Http1Server, Mode, NodeConfig, Proxy, ProxyBuilder, StartError};
 pub use self::state::ProxyState;
-pub use crate::upstream::caches::CacheSpec;
+pub use crate::live::caches::CacheSpec;

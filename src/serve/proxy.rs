@@ -16,8 +16,8 @@ use super::resources::Resources;
 use super::state::ProxyState;
 use super::{admin, pages, stack};
 use crate::auth::{NodeAuth, ReviewConfig, Reviews};
-use crate::upstream::caches::{CacheSpec, Caches, CachesConfig};
-use crate::upstream::disk::{DiskError, DiskStates};
+use crate::live::caches::{CacheSpec, Caches, CachesConfig};
+use crate::live::disk::{DiskError, DiskStates};
 use crate::upstream::Upstream;
 
 /// Bytes of compressed list pages kept for reuse.
@@ -230,7 +230,7 @@ impl ProxyBuilder {
         };
         // Caches' states on disk (when configured) are read before anything serves: their
         // resources are known to discovery before it answers, and each waits for its cache's
-        // first load (`upstream::disk`).
+        // first load (`live::disk`).
         let disk = DiskStates::new(&caches.disk, caches.namespace.as_deref(), &metrics.registry)?;
         let from_disk = match &disk {
             Some(d) => {

@@ -9,9 +9,9 @@ use super::state::ProxyState;
 use crate::auth::authorize::read_attributes;
 use crate::auth::{NodeAuth, UserInfo};
 use crate::cache::{Encoding, Scope};
-use crate::upstream::caches::Live;
-use crate::upstream::reflector::fed::Feeder;
-use crate::upstream::reflector::FirstLoad;
+use crate::live::caches::Live;
+use crate::live::reflector::fed::Feeder;
+use crate::live::reflector::FirstLoad;
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::resource::ResourceInfo;
 
@@ -35,7 +35,7 @@ impl CachedRead<'_> {
     ///
     /// `whole`: the read asks for what a cache of its scope loads — every object of it, in the
     /// cache's encoding, in one unpaged list. A cache it starts then takes its first load from
-    /// the read's own answer (`upstream::reflector::fed`): the read is passed through, with what
+    /// the read's own answer (`live::reflector::fed`): the read is passed through, with what
     /// feeds the cache noted in its [`Attempt`], and `None` is returned.
     pub async fn cache(
         &self,
@@ -151,7 +151,7 @@ impl Attempt {
         *self.feeder.lock().unwrap_or_else(|p| p.into_inner()) = feeding;
     }
 
-    /// What the read's answer feeds, if anything (`upstream::reflector::fed`).
+    /// What the read's answer feeds, if anything (`live::reflector::fed`).
     pub fn take_feeder(&self) -> Option<(Feeder, bool, &'static str)> {
         self.feeder.lock().unwrap_or_else(|p| p.into_inner()).take()
     }

@@ -7,7 +7,7 @@ use super::metrics::Metrics;
 use super::pages::PageCache;
 use super::resources::Resources;
 use crate::auth::NodeAuth;
-use crate::upstream::caches::Caches;
+use crate::live::caches::Caches;
 use crate::upstream::Upstream;
 
 /// Shared by every connection.

@@ -6,28 +6,19 @@
 //!   watches on one HTTP/2 connection and keeps credentials current (token file rotation,
 //!   exec plugins);
 //! - `failover`: which of the upstreams (a pool tier, then the apiserver) requests go to;
-//! - [`reflector`]: the list+watch loop toward the upstream for one resource, which yields
-//!   what it learns as [`feed::Feed`] events;
-//! - [`feed`]: those events, and how the live layer applies them to a cache;
-//! - [`metrics`]: the upstream calls and relists, by cache;
-//! - [`caches`]: the running caches (state, reflector, sweeper, proofs), started on first use;
-//! - [`freshness`]: proving a cache current for consistent reads (a `limit=1` list and a
-//!   bookmark probe).
+//! - [`compressed`]: reading an answer's body whatever its content encoding.
+//!
+//! What runs over it — the caches' list+watch loops, the proofs of their freshness — is the
+//! live layer (`crate::live`), which depends on this one and never the reverse.
 
-pub mod caches;
 mod cert_files;
 pub mod client;
 pub mod compressed;
 pub mod config;
 mod credentials;
-pub mod disk;
 mod exec;
 mod failover;
-pub mod feed;
-pub mod freshness;
 mod kubeconfig;
-pub mod metrics;
-pub mod reflector;
 mod resolve;
 mod tls;
 

@@ -89,7 +89,7 @@ async fn every_metric_the_dashboard_and_alerts_use_is_scraped_and_documented() {
     // proof), a cold cache (its first sync), passthrough, a refusal. Whether the namespaces
     // read finds its new cache still cold is a race with the cache's first list; the services
     // read always counts a sync wait: a page is not the whole list that could feed the cold
-    // cache (`upstream::reflector::fed`), so it waits for the cache's own load, which fails
+    // cache (`live::reflector::fed`), so it waits for the cache's own load, which fails
     // (kubeplex's identity may not list services), and the read passes through (`load_failed`).
     for path in [
         "/api/v1/pods?resourceVersion=0",

@@ -15,7 +15,7 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use kubeplex::auth::ReviewConfig;
-use kubeplex::upstream::disk::DiskConfig;
+use kubeplex::live::disk::DiskConfig;
 use serde_json::json;
 use support::node::{Node, NodeOptions, NOBODY_TOKEN, READER_TOKEN, VIEWER_TOKEN};
 use support::tls::{Credentials, TlsClient};

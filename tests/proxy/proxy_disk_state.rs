@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::live::disk::DiskConfig;
 use kubeplex::serve::Proxy;
-use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
-use kubeplex::upstream::disk::DiskConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};

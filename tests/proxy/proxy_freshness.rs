@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::upstream::caches::FreshnessConfig;
+use kubeplex::live::caches::FreshnessConfig;
 use kubeplex_sim::seed::ClusterShape;
 use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
@@ -54,7 +54,7 @@ async fn wait_synced(stack: &Stack, resource: &str) {
 }
 
 /// 50 reads of a cold cache at once cost the upstream one load: the first one's own list,
-/// passed through — its answer is the cache's first load (`upstream::reflector::fed`), so that
+/// passed through — its answer is the cache's first load (`live::reflector::fed`), so that
 /// reader waits no longer than directly — and the watch after it; the other 49 wait for that
 /// load and are answered from the cache, every answer the apiserver's.
 #[tokio::test]

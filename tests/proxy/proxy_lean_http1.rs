@@ -8,8 +8,8 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::live::caches::CachesConfig;
 use kubeplex::serve::{Http1Server, Proxy};
-use kubeplex::upstream::caches::CachesConfig;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::ClusterShape;
 use support::stack::Stack;

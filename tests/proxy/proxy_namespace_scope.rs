@@ -14,8 +14,8 @@ use std::time::Duration;
 use http::Method;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
+use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::serve::Proxy;
-use kubeplex::upstream::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::auth::{Auth, Rule, Subject};
 use kubeplex_sim::seed::{self, ClusterShape};
@@ -93,7 +93,7 @@ async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_
     let own = "/api/v1/namespaces/team-0/configmaps?resourceVersion=0";
 
     // Without a namespace limit, a read of one namespace starts a cache of that namespace alone
-    // (never a wider one: `upstream::caches`, "What a cache may cost"), which the Role fills.
+    // (never a wider one: `live::caches`, "What a cache may cost"), which the Role fills.
     let wide = sidecar(&sim, &dir.0, None).await;
     let addr = wide.addr.to_string();
     for _ in 0..3 {
@@ -101,7 +101,7 @@ async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     }
     // The first read, of the whole cache it starts, passed through: its answer was the cache's
-    // first load (`upstream::reflector::fed`); the others were served from that cache.
+    // first load (`live::reflector::fed`); the others were served from that cache.
     assert_eq!(served(&wide, "cache"), 2, "a read of one namespace cached for that namespace");
     assert_eq!(served(&wide, "upstream"), 1);
     // A read of every namespace would need a cluster-wide cache, which the Role cannot fill:

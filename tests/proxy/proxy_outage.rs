@@ -11,7 +11,7 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::upstream::caches::FreshnessConfig;
+use kubeplex::live::caches::FreshnessConfig;
 use kubeplex_sim::seed::ClusterShape;
 use kubeplex_sim::SimBuilder;
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! Caches scoped by selectors, and the cost rule that decides which caches start
-//! (`upstream::caches`, "What a cache may cost"): a node-local kubeplex must never cost the
+//! (`live::caches`, "What a cache may cost"): a node-local kubeplex must never cost the
 //! apiserver more than the node's agents would directly (DESIGN.md §7). A configured cache of a
 //! node's own pods (`spec.nodeName=NODE`) lists and watches only those, serves the kubelet's
 //! read byte for byte, and hears nothing of the other nodes' pods; a read of one named object
@@ -186,7 +186,7 @@ async fn a_read_starts_a_cache_of_exactly_its_scope() {
     assert_eq!(via.body, get(&stack.upstream(), narrower).await.body);
     assert_eq!(caches(&stack).await.len(), 1, "served by the running cache");
     // The first read, of exactly the scope it started, was passed through and fed the cache's
-    // first load (`upstream::reflector::fed`); the narrower one was served from it.
+    // first load (`live::reflector::fed`); the narrower one was served from it.
     assert_eq!(stack.served_from("cache").await, 1);
     let wider = "/api/v1/namespaces/team-0/pods?resourceVersion=0";
     let via = get(&stack.addr(), wider).await;

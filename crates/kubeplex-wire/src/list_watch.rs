@@ -1,6 +1,6 @@
 //! What a reflector reads from the upstream, in either encoding: list pages, watch events, and
 //! the few fields of an event's object it acts on (resourceVersion, the initial-events-end
-//! annotation, an ERROR's Status code). The reflector (`src/upstream/reflector.rs`) only moves
+//! annotation, an ERROR's Status code). The reflector (`src/live/reflector.rs`) only moves
 //! bytes and decides; the formats are read here.
 
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! Applying what the upstream said to a cache (called by the live layer's `upstream::feed`):
+//! Applying what the upstream said to a cache (called by the live layer's `live::feed`):
 //! complete states (loads, with the relist's differences sent to watchers), single events,
 //! bookmarks, freshness marks, and objects that could not be indexed. Every change bumps the
 //! load epoch when the state may stop following from the one before it.

@@ -1,6 +1,6 @@
 //! The one list+watch per (resource, encoding) toward the upstream that fills a cache. It yields
 //! what it learns as [`Feed`] events (loads, their states, changes, bookmarks) to the sink it is
-//! given; the live layer applies them to the cache (`upstream::feed`). It never reads the cache:
+//! given; the live layer applies them to the cache (`live::feed`). It never reads the cache:
 //! where it is (the newest RV seen, whether an object was skipped) is its own state. The formats
 //! it reads are `wire::list_watch`'s.
 //!
@@ -22,7 +22,7 @@
 //! - [`State::Wait`] → its `then` state when the backoff, or the upstream's `Retry-After`,
 //!   has elapsed.
 //!
-//! The loop never ends by itself; its owner (the live cache, `upstream::caches`) aborts it.
+//! The loop never ends by itself; its owner (the live cache, `live::caches`) aborts it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,12 +35,12 @@ use hyper::body::Incoming;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::compressed;
 use super::feed::Feed;
 use super::metrics::CallCounters;
-use super::{Upstream, UpstreamBody};
 use crate::cache::resource::EventKind;
 use crate::cache::CachedObject;
+use crate::upstream::compressed;
+use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::list_watch::{self, ListPage};
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::{Encoding, ResourceInfo};
@@ -74,7 +74,7 @@ enum State {
     Wait { until: Instant, then: Box<State> },
 }
 
-/// How long a reload waits for more reads to ask for it (see `upstream::freshness::clock`).
+/// How long a reload waits for more reads to ask for it (see `live::freshness::clock`).
 const RELOAD_GATHER: Duration = Duration::from_millis(20);
 
 /// How a watch stream ended, when it did not fail.
@@ -240,7 +240,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 
     /// Reloads (relists) whenever `requests` changes while it watches: a freshness proof for a
-    /// small cache (`upstream::freshness`). A request made during a load is honoured after it.
+    /// small cache (`live::freshness`). A request made during a load is honoured after it.
     pub fn reloaded_by(mut self, requests: tokio::sync::watch::Receiver<u64>) -> Self {
         self.reloads = Some(requests);
         self

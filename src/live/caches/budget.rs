@@ -23,7 +23,7 @@ use super::refusal::{Refusal, RefusedStatus, Why};
 use super::{CacheKey, Caches};
 use crate::cache::resource::ResourceCache;
 use crate::cache::{Encoding, Scope};
-use crate::upstream::feed::Feed;
+use crate::live::feed::Feed;
 use crate::wire::resource::ResourceInfo;
 
 /// How often growth by watch events is checked against the budget.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::cache::testutil::configmaps_info as configmaps;
-use crate::upstream::metrics::UpstreamMetrics;
+use crate::live::metrics::UpstreamMetrics;
 use crate::upstream::UpstreamConfig;
 use kubeplex_sim::{Sim, SimBuilder};
 

@@ -40,13 +40,13 @@ use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
 use super::reflector::fed::Feeder;
 use super::reflector::{FirstLoad, Reflector};
-use super::Upstream;
 use crate::cache::fanout::WatchConfig;
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::persist::DiskState;
 use crate::cache::resource::ResourceCache;
 use crate::cache::store::StoreLimits;
 use crate::cache::{Encoding, Scope};
+use crate::upstream::Upstream;
 use crate::wire::resource::ResourceInfo;
 
 /// Tunables of the caches (see `config`).
@@ -68,7 +68,7 @@ pub struct CachesConfig {
     /// in use while the refresh fails: `serve::resources`). Default
     /// `serve::resources::DISCOVERY_TTL`.
     pub discovery_ttl: Duration,
-    /// Caches' states on local disk, for restarts during outages (`upstream::disk`).
+    /// Caches' states on local disk, for restarts during outages (`live::disk`).
     pub disk: DiskConfig,
     /// At most this many bytes of objects in all caches together (`None`: no limit); see
     /// [`budget`].
@@ -378,7 +378,7 @@ impl Caches {
             self.clock.clone(),
             reload,
         ));
-        // The reflector's events are applied to the cache as they are read (`upstream::feed`);
+        // The reflector's events are applied to the cache as they are read (`live::feed`);
         // with a state directory, a state read from disk stands by for the first load.
         let fed = cache.clone();
         let apply: Box<dyn Fn(Feed) + Send + Sync> = match &self.disk {

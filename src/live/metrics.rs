@@ -68,7 +68,7 @@ impl UpstreamMetrics {
 pub struct CallCounters {
     pub list: IntCounter,
     /// A first load taken from the answer to the read that started the cache (its request,
-    /// passed through: `upstream::reflector::fed`).
+    /// passed through: `live::reflector::fed`).
     pub reader_list: IntCounter,
     pub watch: IntCounter,
     pub watchlist: IntCounter,

@@ -71,9 +71,9 @@ pub use clock::Clock;
 use gather::Gathered;
 
 use super::metrics::CallCounters;
-use super::{Upstream, UpstreamBody};
 use crate::cache::resource::ResourceCache;
 use crate::cache::CachedObject;
+use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::meta;
 
 /// How long reads wait for the cache rather than passing through.
@@ -96,7 +96,7 @@ impl FreshnessConfig {
     /// The cold-start wait's default: long enough for a streaming list of a large resource.
     pub const SYNC_WAIT: Duration = Duration::from_secs(15);
     /// The proof's default budget: a probe's bookmark comes 1–2 s in (see
-    /// `upstream::freshness`), and the apiserver's own not-older-than wait is 3 s.
+    /// `live::freshness`), and the apiserver's own not-older-than wait is 3 s.
     pub const CONSISTENT_WAIT: Duration = Duration::from_secs(3);
     /// 1 MiB: the apiserver serializes that in tens of milliseconds, less than the probe's
     /// ~1.5 s wait is worth to a `kubectl get`, and far less than its cost for a large list.
