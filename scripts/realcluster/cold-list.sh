@@ -8,7 +8,8 @@
 # case: each run's seconds, and their median.
 #
 # Usage: cold-list.sh [RUNS=3] [COUNT=100000]
-# Env: HARNESS (default ~/.cache/kubeplex-realcluster), KUBEPLEX_BIN, BENCH_BIN.
+# Env: ENCODINGS (default "json protobuf"), RVS (default "- resourceVersion=0"; "-" is
+# unset), FIFTY=0 to leave out the 50 readers, HARNESS (default ~/.cache/kubeplex-realcluster), KUBEPLEX_BIN, BENCH_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-3}; COUNT=${2:-100000}
@@ -40,14 +41,16 @@ fi
 accept() { case $1 in json) echo application/json ;; protobuf) echo application/vnd.kubernetes.protobuf ;; esac; }
 # The apiserver's count of configmaps LISTs so far.
 lists() {
-  curl -sk -H "Authorization: Bearer $TOKEN" "$APISERVER/metrics" |
+  curl -sk -m 30 -H "Authorization: Bearer $TOKEN" "$APISERVER/metrics" |
     awk '/^apiserver_request_total\{/ && /resource="configmaps"/ && /verb="LIST"/ {s += $NF} END {printf "%d\n", s}'
 }
 # Seconds for one whole list: URL ENCODING [AUTH].
 timed() {
   local auth=()
   [ -n "${3:-}" ] && auth=(-H "Authorization: Bearer $3")
-  curl -sk --compressed -o /dev/null -w '%{time_total} %{http_code}\n' "${auth[@]}" \
+  # Not curl's own User-Agent: the apiserver indents JSON for curl, and kubeplex passes
+  # such reads through (indenting is the apiserver's to do).
+  curl -sk --compressed -A kubeplex-cold-list/1 -o /dev/null -w '%{time_total} %{http_code}\n' "${auth[@]}" \
     -H "Accept: $(accept "$2")" "$1"
 }
 start_kubeplex() {
@@ -57,11 +60,21 @@ start_kubeplex() {
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null && return; sleep 0.1; done
   echo "kubeplex did not start" >&2; exit 1
 }
+# Seconds until kubeplex's cache has synced (its first load applied), polled every 0.1 s.
+until_synced() {
+  local start; start=$(date +%s.%N)
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$ADMIN/debug/caches" | grep -q '"synced": true' && break
+    sleep 0.1
+  done
+  python3 -c "import time; print(f'{time.time() - $start:.2f}')"
+}
 stop_kubeplex() { kill "$kp" 2>/dev/null || true; wait "$kp" 2>/dev/null || true; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-for enc in json protobuf; do
-  for rv in "" "resourceVersion=0"; do
+for enc in ${ENCODINGS:-json protobuf}; do
+  for rv in ${RVS:-- resourceVersion=0}; do
+    [ "$rv" = - ] && rv=
     query=${rv:+?$rv}
     direct=() cold=() warm=()
     for _ in $(seq "$RUNS"); do
@@ -73,10 +86,11 @@ for enc in json protobuf; do
       read -r t code < <(timed "http://127.0.0.1:$PORT/api/v1/configmaps$query" "$enc")
       [ "$code" = 200 ] || { echo "through kubeplex: $code" >&2; exit 1; }
       cold+=("$t")
-      sleep 2
+      synced_after=$(until_synced)
+      listed=$(($(lists) - before))
       read -r t code < <(timed "http://127.0.0.1:$PORT/api/v1/configmaps$query" "$enc")
       warm+=("$t")
-      echo "  run: direct ${direct[-1]} s, cold ${cold[-1]} s, then ${warm[-1]} s; apiserver lists $(($(lists) - before))"
+      echo "  run: direct ${direct[-1]} s, cold ${cold[-1]} s (apiserver lists $listed; cache synced ${synced_after} s after), then from the cache ${warm[-1]} s"
       stop_kubeplex
     done
     d=$(echo "${direct[*]}" | median) c=$(echo "${cold[*]}" | median)
@@ -85,6 +99,7 @@ for enc in json protobuf; do
 done
 
 # 50 readers at once on a kubeplex that has just started: one upstream list for all.
+[ "${FIFTY:-1}" = 0 ] && exit 0
 start_kubeplex
 before=$(lists)
 readers=()

@@ -54,14 +54,11 @@ struct Tee {
 impl Tee {
     fn fed(&mut self) {
         let Some(feeding) = self.feeding.take() else { return };
-        let mut body = Vec::with_capacity(self.len);
-        for chunk in self.kept.drain(..) {
-            body.extend_from_slice(&chunk);
-        }
+        // The chunks as they came: the reflector joins them, not the reader's last poll.
         let fed = Fed {
             requested: feeding.requested,
             consistent: feeding.consistent,
-            body: Bytes::from(body),
+            body: std::mem::take(&mut self.kept),
             gzipped: self.gzipped,
         };
         let _ = feeding.feeder.send(fed);

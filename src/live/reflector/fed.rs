@@ -28,8 +28,9 @@ pub struct Fed {
     pub requested: std::time::Instant,
     /// It asked for the most recent state (resourceVersion unset), as a consistent load does.
     pub consistent: bool,
-    /// Its body as the upstream sent it, and whether that was gzip.
-    pub body: Bytes,
+    /// Its body as the upstream sent it, in the chunks it came in (joined here, off the
+    /// reader's path), and whether that was gzip.
+    pub body: Vec<Bytes>,
     pub gzipped: bool,
 }
 
@@ -49,14 +50,18 @@ const FED_WAIT: Duration = Duration::from_secs(120);
 /// then loads as it would have.
 pub async fn receive(fed_by: FedBy, encoding: Encoding, limit: usize) -> Option<(ListPage, Fed)> {
     let fed = tokio::time::timeout(FED_WAIT, fed_by).await.ok()?.ok()?;
+    let joined = match fed.body.as_slice() {
+        [one] => one.clone(),
+        chunks => Bytes::from(chunks.concat()),
+    };
     let body = match fed.gzipped {
-        true => gzip::gunzip(&fed.body, limit).map(Bytes::from).ok(),
-        false => Some(fed.body.clone()),
+        true => gzip::gunzip(&joined, limit).map(Bytes::from).ok(),
+        false => Some(joined),
     };
     let page = body.and_then(|b| list_watch::parse_list_page(encoding, &b).ok());
     // A page of a paged list is not the whole state.
     match page.filter(|p| p.continue_token.as_deref().is_none_or(str::is_empty)) {
-        Some(page) => Some((page, Fed { body: Bytes::new(), ..fed })),
+        Some(page) => Some((page, Fed { body: Vec::new(), ..fed })),
         None => {
             tracing::warn!("the first reader's answer was not a whole list; the cache lists");
             None
