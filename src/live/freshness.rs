@@ -33,7 +33,10 @@
 //! list of the cache's scope, metadata only, answered at once and shared by the reads that
 //! join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
 //! listed object at its listed RV and nothing the list lacks, its state is the upstream's at
-//! the list's RV, where the read is answered (a watch starts there; a list is served at it). A
+//! the list's RV, where the read is answered (a watch starts there; a list is served at it).
+//! A not-older-than read past the cache's RV (an RV from another resource) is proven the same
+//! way where its listing is as cheap (`serve::fresh::not_older_than_listed`): the list is a
+//! consistent read, its RV at least the read's, and no probe waits for a bookmark. A
 //! pool tier gets such reads from every node as pods land and as node tiers start: a reload
 //! per read would send the whole cache as events each time, a probe would hold each ~1.5 s,
 //! passing them through costs one request each. A busy cache is proven by the clock's list

@@ -102,7 +102,11 @@ pub async fn try_answer(
     // read passes through.
     // A list of every object of its scope, in the cache's own form, in one unpaged answer:
     // what a cache of that scope loads, so that its answer can be a cold cache's first load.
-    let unpaged = opts.limit.is_none_or(|l| l <= 0) && opts.continue_token.is_none();
+    // At resourceVersion=0 the watch cache ignores `limit` (`computeListLimit`): an informer's
+    // first list (`limit=500&resourceVersion=0`) gets all of it in one answer (one with a
+    // continue token after all is not taken: `live::reflector::fed`).
+    let any_state = opts.resource_version.as_deref() == Some("0");
+    let unpaged = (opts.limit.is_none_or(|l| l <= 0) || any_state) && opts.continue_token.is_none();
     let not_exact = opts.resource_version_match != Some(RvMatch::Exact);
     let whole = rp.name.is_none() && shape == Shape::Object && unpaged && not_exact;
     let cache = read.cache(state, encoding, whole).await?;
@@ -248,6 +252,26 @@ pub(super) fn selectors(
     Some((label, field))
 }
 
+/// A not-older-than list past the cache's RV, proven by a metadata list as a consistent list of
+/// its scope would be, where that costs no more than the list directly
+/// ([`fresh::not_older_than_listed`]): at once, rather than waiting for a probe's bookmark.
+/// `None`: the cache is at `rv` already, no listing is cheap enough, or it did not reach `rv`.
+async fn listed_past(
+    state: &ProxyState,
+    cache: &Live,
+    info: &ResourceInfo,
+    filter: &Filter,
+    limit: Option<usize>,
+    rv: u64,
+) -> Option<Proven> {
+    if cache.resource_version() >= rv {
+        return None;
+    }
+    let listing = fresh::listing(cache, info.namespaced, filter, limit)?;
+    let namespace = filter.namespace.as_deref();
+    fresh::not_older_than_listed(state, cache, listing, namespace, rv).await
+}
+
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
 ///
 /// If it does not get there in the apiserver's ~3 s, the answer is the apiserver's own: its
@@ -324,10 +348,21 @@ async fn list(
                 (Some(rv), Some(RvMatch::Exact), _) | (Some(rv), None, Some(_)) => {
                     (cache.at(rv.parse().ok()?).ok()?, false)
                 }
-                (Some(rv), _, _) => match not_older_than(state, cache, rv.parse().ok()?).await {
-                    Ok(snap) => (snap, true),
-                    Err(too_large) => return Some(too_large),
-                },
+                (Some(rv), _, _) => {
+                    let rv = rv.parse().ok()?;
+                    let filter = Filter {
+                        namespace: rp.namespace.clone(),
+                        label: label.clone(),
+                        field: field.clone(),
+                    };
+                    match listed_past(state, cache, out.info, &filter, limit, rv).await {
+                        Some(proven) => (proven_state(cache, Some(proven))?, true),
+                        None => match not_older_than(state, cache, rv).await {
+                            Ok(snap) => (snap, true),
+                            Err(too_large) => return Some(too_large),
+                        },
+                    }
+                }
             };
             (snap, None, latest)
         }

@@ -152,7 +152,7 @@ pub async fn consistent(
     probe_worth_it: impl FnOnce() -> bool,
     reload_worth_it: impl FnOnce() -> bool,
 ) -> Option<Proven> {
-    within_budget(state, cache, |deadline| {
+    within_budget(state, cache, "consistent", |deadline| {
         cache.freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it)
     })
     .await
@@ -167,17 +167,46 @@ pub async fn consistent_listed(
     namespace: Option<&str>,
     arrived: std::time::Instant,
 ) -> Option<Proven> {
-    within_budget(state, cache, |deadline| {
+    within_budget(state, cache, "consistent", |deadline| {
         let narrow = listing == Listing::Namespace;
         cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
     })
     .await
 }
 
-/// A consistent read's proof, `prove` given the proof's deadline; counted as `read="consistent"`.
+/// A not-older-than read past the cache's RV (`rv`: one the client had from another resource,
+/// or from another tier), proven as a consistent read of its scope is — by one metadata list
+/// ([`listing`]), where that costs the upstream no more than the read would directly. The list
+/// is a consistent read sent after the read arrived, so its RV is at least any the client could
+/// have had: once the cache is shown to hold the upstream's state at that RV, the read is
+/// answered there, at once — where [`not_older_than`]'s probe of a quiet resource waits for the
+/// apiserver's bookmark tick (1–2 s). `None` when the list's RV is short of `rv` (one the
+/// upstream has not reached: its own wait and 504 are the answer then, [`not_older_than`]) or
+/// the proof did not come within its budget. Counted as `read="not_older_than"`.
+pub async fn not_older_than_listed(
+    state: &ProxyState,
+    cache: &Live,
+    listing: Listing,
+    namespace: Option<&str>,
+    rv: u64,
+) -> Option<Proven> {
+    let arrived = std::time::Instant::now();
+    let proven = within_budget(state, cache, "not_older_than", |deadline| {
+        let narrow = listing == Listing::Namespace;
+        cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
+    })
+    .await?;
+    // A state loaded after the read arrived carries the cache's RV.
+    let at = proven.at.unwrap_or_else(|| cache.resource_version());
+    (at >= rv).then_some(proven)
+}
+
+/// A read's proof, `prove` given the proof's deadline; counted as `read` (`consistent`,
+/// `not_older_than`).
 async fn within_budget<F>(
     state: &ProxyState,
     cache: &Live,
+    read: &'static str,
     prove: impl FnOnce(Instant) -> F,
 ) -> Option<Proven>
 where
@@ -189,7 +218,7 @@ where
     }
     let started = std::time::Instant::now();
     let proof = prove(Instant::now() + budget).await;
-    observe(state, cache, "consistent", outcome(proof.map(|p| p.proof)), started);
+    observe(state, cache, read, outcome(proof.map(|p| p.proof)), started);
     proof.ok()
 }
 

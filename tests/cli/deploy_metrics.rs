@@ -88,15 +88,16 @@ async fn every_metric_the_dashboard_and_alerts_use_is_scraped_and_documented() {
     // Cached reads (and the reviews that authorize them), a consistent list (its freshness
     // proof), a cold cache (its first sync), passthrough, a refusal. Whether the namespaces
     // read finds its new cache still cold is a race with the cache's first list; the services
-    // read always counts a sync wait: a page is not the whole list that could feed the cold
-    // cache (`live::reflector::fed`), so it waits for the cache's own load, which fails
+    // read always counts a sync wait: a page (resourceVersion unset: at 0 the apiserver would
+    // ignore `limit`) is not the whole list that could feed the cold cache
+    // (`live::reflector::fed`), so it waits for the cache's own load, which fails
     // (kubeplex's identity may not list services), and the read passes through (`load_failed`).
     for path in [
         "/api/v1/pods?resourceVersion=0",
         "/api/v1/pods?resourceVersion=0&limit=5",
         "/api/v1/namespaces/team-0/pods",
         "/api/v1/namespaces?resourceVersion=0",
-        "/api/v1/services?resourceVersion=0&limit=5",
+        "/api/v1/services?limit=5",
         "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dnone",
     ] {
         assert_eq!(admin.get(&addr, path).await.status, 200, "{path}");

@@ -453,6 +453,62 @@ async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
     assert!(started.elapsed() >= Duration::from_millis(2900));
 }
 
+/// A WatchList and a list not older than an RV the client had from another resource, past a
+/// small quiet cache's own RV, are each proven by one metadata list of the cache, as consistent
+/// reads of it are (`fresh::not_older_than_listed`): no current-RV list and then a probe, whose
+/// bookmark the apiserver sends on its 1 s tick — the WatchList started ~1 s later than
+/// directly. Its state and initial-events-end bookmark are the apiserver's; the list is, byte
+/// for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_older_than_an_rv_past_a_small_quiet_cache_is_proven_by_one_metadata_list() {
+    let stack = Stack::new(small(), &["configmaps"]).await;
+    wait_synced(&stack, "configmaps").await;
+    let calls = |verb: &'static str| {
+        let stack = &stack;
+        async move {
+            stack.metric_sum("kubeplex_upstream_calls_total", &[&format!("verb=\"{verb}\"")]).await
+        }
+    };
+    let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
+
+    let other = move_cluster_on(&stack, "wl");
+    let path = format!("{CMS}?{wl}&resourceVersion={other}");
+    let before = (calls("proof_list").await, calls("proof_watch").await);
+    let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
+    let mut ours = watch(&stack.addr(), &path, JSON).await;
+    let mut got = Vec::new();
+    loop {
+        let event = ours.next_within(Duration::from_secs(5)).await.expect("an event");
+        let end = event["type"] == "BOOKMARK";
+        got.push(event);
+        if end {
+            break;
+        }
+    }
+    // (Before the apiserver is watched directly for comparison.)
+    assert_eq!(stack.upstream_calls_of("configmaps", "WATCH"), watches_before, "no probe");
+    let mut theirs = watch(&stack.upstream(), &path, JSON).await;
+    let mut want = Vec::new();
+    while want.len() < got.len() {
+        want.push(theirs.next_within(Duration::from_secs(5)).await.expect("an event"));
+    }
+    assert_eq!(got, want, "the state and the initial-events-end bookmark");
+    assert_eq!(calls("proof_list").await - before.0, 1, "one metadata list");
+    assert_eq!(calls("proof_watch").await - before.1, 0, "no probe");
+
+    let other = move_cluster_on(&stack, "list");
+    let path = format!("{CMS}?resourceVersion={other}&resourceVersionMatch=NotOlderThan");
+    let before = (calls("proof_list").await, calls("proof_watch").await);
+    let cache_before = stack.served_from("cache").await;
+    let ours = get_accept(&stack.addr(), &path, JSON).await;
+    let theirs = get_accept(&stack.upstream(), &path, JSON).await;
+    assert_eq!((ours.status, theirs.status), (200, 200));
+    assert!(ours.body == theirs.body, "the apiserver's list, byte for byte");
+    assert_eq!(stack.served_from("cache").await, cache_before + 1);
+    assert_eq!(calls("proof_list").await - before.0, 1, "one metadata list");
+    assert_eq!(calls("proof_watch").await - before.1, 0, "no probe");
+}
+
 /// RVs are the cluster's: the consistent reads that arrive together — a node's agents
 /// starting, whatever resources they read — share one `limit=1` list, however many caches they
 /// wait on (one per cache before). Here four resources are busy (written every 20 ms), so each
@@ -765,7 +821,8 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
 /// A cold cache's first reader asking for all of its scope in one unpaged list is passed
 /// through, and its answer — the apiserver's bytes, as fast as directly — is the cache's first
 /// load: one list upstream, then the cache's watch, and the next read is the cache's. In
-/// protobuf as in JSON. A paged read (`limit`) is not all of it: the cache loads by itself.
+/// protobuf as in JSON, and an informer's first list at resourceVersion=0, whose `limit` the
+/// apiserver ignores. A paged read (`limit`) is not all of it: the cache loads by itself.
 #[tokio::test]
 async fn a_cold_caches_first_unpaged_list_is_passed_through_and_is_its_first_load() {
     let stack = Stack::new(small(), &[]).await;
@@ -776,9 +833,12 @@ async fn a_cold_caches_first_unpaged_list_is_passed_through_and_is_its_first_loa
             stack.metric_sum("kubeplex_upstream_calls_total", &[&r, &v]).await
         }
     };
-    for (path, accept) in [("/api/v1/configmaps", JSON), ("/api/v1/services?resourceVersion=0", PB)]
-    {
-        let resource = if path.contains("configmaps") { "configmaps" } else { "services" };
+    // An informer's first list too: at resourceVersion=0 the apiserver ignores `limit`.
+    for (resource, path, accept) in [
+        ("configmaps", "/api/v1/configmaps", JSON),
+        ("services", "/api/v1/services?resourceVersion=0", PB),
+        ("nodes", "/api/v1/nodes?limit=500&resourceVersion=0", JSON),
+    ] {
         let (cache, upstream) =
             (stack.served_from("cache").await, stack.served_from("upstream").await);
         let first = get_accept(&stack.addr(), path, accept).await;
