@@ -43,9 +43,9 @@ pub enum TlsError {
     Versions(#[source] rustls::Error),
 }
 
-/// The one crypto provider kubeplex's upstream TLS uses.
+/// The one crypto provider kubeplex's TLS uses, shared with the listener's (`kubeplex-net`).
 pub(super) fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    kubeplex_net::tls::provider()
 }
 
 /// Builds the client config: trust only the configured CA (or nothing, when insecure), present

@@ -4,6 +4,7 @@
 //! (`--client-ca-file`), the user they name put into every request's extensions.
 
 mod config;
+mod provider;
 mod reload;
 mod request_cert;
 mod verify;
@@ -19,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 pub use self::config::{TlsConfig, TlsError, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RELOAD_INTERVAL};
+pub use self::provider::provider;
 use self::reload::Reloader;
 pub use self::verify::Peer;
 

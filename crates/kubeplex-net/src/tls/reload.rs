@@ -152,7 +152,7 @@ fn stamp(m: &std::fs::Metadata) -> Stamp {
 
 /// Reads and checks every file and builds the server configuration.
 fn load(config: &TlsConfig, generation: u64) -> Result<Loaded, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = super::provider::provider();
     let chain = read_certs(&config.cert_file)?;
     let key = read_key(&config.key_file)?;
     let verifier = match &config.client_ca_file {
