@@ -252,26 +252,6 @@ pub(super) fn selectors(
     Some((label, field))
 }
 
-/// A not-older-than list past the cache's RV, proven by a metadata list as a consistent list of
-/// its scope would be, where that costs no more than the list directly
-/// ([`fresh::not_older_than_listed`]): at once, rather than waiting for a probe's bookmark.
-/// `None`: the cache is at `rv` already, no listing is cheap enough, or it did not reach `rv`.
-async fn listed_past(
-    state: &ProxyState,
-    cache: &Live,
-    info: &ResourceInfo,
-    filter: &Filter,
-    limit: Option<usize>,
-    rv: u64,
-) -> Option<Proven> {
-    if cache.resource_version() >= rv {
-        return None;
-    }
-    let listing = fresh::listing(cache, info.namespaced, filter, limit)?;
-    let namespace = filter.namespace.as_deref();
-    fresh::not_older_than_listed(state, cache, listing, namespace, rv).await
-}
-
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
 ///
 /// If it does not get there in the apiserver's ~3 s, the answer is the apiserver's own: its
@@ -355,8 +335,11 @@ async fn list(
                         label: label.clone(),
                         field: field.clone(),
                     };
-                    match listed_past(state, cache, out.info, &filter, limit, rv).await {
-                        Some(proven) => (proven_state(cache, Some(proven))?, true),
+                    let namespaced = out.info.namespaced;
+                    match fresh::not_older_than_listed(state, cache, namespaced, &filter, limit, rv)
+                        .await
+                    {
+                        Some((proven, _)) => (proven_state(cache, Some(proven))?, true),
                         None => match not_older_than(state, cache, rv).await {
                             Ok(snap) => (snap, true),
                             Err(too_large) => return Some(too_large),

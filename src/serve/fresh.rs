@@ -176,20 +176,29 @@ pub async fn consistent_listed(
 
 /// A not-older-than read past the cache's RV (`rv`: one the client had from another resource,
 /// or from another tier), proven as a consistent read of its scope is — by one metadata list
-/// ([`listing`]), where that costs the upstream no more than the read would directly. The list
-/// is a consistent read sent after the read arrived, so its RV is at least any the client could
-/// have had: once the cache is shown to hold the upstream's state at that RV, the read is
-/// answered there, at once — where [`not_older_than`]'s probe of a quiet resource waits for the
-/// apiserver's bookmark tick (1–2 s). `None` when the list's RV is short of `rv` (one the
-/// upstream has not reached: its own wait and 504 are the answer then, [`not_older_than`]) or
-/// the proof did not come within its budget. Counted as `read="not_older_than"`.
+/// ([`listing`], with the read's `filter` and `limit`), where that costs the upstream no more
+/// than the read would directly. The list is a consistent read sent after the read arrived, so
+/// its RV is at least any the client could have had: once the cache is shown to hold the
+/// upstream's state at that RV, the read is answered there, at once — where
+/// [`not_older_than`]'s probe of a quiet resource waits for the apiserver's bookmark tick (1–2
+/// s). Returns the proof and the listing (a watch's final bookmark is proven the same way).
+/// `None` when the cache is at `rv` already, no listing is cheap enough, the list's RV is short
+/// of `rv` (one the upstream has not reached: its own wait and 504 are the answer then,
+/// [`not_older_than`]), or the proof did not come within its budget. Counted as
+/// `read="not_older_than"`.
 pub async fn not_older_than_listed(
     state: &ProxyState,
     cache: &Live,
-    listing: Listing,
-    namespace: Option<&str>,
+    namespaced: bool,
+    filter: &Filter,
+    limit: Option<usize>,
     rv: u64,
-) -> Option<Proven> {
+) -> Option<(Proven, Listing)> {
+    if cache.resource_version() >= rv {
+        return None;
+    }
+    let listing = listing(cache, namespaced, filter, limit)?;
+    let namespace = filter.namespace.as_deref();
     let arrived = std::time::Instant::now();
     let proven = within_budget(state, cache, "not_older_than", |deadline| {
         let narrow = listing == Listing::Namespace;
@@ -198,7 +207,7 @@ pub async fn not_older_than_listed(
     .await?;
     // A state loaded after the read arrived carries the cache's RV.
     let at = proven.at.unwrap_or_else(|| cache.resource_version());
-    (at >= rv).then_some(proven)
+    (at >= rv).then_some((proven, listing))
 }
 
 /// A read's proof, `prove` given the proof's deadline; counted as `read` (`consistent`,

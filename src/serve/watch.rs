@@ -114,21 +114,25 @@ pub async fn try_watch(
         }
         // Not older than `n`: past the cache's RV, proven by a metadata list where that costs
         // no more than the WatchList directly (at once), else by the cache's watch or a probe.
-        (Some(true), Some(n)) => match listed_past(state, &cache, info, &filter, n).await {
-            Some((proven, by)) => {
-                listing = Some(by);
-                (state_at(proven), bookmarks)
-            }
-            None => {
-                if n > 0 {
-                    if let Err(current) = fresh::not_older_than(state, &cache, n).await {
-                        let status = Status::too_large_resource_version(n, current);
-                        return Some(body::status(&status));
-                    }
+        (Some(true), Some(n)) => {
+            match fresh::not_older_than_listed(state, &cache, info.namespaced, &filter, None, n)
+                .await
+            {
+                Some((proven, by)) => {
+                    listing = Some(by);
+                    (state_at(proven), bookmarks)
                 }
-                (WatchFrom::State, bookmarks)
+                None => {
+                    if n > 0 {
+                        if let Err(current) = fresh::not_older_than(state, &cache, n).await {
+                            let status = Status::too_large_resource_version(n, current);
+                            return Some(body::status(&status));
+                        }
+                    }
+                    (WatchFrom::State, bookmarks)
+                }
             }
-        },
+        }
         (Some(false), None | Some(0)) => (WatchFrom::Now, false),
         (Some(false), Some(n)) => (WatchFrom::After(n), false),
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
@@ -242,26 +246,6 @@ async fn consistent(
     }
     let reload = || fresh::reload_covers(cache, info.namespaced, filter);
     Some((fresh::consistent(state, cache, arrived, || true, reload).await?, None))
-}
-
-/// A WatchList not older than `rv`, past the cache's RV, proven by a metadata list as a
-/// consistent watch of its scope would be ([`fresh::not_older_than_listed`]), and the listing
-/// (its final bookmark is proven the same way). `None`: the cache is at `rv` already, or no
-/// listing is cheap enough, or it did not reach `rv`.
-async fn listed_past(
-    state: &ProxyState,
-    cache: &Live,
-    info: &ResourceInfo,
-    filter: &Filter,
-    rv: u64,
-) -> Option<(Proven, Listing)> {
-    if cache.resource_version() >= rv {
-        return None;
-    }
-    let listing = fresh::listing(cache, info.namespaced, filter, None)?;
-    let namespace = filter.namespace.as_deref();
-    let proven = fresh::not_older_than_listed(state, cache, listing, namespace, rv).await?;
-    Some((proven, listing))
 }
 
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
