@@ -68,3 +68,6 @@ pub async fn receive(fed_by: FedBy, encoding: Encoding, limit: usize) -> Option<
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
