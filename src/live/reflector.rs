@@ -51,8 +51,9 @@ use move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 pub const LIST_PAGE_SIZE: usize = 500;
 /// Largest single watch frame accepted from the upstream (a protobuf frame is length-prefixed).
 const MAX_WATCH_FRAME: usize = 64 * 1024 * 1024;
-/// Largest list page accepted (an apiserver page of 500 large objects stays far below this).
-const MAX_LIST_PAGE_BYTES: usize = 1024 * 1024 * 1024;
+/// Largest list page accepted (an apiserver page of 500 large objects stays far below this),
+/// and the largest answer kept to feed a cold cache's first load (`serve::feed_load`).
+pub const MAX_LIST_PAGE_BYTES: usize = 1024 * 1024 * 1024;
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Server-side timeout asked for each watch; the reflector re-watches when it ends, so

@@ -12,11 +12,12 @@ use http_body::{Frame, SizeHint};
 
 use super::body::{Body, BoxError};
 use crate::live::reflector::fed::{Fed, Feeder};
+use crate::live::reflector::MAX_LIST_PAGE_BYTES;
 use crate::wire::gzip;
 
-/// The largest answer kept to feed a cache (the reflector's own limit on a list); past it the
+/// The largest answer kept to feed a cache: the reflector's own limit on a list. Past it the
 /// reader still gets all of it, and the cache loads by itself.
-const MAX_FED_BYTES: usize = 1024 * 1024 * 1024;
+const MAX_FED_BYTES: usize = MAX_LIST_PAGE_BYTES;
 
 /// What feeds a cache's first load: the sender, whether the read asked for the most recent
 /// state, the cache's media type, and when the read was sent upstream.

@@ -3,7 +3,8 @@
 //! A cold cache's first reader used to wait for the cache's own list, then for its answer to be
 //! written from the cache: about twice as long as the apiserver takes to answer it directly
 //! (100,000 ConfigMaps: 4.96 s against 2.30 s, measured on 1.36). When that read asks for
-//! exactly what the cache loads — its whole scope, in its encoding, in one unpaged list — it is
+//! exactly what the cache loads — its whole scope, in its encoding, in one answer (unpaged, or
+//! at resourceVersion=0, where the apiserver ignores `limit`) — it is
 //! passed through instead, and its answer, on its way to the reader at the apiserver's own
 //! pace, is the cache's first load ([`Fed`], sent by `serve`'s tee): one upstream list, as
 //! directly, and the reader has it as soon as directly. Every other read of the cold cache
