@@ -21,7 +21,9 @@
 //! refuses it plus one back-off step, and a refusal is never answered from memory: every
 //! answer is the upstream's own, at that moment. A read whose binding no cache of pods shows
 //! (none runs, or the binding came in a relist) is not retried: its refusal goes to the agent
-//! as directly.
+//! as directly. Nor is a WatchList: client-go falls back from a failed one to a list at
+//! `resourceVersion=0` at once, faster than the consistent WatchList sent again would be
+//! answered, and that list is retried (`serve::graph_retry`).
 
 use std::time::{Duration, Instant};
 

@@ -16,7 +16,8 @@ use crate::auth::Identity;
 use crate::wire::request::ApiPath;
 
 /// Node mode: the read `req` is, if the Node authorizer may refuse it for a moment after a
-/// binding (`auth::graph_lag`) and it can be sent again (a GET without a body).
+/// binding (`auth::graph_lag`) and it can be sent again (a GET without a body) — and sending
+/// it again is faster for the client than the refusal (not a WatchList: [`is_watch_list`]).
 pub fn graph_read(state: &ProxyState, classified: &Classified) -> Option<GraphRead> {
     let node = state.node.as_deref()?;
     let Classified { req, class, identity } = classified;
@@ -26,11 +27,27 @@ pub fn graph_read(state: &ProxyState, classified: &Classified) -> Option<GraphRe
         || !rp.group.is_empty()
         || rp.namespace.is_none()
         || !req.body().is_end_stream()
+        || is_watch_list(class)
     {
         return None;
     }
     let attributes = read_attributes(rp, class.options.as_ref(), class.verb == Verb::Watch);
     node.graph_read(identity.user().as_ref(), req.headers(), attributes)
+}
+
+/// A WatchList (`watch=true&sendInitialEvents=true`): refused, it goes to the client at once,
+/// as directly. client-go's reflector answers a failed WatchList by listing at once at
+/// `resourceVersion=0` (`tools/cache/reflector.go`, `ListAndWatchWithContext`: "Falling back
+/// to regular list"), which the apiserver answers from its watch cache, and then watches from
+/// that list's RV; the list is a read retried here if the graph still refuses it. Sending the
+/// WatchList again instead kept the kubelet on the consistent read it asked for first, which
+/// the apiserver answers only once its watch cache has caught up with etcd: measured with real
+/// 1.36 kubelets on 10 nodes, their named ConfigMap and Secret watches took 0.35 s through node
+/// tiers against 0.12 s directly, where ~2/3 of them met the refusal and fell back. The
+/// requests the apiserver serves are then the kubelet's own, as directly.
+fn is_watch_list(class: &Class) -> bool {
+    class.verb == Verb::Watch
+        && class.options.as_ref().is_some_and(|o| o.send_initial_events == Some(true))
 }
 
 /// What is needed to send a body-less request again: its head and what the layers above

@@ -572,6 +572,74 @@ async fn a_nodes_read_refused_right_after_a_binding_is_retried_until_the_apiserv
     assert_eq!(node.served("denied").0, 0, "no refusal was kubeplex's own");
 }
 
+/// A kubelet's WatchList of a ConfigMap its new pod uses, refused by the Node authorizer's graph,
+/// goes to the kubelet at once — the apiserver's own refusal, not sent again — as directly:
+/// client-go's reflector answers a failed WatchList by listing at `resourceVersion=0` at once,
+/// which the apiserver serves from its watch cache, where the WatchList it retried would have
+/// waited for the consistent read it asks for. That list, refused in turn, is what kubeplex
+/// sends again until the apiserver grants it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_watchlist_goes_to_the_kubelet_at_once_and_its_fallback_list_is_retried() {
+    let (apiserver_lag, window) = (Duration::from_millis(1500), Duration::from_secs(6));
+    let options =
+        NodeOptions { graph_lag: window, apiserver_graph_lag: apiserver_lag, ..Default::default() };
+    let node = Node::start_with(options).await;
+    let cert = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "listed", "namespace": "team-0"}, "data": {"k": "v"}}))
+        .expect("create");
+    node.sim
+        .create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "uses-listed", "namespace": "team-0"},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "app:1"}],
+                "volumes": [{"name": "v", "configMap": {"name": "listed"}}]}}))
+        .expect("create");
+    let created = Instant::now();
+    let pods = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0&resourceVersion=0";
+    while !String::from_utf8_lossy(&client.get(&node.addr(), pods).await.body)
+        .contains("uses-listed")
+    {
+        assert!(created.elapsed() < Duration::from_secs(1), "kubeplex never saw the binding");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused_before = node.upstream_answered("configmaps", "403");
+    // The kubelet's WatchList of the ConfigMap, as client-go sends it.
+    let watch_list = "/api/v1/namespaces/team-0/configmaps?allowWatchBookmarks=true\
+        &fieldSelector=metadata.name%3Dlisted&resourceVersionMatch=NotOlderThan\
+        &sendInitialEvents=true&timeoutSeconds=300&watch=true";
+    let refused = client.get(&node.addr(), watch_list).await;
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    let message = refused.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with("no relationship found between node 'node-0' and this object"));
+    assert!(created.elapsed() < apiserver_lag, "passed on at once, not sent again");
+    assert_eq!(node.tiers_metric("kubeplex_auth_node_graph_retry_requests_total", &[]), 0);
+    // Its fallback list, as client-go sends it at once: refused too, sent again, and answered
+    // once the apiserver's graph caught up.
+    let list = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dlisted\
+        &limit=500&resourceVersion=0";
+    let answer = client.get(&node.addr(), list).await;
+    let answered = created.elapsed();
+    assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(String::from_utf8_lossy(&answer.body).contains("\"listed\""));
+    assert!(answered >= apiserver_lag, "granted only once the apiserver's graph caught up");
+    assert!(answered < window - Duration::from_secs(2), "not held to the window's end");
+    assert_eq!(
+        node.tiers_metric("kubeplex_auth_node_graph_retry_seconds_count", &[("result", "granted")]),
+        1,
+        "the list was retried; the WatchList was not"
+    );
+    if node.behind.is_none() {
+        assert_eq!(
+            node.upstream_answered("configmaps", "403"),
+            refused_before + 2,
+            "the WatchList and the first send of the list: what the kubelet costs directly"
+        );
+    }
+    assert_eq!(node.served("denied").0, 0, "no refusal was kubeplex's own");
+}
+
 /// A read the apiserver refuses for longer than kubeplex's window after the binding
 /// (`nodeGraphLag`) is sent again until the window ends, and the client gets the apiserver's
 /// refusal of that moment — never a remembered one, and never later than the window plus one

@@ -16,6 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use kubeplex_wire::proto;
+
 use crate::informer::{Informer, Start, Stream, Tally, ACCEPT_JSON, ACCEPT_PROTOBUF, PAGE};
 use crate::target::Target;
 
@@ -172,7 +174,22 @@ pub async fn run(
                     ("watch", "true"),
                 ]);
                 tally.watches.fetch_add(1, Ordering::Relaxed);
-                watch(&target, &w, &path, &tally, true, since, &changes).await
+                match watch(&target, &w, &path, &tally, true, since, &changes).await {
+                    // client-go's reflector answers a failed WatchList (a refusal, an error,
+                    // a stream that ended before its initial events did) by listing at once
+                    // (`reflector.go`, `ListAndWatchWithContext`: "Falling back to regular
+                    // list"), then watching from the list's RV; only a failed list backs off.
+                    Err(e) => {
+                        tracing::debug!(error = %e, collection = %w.spec.collection, "watchlist failed: listing");
+                        tally.errors.fetch_add(1, Ordering::Relaxed);
+                        list(&target, &w, &tally, since, &changes).await.map(|rv| Ended {
+                            last_rv: Some(rv),
+                            initial_end: true,
+                            expired: false,
+                        })
+                    }
+                    ended => ended,
+                }
             }
             (None, Start::ListWatch) => list(&target, &w, &tally, since, &changes)
                 .await
@@ -311,23 +328,53 @@ async fn list(
             }
             bail!("{path}: {status}");
         }
-        let list: List =
-            serde_json::from_slice(&body).with_context(|| format!("{path}: not a list"))?;
-        tally.events.fetch_add(list.items.len() as u64, Ordering::Relaxed);
-        for item in list.items {
-            let meta = serde_json::from_str::<Item>(item.get())?.metadata;
-            let key = format!("{}/{}", meta.namespace, meta.name);
-            state.insert(
-                key,
-                (meta.resource_version, Bytes::copy_from_slice(item.get().as_bytes())),
-            );
-        }
-        if list.metadata.continue_token.is_empty() {
+        let (rv, token) = if w.spec.protobuf {
+            let before = state.len();
+            let page = read_protobuf_page(&body, &mut state)
+                .with_context(|| format!("{path}: not a list"))?;
+            tally.events.fetch_add(state.len().saturating_sub(before) as u64, Ordering::Relaxed);
+            page
+        } else {
+            let list: List =
+                serde_json::from_slice(&body).with_context(|| format!("{path}: not a list"))?;
+            tally.events.fetch_add(list.items.len() as u64, Ordering::Relaxed);
+            for item in list.items {
+                let meta = serde_json::from_str::<Item>(item.get())?.metadata;
+                let key = format!("{}/{}", meta.namespace, meta.name);
+                state.insert(
+                    key,
+                    (meta.resource_version, Bytes::copy_from_slice(item.get().as_bytes())),
+                );
+            }
+            (list.metadata.resource_version, list.metadata.continue_token)
+        };
+        if token.is_empty() {
             w.replace(state, changes);
             w.reached_sync(tally, since);
-            return Ok(list.metadata.resource_version);
+            return Ok(rv);
         }
-        path = w.spec.path(&[("continue", &list.metadata.continue_token), ("limit", PAGE)]);
+        path = w.spec.path(&[("continue", &token), ("limit", PAGE)]);
     }
     bail!("more than {MAX_PAGES} pages")
 }
+
+/// A protobuf list page's items into `state`, each kept as a watch event's object is (its
+/// `runtime.Unknown` envelope, the item's kind being the list's without `List`); the page's RV
+/// and continue token.
+fn read_protobuf_page(
+    body: &[u8],
+    state: &mut BTreeMap<String, (String, Bytes)>,
+) -> anyhow::Result<(String, String)> {
+    let list = proto::decode_list(body)?;
+    let kind = list.kind.strip_suffix("List").unwrap_or(list.kind);
+    for item in &list.items {
+        let meta = proto::object_meta(item)?;
+        let key = format!("{}/{}", meta.namespace, meta.name);
+        let object = proto::encode_unknown(list.api_version, kind, item);
+        state.insert(key, (meta.resource_version.into_owned(), Bytes::from(object)));
+    }
+    Ok((list.meta.resource_version.to_string(), list.meta.continue_token.to_string()))
+}
+
+#[cfg(test)]
+mod tests;
