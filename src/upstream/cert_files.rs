@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+use kubeplex_net::FileStamp;
 
 use super::config::{CertFiles, ClientCertPem};
 
@@ -28,7 +30,7 @@ pub(super) struct ReloadingCert {
 
 struct State {
     cert: Arc<ClientCertPem>,
-    modified: (Option<SystemTime>, Option<SystemTime>),
+    modified: (Option<FileStamp>, Option<FileStamp>),
     checked: Instant,
 }
 
@@ -64,9 +66,8 @@ impl ReloadingCert {
     }
 }
 
-fn modified(files: &CertFiles) -> (Option<SystemTime>, Option<SystemTime>) {
-    let at = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    (at(&files.cert), at(&files.key))
+fn modified(files: &CertFiles) -> (Option<FileStamp>, Option<FileStamp>) {
+    (FileStamp::of(&files.cert), FileStamp::of(&files.key))
 }
 
 fn read(files: &CertFiles) -> Result<ClientCertPem, CertFileError> {

@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use http::HeaderValue;
+use kubeplex_net::FileStamp;
 
 use super::config::AuthConfig;
 use super::exec::{ExecAuth, ExecCredentials, ExecError};
@@ -92,11 +93,8 @@ struct TokenState {
     header: HeaderValue,
     checked: Option<Instant>,
     /// Of the content in `header`; `None` until the file was read once.
-    stamp: Option<Stamp>,
+    stamp: Option<FileStamp>,
 }
-
-/// A file's (mtime, size): a rewrite changes at least one of them.
-type Stamp = (Option<SystemTime>, u64);
 
 impl TokenFile {
     /// The current header. The file is small and the check rare, so it is read inline; the
@@ -123,9 +121,9 @@ impl TokenFile {
         state.header.clone()
     }
 
-    fn reload(&self, state: &TokenState) -> Result<Option<(HeaderValue, Stamp)>, String> {
-        let meta = std::fs::metadata(&self.path).map_err(|e| e.to_string())?;
-        let stamp = (meta.modified().ok(), meta.len());
+    fn reload(&self, state: &TokenState) -> Result<Option<(HeaderValue, FileStamp)>, String> {
+        // Stat'ed before reading, so that a write racing the read is seen at the next check.
+        let stamp = FileStamp::stat(&self.path).map_err(|e| e.to_string())?;
         if state.stamp == Some(stamp) {
             return Ok(None);
         }

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod body;
+pub mod files;
 pub mod identity;
 pub mod limits;
 mod serve;
@@ -16,6 +17,7 @@ pub use limits::{ConnObserver, Limits};
 pub use tls::{serve_tls, serve_tls_limited, serve_tls_until, TlsAcceptor, TlsConfig, TlsError};
 
 pub use body::{Body, BoxError};
+pub use files::FileStamp;
 pub use serve::{
     accept, accept_limited, accept_until, serve, serve_limited, with_hyper, with_hyper_limited,
     with_hyper_until, Drain, DrainSignal,

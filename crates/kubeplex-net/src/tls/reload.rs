@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::danger::ClientCertVerifier;
@@ -15,6 +15,7 @@ use rustls::{RootCertStore, ServerConfig};
 
 use super::config::{TlsConfig, TlsError};
 use super::request_cert::RequestClientCert;
+use crate::files::FileStamp;
 
 /// What the apiserver offers by ALPN (`secure_serving.go`: `NextProtos: h2, http/1.1`):
 /// HTTP/2 to a client that offers it, HTTP/1.1 otherwise.
@@ -32,18 +33,7 @@ pub(crate) struct Loaded {
 }
 
 /// The files' identity as last seen: a change in any of them means "load again".
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Stamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    /// Inode and change time (unix): a rename over the file or a Secret volume's `..data`
-    /// symlink swap changes the inode even when size and mtime happen to match; the change
-    /// time cannot be set back by a tool that preserves mtimes.
-    inode: u64,
-    changed: (i64, i64),
-}
-
-type Stamps = Vec<Option<Stamp>>;
+type Stamps = Vec<Option<FileStamp>>;
 
 /// The current configuration and the bookkeeping of the periodic check.
 pub(crate) struct Reloader {
@@ -131,23 +121,7 @@ impl Reloader {
 }
 
 fn stamps(files: &[PathBuf]) -> Stamps {
-    files.iter().map(|f| std::fs::metadata(f).ok().map(|m| stamp(&m))).collect()
-}
-
-#[cfg(unix)]
-fn stamp(m: &std::fs::Metadata) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    Stamp {
-        modified: m.modified().ok(),
-        len: m.len(),
-        inode: m.ino(),
-        changed: (m.ctime(), m.ctime_nsec()),
-    }
-}
-
-#[cfg(not(unix))]
-fn stamp(m: &std::fs::Metadata) -> Stamp {
-    Stamp { modified: m.modified().ok(), len: m.len(), inode: 0, changed: (0, 0) }
+    files.iter().map(|f| FileStamp::of(f)).collect()
 }
 
 /// Reads and checks every file and builds the server configuration.
