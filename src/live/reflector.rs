@@ -44,7 +44,9 @@ use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::list_watch::{self, ListPage};
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::{Encoding, ResourceInfo};
+pub use error::ReflectError;
 use fed::FedBy;
+pub use first_load::FirstLoad;
 use move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
@@ -107,39 +109,6 @@ async fn reload_requested(reloads: &mut Reloads) -> bool {
     std::future::pending().await
 }
 
-/// Why one list or watch attempt ended.
-#[derive(Debug, thiserror::Error)]
-pub enum ReflectError {
-    #[error("upstream history no longer covers the resourceVersion (410 Gone)")]
-    Gone,
-    #[error("upstream is throttling (429)")]
-    Throttled { retry_after: Option<Duration> },
-    #[error("upstream answered {status}: {message}")]
-    Status { status: u16, message: String },
-    #[error("upstream request failed: {0}")]
-    Transport(String),
-    #[error("malformed upstream data: {0}")]
-    Decode(String),
-}
-
-impl ReflectError {
-    /// The upstream gave no answer of its own: no connection, a server error, throttling. A
-    /// refusal (401, 403, 404, …) is an answer.
-    pub fn unreachable(&self) -> bool {
-        match self {
-            ReflectError::Transport(_) | ReflectError::Throttled { .. } => true,
-            ReflectError::Status { status, .. } => *status >= 500,
-            ReflectError::Gone | ReflectError::Decode(_) => false,
-        }
-    }
-
-    /// The upstream refused kubeplex itself (401, 403): kubeplex's own identity may not list
-    /// this, which retrying soon will not change.
-    pub fn forbidden(&self) -> bool {
-        matches!(self, ReflectError::Status { status: 401 | 403, .. })
-    }
-}
-
 /// The list+watch loop of one (resource, encoding); `F` receives what it learns.
 pub struct Reflector<F> {
     upstream: Arc<Upstream>,
@@ -171,44 +140,6 @@ pub struct Reflector<F> {
     /// No object has been skipped since the last load began. A watch that ends after a skip
     /// relists, to become whole again.
     whole: AtomicBool,
-}
-
-/// How a cache's first load is requested: as the read that started the cache would ask it
-/// directly, so that the cache costs the apiserver what that reader would, no more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FirstLoad {
-    /// A streaming list (a WatchList reader, a configured cache): the state as watch events.
-    #[default]
-    Stream,
-    /// A consistent paged list (a list with resourceVersion unset, `kubectl get`), then a
-    /// watch: a streaming list would send the state as watch events.
-    Paged,
-    /// A paged list at `resourceVersion=0`, then a watch (an informer's first list, which
-    /// accepts any state): the upstream answers it from its watch cache — a tier above
-    /// kubeplex from its own cache, with no freshness proof — and the state is consistent for
-    /// no read, so the cache's consistent reads are proven as for a quiet cache.
-    PagedAnyState,
-    /// The answer to the read that started the cache, an unpaged list of its whole scope
-    /// ([`fed`]); should it not come whole, a paged list as for [`FirstLoad::Paged`]
-    /// (`any_state`: [`FirstLoad::PagedAnyState`]).
-    Fed { any_state: bool },
-}
-
-impl FirstLoad {
-    /// The load to make instead of [`FirstLoad::Fed`], for a cache whose starting read cannot
-    /// feed it (the cache is wider than the read).
-    pub fn unfed(self) -> FirstLoad {
-        match self {
-            FirstLoad::Fed { any_state: true } => FirstLoad::PagedAnyState,
-            FirstLoad::Fed { any_state: false } => FirstLoad::Paged,
-            other => other,
-        }
-    }
-
-    /// Whether the first load accepts any state (`resourceVersion=0`).
-    fn any_state(self) -> bool {
-        matches!(self, FirstLoad::PagedAnyState | FirstLoad::Fed { any_state: true })
-    }
 }
 
 impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
@@ -846,7 +777,9 @@ async fn collect(resp: http::Response<Incoming>, limit: usize) -> Result<Bytes, 
     compressed::read(resp, limit).await.map_err(|e| ReflectError::Transport(e.to_string()))
 }
 
+mod error;
 pub mod fed;
+mod first_load;
 mod move_back;
 #[cfg(all(test, feature = "sim"))]
 mod tests;
