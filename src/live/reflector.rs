@@ -28,28 +28,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use tokio::time::Instant;
 
 use super::feed::Feed;
 use super::metrics::CallCounters;
-use crate::cache::resource::EventKind;
 use crate::cache::CachedObject;
-use crate::upstream::compressed;
 use crate::upstream::Upstream;
-use crate::wire::list_watch::{self, ListPage};
-use crate::wire::proto::WatchFrameDecoder;
+use crate::wire::list_watch::ListPage;
 use crate::wire::resource::{Encoding, ResourceInfo};
 pub use error::ReflectError;
 use fed::FedBy;
 pub use first_load::FirstLoad;
-use move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
 pub const LIST_PAGE_SIZE: usize = 500;
-/// Largest single watch frame accepted from the upstream (a protobuf frame is length-prefixed).
-const MAX_WATCH_FRAME: usize = 64 * 1024 * 1024;
 /// Largest list page accepted (an apiserver page of 500 large objects stays far below this),
 /// and the largest answer kept to feed a cold cache's first load (`serve::feed_load`).
 pub const MAX_LIST_PAGE_BYTES: usize = 1024 * 1024 * 1024;
@@ -58,8 +51,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Server-side timeout asked for each watch; the reflector re-watches when it ends, so
 /// intermediaries never see an idle connection for long.
 const WATCH_TIMEOUT_SECONDS: u64 = 300;
-/// How long past its timeout a watch may stay silent before it is abandoned.
-const WATCH_DEADLINE_MARGIN_SECONDS: u64 = 60;
 
 /// Where the reflector is; see the module docs for the transitions.
 #[derive(Debug)]
@@ -91,19 +82,6 @@ enum Ended {
     /// streaming list's state was in: resumed from that RV after a backoff — a watch, not a
     /// relist.
     Broken(u64, ReflectError),
-}
-
-/// Reload requests, if the reflector takes them.
-type Reloads = Option<tokio::sync::watch::Receiver<u64>>;
-
-/// Resolves when a reload is asked for; never when none can be (no channel, or it closed).
-async fn reload_requested(reloads: &mut Reloads) -> bool {
-    if let Some(r) = reloads.as_mut() {
-        if r.changed().await.is_ok() {
-            return true;
-        }
-    }
-    std::future::pending().await
 }
 
 /// The list+watch loop of one (resource, encoding); `F` receives what it learns.
@@ -410,231 +388,14 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let now = Instant::now();
         State::Wait { until: now.checked_add(delay).unwrap_or(now), then: Box::new(then) }
     }
-
-    /// Reads one watch stream. While `initial` is `Some`, ADDED events are collected into it
-    /// until the initial-events-end bookmark, which yields them as the state.
-    ///
-    /// A stream on a fallback upstream moves back to an earlier one once it returns
-    /// ([`Reflector::try_move`]): a watch from the newest RV seen is opened there, and the
-    /// stream goes on from it only if that upstream has history from that RV — a returned pool
-    /// whose caches started after it would answer 410, and a relist would follow. The old
-    /// stream is read on meanwhile, and the move tried again, for up to [`MOVE_GIVE_UP`]; then
-    /// the watch resumes there whatever it answers.
-    async fn stream(
-        &self,
-        path: &str,
-        rv: u64,
-        initial: &mut Initial,
-        reloads: &mut Reloads,
-    ) -> Result<Ended, ReflectError> {
-        let mut started = Instant::now();
-        let resp = self.get(path).await?;
-        self.apply_fed_state();
-        let mut served_by = served_by(&resp);
-        let mut active = self.upstream.active();
-        let mut body = compressed::Chunks::new(resp);
-        // The moved-to stream's first bytes, read to see whether it has history.
-        let mut pending: Option<Bytes> = None;
-        let mut next_move = started;
-        let mut moving_since: Option<Instant> = None;
-        let mut last = rv;
-        let mut events = 0usize;
-        let mut lines = BytesMut::new();
-        // Where the search for the next newline resumes: earlier bytes hold none.
-        let mut scanned = 0;
-        let mut frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
-        // The upstream ends the watch at timeoutSeconds; a connection that silently stopped
-        // carrying data (a dropped NAT flow) is given up a little after that.
-        let silent_after =
-            Duration::from_secs(WATCH_TIMEOUT_SECONDS + WATCH_DEADLINE_MARGIN_SECONDS);
-        let mut deadline = started + silent_after;
-        loop {
-            let next = match pending.take() {
-                Some(data) => Ok(Some(Ok(data))),
-                // A reload or a move is taken only between frames and once a streaming list's
-                // state is in: a load is never cut short.
-                None if initial.is_none() => {
-                    let back = async {
-                        let _ = active.wait_for(|a| *a < served_by).await;
-                        tokio::time::sleep_until(next_move).await;
-                    };
-                    tokio::select! {
-                        next = tokio::time::timeout_at(deadline, body.next()) => next,
-                        true = reload_requested(reloads) => return Ok(Ended::Reload),
-                        () = back, if served_by > 0 => {
-                            let since = *moving_since.get_or_insert_with(Instant::now);
-                            if since.elapsed() >= MOVE_GIVE_UP {
-                                tracing::info!(resource = %self.describe, rv = last, "resuming the watch on the returned upstream");
-                                return Ok(Ended::Moved(last));
-                            }
-                            match self.try_move(last, served_by).await {
-                                Some(moved) => {
-                                    tracing::info!(resource = %self.describe, rv = last, "watch moved back to the returned upstream");
-                                    (body, served_by, pending) = moved;
-                                    moving_since = None;
-                                    started = Instant::now();
-                                    deadline = started + silent_after;
-                                    events = 0;
-                                    // A partial frame of the old stream is read again, whole,
-                                    // from the new one (it resumes after `last`).
-                                    lines.clear();
-                                    scanned = 0;
-                                    frames = WatchFrameDecoder::new(MAX_WATCH_FRAME);
-                                }
-                                None => next_move = Instant::now() + MOVE_RETRY,
-                            }
-                            continue;
-                        }
-                    }
-                }
-                None => tokio::time::timeout_at(deadline, body.next()).await,
-            };
-            let data = match next {
-                Ok(Some(data)) => data,
-                Ok(None) => break,
-                Err(_) => {
-                    tracing::warn!(resource = %self.describe, "watch silent past its deadline; reconnecting");
-                    break;
-                }
-            };
-            let data = match data {
-                Ok(data) => data,
-                Err(e) => {
-                    let e = ReflectError::Transport(e.to_string());
-                    return if initial.is_none() { Ok(Ended::Broken(last, e)) } else { Err(e) };
-                }
-            };
-            match self.encoding {
-                Encoding::Json => {
-                    lines.extend_from_slice(&data);
-                    while let Some(pos) = lines[scanned..].iter().position(|b| *b == b'\n') {
-                        let line = lines.split_to(scanned + pos + 1);
-                        scanned = 0;
-                        if line.len() > 1 {
-                            events += 1;
-                            last = last.max(self.event(&line, initial)?);
-                        }
-                    }
-                    scanned = lines.len();
-                    if lines.len() > MAX_WATCH_FRAME {
-                        return Err(ReflectError::Decode("watch event over the size limit".into()));
-                    }
-                }
-                Encoding::Protobuf => {
-                    frames.push(&data);
-                    while let Some(f) =
-                        frames.next_frame().map_err(|e| ReflectError::Decode(e.to_string()))?
-                    {
-                        events += 1;
-                        last = last.max(self.event(&f, initial)?);
-                    }
-                }
-            }
-        }
-        // A watch that ends at once with nothing in it is a failing upstream (or something in
-        // front of it), not a routine timeout: back off rather than reconnect in a tight loop,
-        // as client-go's reflector does.
-        if events == 0 && started.elapsed() < Duration::from_secs(1) {
-            return Err(ReflectError::Transport("watch ended immediately without events".into()));
-        }
-        Ok(Ended::Closed(last))
-    }
-
-    /// A watch from `rv` on the upstream now active, if it is earlier than `from` and has
-    /// history from `rv` ([`has_history`]). Returns the stream, where it runs, and the bytes
-    /// read of it.
-    async fn try_move(
-        &self,
-        rv: u64,
-        from: usize,
-    ) -> Option<(compressed::Chunks, usize, Option<Bytes>)> {
-        self.calls.watch.inc();
-        let resp = self.get(&self.watch_path(rv)).await.ok()?;
-        let at = served_by(&resp);
-        if at >= from {
-            return None;
-        }
-        let mut body = compressed::Chunks::new(resp);
-        let read = has_history(&mut body, self.encoding, MAX_WATCH_FRAME).await?;
-        Some((body, at, read))
-    }
-
-    /// Yields one event (a JSON line or a protobuf frame); returns the RV it moves to (0 for
-    /// an initial event or a skipped object).
-    fn event(&self, frame: &[u8], initial: &mut Initial) -> Result<u64, ReflectError> {
-        let list_watch::WatchEvent { event_type, object } =
-            list_watch::parse_watch_event(self.encoding, frame).map_err(ReflectError::Decode)?;
-        let kind = match event_type.as_str() {
-            "ADDED" => EventKind::Added,
-            "MODIFIED" => EventKind::Modified,
-            "DELETED" => EventKind::Deleted,
-            "BOOKMARK" => {
-                let rv = list_watch::object_resource_version(self.encoding, &object)
-                    .map_err(ReflectError::Decode)?;
-                match initial.take() {
-                    Some(objects) if list_watch::is_initial_events_end(self.encoding, &object) => {
-                        // Not whole if an initial event was skipped.
-                        let whole = self.whole.load(Ordering::Acquire);
-                        (self.feed)(Feed::Loaded { objects, rv, whole });
-                    }
-                    // Bookmarks before the end of the initial events only move the RV.
-                    Some(objects) => *initial = Some(objects),
-                    None => (self.feed)(Feed::Bookmark(rv)),
-                }
-                return Ok(rv);
-            }
-            "ERROR" => return Err(error_event_status(self.encoding, &object)),
-            other => {
-                return Err(ReflectError::Decode(format!("unknown watch event type {other:?}")))
-            }
-        };
-        // A skipped object stops the cache from answering (everything passes through) at
-        // once, until a relist loads it completely.
-        let obj = match CachedObject::from_watch_object(&self.info, self.encoding, object) {
-            Ok(o) => o,
-            Err(e) => {
-                self.skipped(&e);
-                (self.feed)(Feed::Skipped);
-                return Ok(0);
-            }
-        };
-        let rv = obj.resource_version;
-        match initial {
-            // Initial events carry each object's own RV, not the list's.
-            Some(objects) if kind == EventKind::Added => {
-                objects.push(obj);
-                return Ok(0);
-            }
-            Some(_) => {
-                return Err(ReflectError::Decode(format!(
-                    "{event_type} before the initial events ended"
-                )))
-            }
-            None => (self.feed)(Feed::Event(kind, obj)),
-        }
-        Ok(rv)
-    }
-}
-
-/// The objects of a streaming list collected so far; `None` once its state is complete.
-type Initial = Option<Vec<CachedObject>>;
-
-/// The error an upstream ERROR event stands for: 410 means relist, anything else a retry.
-fn error_event_status(encoding: Encoding, object: &[u8]) -> ReflectError {
-    match list_watch::error_code(encoding, object) {
-        Some(410) => ReflectError::Gone,
-        Some(c) => ReflectError::Status {
-            status: u16::try_from(c).unwrap_or(500),
-            message: "ERROR watch event".into(),
-        },
-        None => ReflectError::Decode("ERROR watch event without a Status code".into()),
-    }
 }
 
 mod error;
+mod event;
 pub mod fed;
 mod first_load;
 mod move_back;
 mod requests;
+mod stream;
 #[cfg(all(test, feature = "sim"))]
 mod tests;

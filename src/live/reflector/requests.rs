@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
 use super::error::ReflectError;
-use super::Reloads;
+use super::stream::Reloads;
 use super::{Ended, Reflector, LIST_PAGE_SIZE, MAX_LIST_PAGE_BYTES, WATCH_TIMEOUT_SECONDS};
 use crate::cache::CachedObject;
 use crate::live::feed::Feed;

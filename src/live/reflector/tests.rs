@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::cache::resource::EventKind;
 use crate::cache::testutil::configmaps_info as configmaps;
 use crate::live::metrics::UpstreamMetrics;
 use crate::upstream::UpstreamConfig;
