@@ -23,6 +23,15 @@
 //!   has elapsed.
 //!
 //! The loop never ends by itself; its owner (the live cache, `live::caches`) aborts it.
+//!
+//! - this file: the states, the loop ([`Reflector::run`]) with its backoff, and the reflector's
+//!   own record of where it is (a load started, an object skipped, the first reader's state);
+//! - [`requests`]: the requests it makes — a paged list, a streaming list, a watch — and the
+//!   GET they all are, whose refusals are [`ReflectError`]s ([`error`]);
+//! - [`stream`]: reading one watch stream, the reloads and the moves back to a returned
+//!   upstream ([`move_back`]) taken between its frames; [`event`]: what one event yields;
+//! - [`first_load`]: how a cache's first load is requested ([`FirstLoad`]); [`fed`]: a first
+//!   load taken from the answer to the read that started the cache.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
