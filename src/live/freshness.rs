@@ -68,53 +68,20 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 mod clock;
+mod config;
 mod gather;
+mod outcome;
 
 pub use clock::Clock;
+pub use config::FreshnessConfig;
 use gather::Gathered;
+pub use outcome::{NotProven, Proof, Proven};
 
 use super::metrics::CallCounters;
 use crate::cache::resource::ResourceCache;
 use crate::cache::CachedObject;
 use crate::upstream::{Upstream, UpstreamBody};
 use crate::wire::meta;
-
-/// How long reads wait for the cache rather than passing through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FreshnessConfig {
-    /// A read of a cache that has not synced yet waits this long for its first load (shared by
-    /// every such read), then passes through. Zero: pass through at once.
-    pub sync_wait: Duration,
-    /// A consistent read (resourceVersion unset) or a not-older-than read past the cache waits
-    /// this long for the freshness proof, then passes through (or, for not-older-than, gets the
-    /// apiserver's 504). Zero: consistent reads always pass through.
-    pub consistent_wait: Duration,
-    /// A consistent list whose objects come to fewer bytes than this passes through rather
-    /// than wait for a bookmark probe of its own (it still joins a probe under way, and is
-    /// served when the cache is shown current without one). Watches always use the proof.
-    pub probe_min_list_bytes: usize,
-}
-
-impl FreshnessConfig {
-    /// The cold-start wait's default: long enough for a streaming list of a large resource.
-    pub const SYNC_WAIT: Duration = Duration::from_secs(15);
-    /// The proof's default budget: a probe's bookmark comes 1–2 s in (see
-    /// `live::freshness`), and the apiserver's own not-older-than wait is 3 s.
-    pub const CONSISTENT_WAIT: Duration = Duration::from_secs(3);
-    /// 1 MiB: the apiserver serializes that in tens of milliseconds, less than the probe's
-    /// ~1.5 s wait is worth to a `kubectl get`, and far less than its cost for a large list.
-    pub const PROBE_MIN_LIST_BYTES: usize = 1 << 20;
-}
-
-impl Default for FreshnessConfig {
-    fn default() -> Self {
-        FreshnessConfig {
-            sync_wait: Self::SYNC_WAIT,
-            consistent_wait: Self::CONSISTENT_WAIT,
-            probe_min_list_bytes: Self::PROBE_MIN_LIST_BYTES,
-        }
-    }
-}
 
 /// `timeoutSeconds` of a probe watch: its bookmark is due 2 s before the deadline, so 3 is the
 /// shortest that gets one (1–2 s in).
@@ -142,80 +109,6 @@ const ACCEPT_METADATA: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 const ACCEPT_METADATA_WATCH: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-
-/// How a read was shown to be fresh, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proof {
-    /// The cache's state comes from a load requested after the read arrived.
-    Load,
-    /// The cache was already at the upstream's current RV.
-    Cache,
-    /// The cache's own watch brought it there.
-    Watch,
-    /// A probe showed no event between the cache's RV and the upstream's.
-    Probe,
-    /// The cache was reloaded for it.
-    Reload,
-    /// A metadata list of the cache's scope showed it holds the upstream's state.
-    Listed,
-}
-
-impl Proof {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proof::Load => "load",
-            Proof::Cache => "cache",
-            Proof::Watch => "watch",
-            Proof::Probe => "probe",
-            Proof::Reload => "reload",
-            Proof::Listed => "listed",
-        }
-    }
-}
-
-/// A consistent read shown fresh: how, and the upstream's RV it was shown at — the state a
-/// consistent read is answered at, so that a watch's initial state and its later events split
-/// where the apiserver splits them (`None`: the cache's state was loaded after the read
-/// arrived, and is that state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proven {
-    pub proof: Proof,
-    pub at: Option<u64>,
-    /// Set when the cache is behind `at` but was shown to hold the state the upstream had at
-    /// `at` (a metadata list, [`Freshness::consistent_listed`]): the cache's RV then. Events
-    /// between the two change nothing that state shows (an object created and deleted).
-    pub cache_at: Option<u64>,
-}
-
-impl Proven {
-    /// The cache's state comes from a load requested after the read arrived: that state.
-    fn loaded() -> Self {
-        Proven { proof: Proof::Load, at: None, cache_at: None }
-    }
-
-    /// The cache is at `rv` or past it, shown so by `proof`.
-    fn at(proof: Proof, rv: u64) -> Self {
-        Proven { proof, at: Some(rv), cache_at: None }
-    }
-}
-
-/// Why a read was not shown fresh.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotProven {
-    /// Not within the budget (or the upstream could not be asked).
-    Timeout,
-    /// A probe would be needed and the caller judged passing through cheaper (a small list).
-    Declined,
-}
-
-impl NotProven {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NotProven::Timeout => "timeout",
-            NotProven::Declined => "declined",
-        }
-    }
-}
 
 /// A `PartialObjectMetadataList`, as far as the proofs read it. The apiserver writes the items
 /// of an empty one as `null` (a nil Go slice).
