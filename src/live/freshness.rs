@@ -70,11 +70,13 @@ use tokio::time::Instant;
 mod clock;
 mod config;
 mod gather;
+mod metadata_list;
 mod outcome;
 
 pub use clock::Clock;
 pub use config::FreshnessConfig;
 use gather::Gathered;
+use metadata_list::{Listed, MetadataList};
 pub use outcome::{NotProven, Proof, Proven};
 
 use super::metrics::CallCounters;
@@ -109,68 +111,6 @@ const ACCEPT_METADATA: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 const ACCEPT_METADATA_WATCH: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-
-/// A `PartialObjectMetadataList`, as far as the proofs read it. The apiserver writes the items
-/// of an empty one as `null` (a nil Go slice).
-#[derive(serde::Deserialize)]
-struct MetadataList {
-    metadata: Meta,
-    #[serde(default)]
-    items: Option<Vec<MetadataItem>>,
-}
-
-impl MetadataList {
-    fn parse(body: &[u8]) -> Option<MetadataList> {
-        serde_json::from_slice(body).ok()
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct MetadataItem {
-    metadata: Meta,
-}
-
-#[derive(serde::Deserialize)]
-struct Meta {
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    name: String,
-    #[serde(rename = "resourceVersion", default)]
-    resource_version: String,
-}
-
-/// What a consistent metadata list of a cache's scope — or of one namespace of it — showed:
-/// the upstream's RV, and every object's (by `namespace/name` key).
-struct Listed {
-    rv: u64,
-    /// The namespace listed, `None` for the cache's whole scope.
-    namespace: Option<String>,
-    objects: std::collections::HashMap<String, u64>,
-}
-
-impl Listed {
-    /// Whether it shows the state a read of `namespace` (`None`: of every one) needs.
-    fn covers(&self, namespace: Option<&str>) -> bool {
-        self.namespace.is_none() || self.namespace.as_deref() == namespace
-    }
-
-    /// Whether `snap` holds the listed state or a newer one, in what was listed: every listed
-    /// object at its listed RV or later, and nothing else but objects newer than the list
-    /// (created after it).
-    fn held_by(&self, snap: &crate::cache::Snapshot) -> bool {
-        let items = snap.items();
-        let listed_here =
-            |o: &CachedObject| self.namespace.as_ref().is_none_or(|ns| *ns == o.namespace);
-        self.objects
-            .iter()
-            .all(|(key, rv)| items.get(key).is_some_and(|o| o.resource_version >= *rv))
-            && items
-                .iter()
-                .filter(|(_, o)| listed_here(o))
-                .all(|(key, o)| self.objects.contains_key(key) || o.resource_version > self.rv)
-    }
-}
 
 /// A result every waiter of one single-flight operation gets: `None` while it runs.
 type Shared<T> = watch::Receiver<Option<T>>;

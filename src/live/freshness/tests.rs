@@ -1,4 +1,4 @@
-use super::*;
+use super::metadata_list::MetadataList;
 
 /// The proofs' lists are read as the apiserver writes them: an empty collection's items are
 /// `null`, a non-empty one's carry their metadata (`fixtures/cm-list-metadata.body`). A proof
