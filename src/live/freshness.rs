@@ -61,14 +61,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use http::{header, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 mod clock;
 mod config;
 mod gather;
+mod lists;
 mod metadata_list;
 mod outcome;
 mod probe;
@@ -76,13 +75,12 @@ mod probe;
 pub use clock::Clock;
 pub use config::FreshnessConfig;
 use gather::Gathered;
-use metadata_list::{Listed, MetadataList};
+use metadata_list::Listed;
 pub use outcome::{NotProven, Proof, Proven};
 
 use super::metrics::CallCounters;
 use crate::cache::resource::ResourceCache;
-use crate::cache::CachedObject;
-use crate::upstream::{Upstream, UpstreamBody};
+use crate::upstream::Upstream;
 
 /// How long the cache's own watch is given to reach R before a probe is started: on a busy
 /// resource the events up to R are already on their way.
@@ -91,16 +89,6 @@ const WATCH_GRACE: Duration = Duration::from_millis(50);
 /// [`WATCH_GRACE`]) is busy: its own watch, rather than a metadata list of its own, likely
 /// brings it to the clock's RV in a moment ([`Freshness::consistent_listed`]).
 const BUSY: (Duration, usize) = (Duration::from_millis(250), 5);
-/// How long the `limit=1` list may take before it counts as failed (the readers waiting on it
-/// pass through; a later read sends a new one).
-const RV_LIST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest body of the `limit=1` list (one PartialObjectMetadata item).
-const MAX_RV_LIST: usize = 16 << 20;
-/// Metadata only, JSON: the probe needs RVs, not objects.
-const ACCEPT_METADATA: &str =
-    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-const ACCEPT_METADATA_WATCH: &str =
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
 /// A result every waiter of one single-flight operation gets: `None` while it runs.
 type Shared<T> = watch::Receiver<Option<T>>;
@@ -336,35 +324,6 @@ impl Freshness {
         listings.get_for(arrived, needs, |l| l.covers(namespace), fetch).await
     }
 
-    /// A consistent list of the cache's scope, or of `namespace` in it, metadata only. `None`
-    /// when it failed.
-    async fn fetch_metadata_list(&self, namespace: Option<String>) -> Option<Listed> {
-        let cache = self.cache.upgrade()?;
-        self.calls.proof_list.inc();
-        // Narrower than the cache only where the cache holds every namespace of its resource.
-        let namespace =
-            namespace.filter(|_| cache.info().namespaced && cache.scope().namespace().is_none());
-        let collection = match &namespace {
-            Some(ns) => cache.info().namespaced_collection_path(ns),
-            None => cache.collection_path(),
-        };
-        let selectors = cache.selector_query();
-        let path = match selectors.strip_prefix('&') {
-            Some(q) => format!("{collection}?{q}"),
-            None => collection,
-        };
-        drop(cache);
-        let list = self.metadata_list_of(&path).await?;
-        let items = list.items.unwrap_or_default();
-        let mut objects = std::collections::HashMap::with_capacity(items.len());
-        for item in items {
-            let m = item.metadata;
-            let rv = m.resource_version.parse().ok()?;
-            objects.insert(CachedObject::key_for(&m.namespace, &m.name), rv);
-        }
-        Some(Listed { rv: list.metadata.resource_version.parse().ok()?, namespace, objects })
-    }
-
     /// The cache reloaded by a load requested since the read arrived: asked for unless one is
     /// under way, and shared by every read that arrived before it was requested.
     async fn reload(
@@ -397,38 +356,6 @@ impl Freshness {
         self.clock.current_rv(&self.resource, arrived, self.fetch()).await
     }
 
-    /// This cache's consistent `limit=1` list, to be sent by the clock.
-    fn fetch(self: &Arc<Self>) -> clock::Fetch {
-        let this = self.clone();
-        Box::new(move || Box::pin(async move { this.fetch_current_rv().await }))
-    }
-
-    async fn fetch_current_rv(&self) -> Option<u64> {
-        let cache = self.cache.upgrade()?;
-        self.calls.proof_list.inc();
-        let path = format!("{}?limit=1", cache.collection_path());
-        drop(cache);
-        let list = self.metadata_list_of(&path).await?;
-        list.metadata.resource_version.parse().ok()
-    }
-
-    /// A consistent list of `path`, metadata only (`PartialObjectMetadataList`), within
-    /// [`RV_LIST_TIMEOUT`]: a hung upstream must not hold the turn of every later proof.
-    /// `None` when it failed.
-    async fn metadata_list_of(&self, path: &str) -> Option<MetadataList> {
-        let req = request(path, ACCEPT_METADATA)?;
-        let fetch = async {
-            let resp = self.upstream.send(req).await.ok()?;
-            if resp.status() != StatusCode::OK {
-                tracing::debug!(status = %resp.status(), path, "a proof's list refused");
-                return None;
-            }
-            http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
-        };
-        let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
-        MetadataList::parse(&body.to_bytes())
-    }
-
     /// Waits until the cache has reached `rv` for a not-older-than read, as the apiserver's
     /// watch cache waits until `deadline`: through its own watch, or — when the upstream is
     /// already past `rv` (an RV taken from another resource, on a quiet one) — through a probe.
@@ -455,16 +382,6 @@ impl Freshness {
         let left = deadline.saturating_duration_since(Instant::now());
         cache.wait_for(rv, left).await.map(|_| Proof::Watch).map_err(|_| NotProven::Timeout)
     }
-}
-
-fn request(path: &str, accept: &'static str) -> Option<Request<UpstreamBody>> {
-    Request::builder()
-        .method(Method::GET)
-        .uri(path)
-        .header(header::ACCEPT, accept)
-        .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
-        .body(Empty::new().map_err(|never| match never {}).boxed())
-        .ok()
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use http_body_util::BodyExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::lists::{request, ACCEPT_METADATA_WATCH};
 use super::outcome::{NotProven, Proof};
-use super::{request, ACCEPT_METADATA_WATCH};
 use super::{Freshness, Shared};
 use crate::cache::resource::ResourceCache;
 use crate::wire::meta;
