@@ -56,6 +56,15 @@
 //! consistent lists, consistent watches and WatchLists, and not-older-than reads past the
 //! cache's RV. A consistent *get* passes through: it costs the upstream one small request
 //! either way (the proof's `limit=1` list, or the get itself), and the get is faster.
+//!
+//! - this file: which proof a read gets ([`Freshness`]: a load since it arrived, the cache's
+//!   own watch, a reload, a metadata list, a probe) and the waits between them;
+//! - [`lists`]: the consistent lists the proofs send (the current RV's `limit=1` list, a
+//!   cache's metadata list), read as [`metadata_list`] says; [`probe`]: the bookmark probe;
+//! - [`clock`]: the upstream's current RV, shared by every cache's proofs; [`gather`]: one
+//!   request at a time, shared by the reads that come before it is sent;
+//! - [`outcome`]: what a proof concluded ([`Proven`], [`NotProven`]); [`config`]: how long
+//!   reads wait ([`FreshnessConfig`]).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
