@@ -21,42 +21,25 @@ use std::sync::Arc;
 
 use http::{header, HeaderMap, Response};
 
-use super::body::{self, Body, JSON, PROTOBUF};
+use super::body::{self, Body};
+use super::encode::{self, Out, Shape};
 use super::fresh;
-use super::pages::PageCache;
+use super::prepare::{self, Read};
 use super::read::CachedRead;
-use super::resources::ResourceInfo;
 use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
-use crate::cache::CachedObject;
 use crate::live::caches::Live;
 use crate::live::freshness::Proven;
-use crate::wire::meta::{self, unstructured, ListMeta};
-use crate::wire::negotiate::{self, Endpoint, MediaType, MetaVersion, Representation};
+use crate::wire::continue_token;
+use crate::wire::gzip;
+use crate::wire::meta::ListMeta;
+use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
-use crate::wire::selector::fields_by_kind::{self, FieldRules};
-use crate::wire::selector::{FieldSelector, LabelSelector};
+use crate::wire::selector::fields_by_kind::FieldRules;
 use crate::wire::status::Status;
-use crate::wire::table::IncludeObject;
-use crate::wire::{continue_token, gzip, proto};
-
-const META_API_VERSION: &str = "meta.k8s.io/v1";
-/// Lists at least this large (and not to be gzipped) are written from the cached items' own
-/// buffers rather than assembled into one body: no copy of the whole list, and no pages of
-/// fresh memory to fault in for it.
-const STREAM_LIST_BYTES: usize = 256 * 1024;
-
-/// What the client asked to get back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    Object,
-    Metadata,
-    /// A `meta.k8s.io/v1` Table, printed from the JSON cache (`table.rs`).
-    Table(IncludeObject),
-}
 
 /// Answers the request from the cache, or returns `None` to have it passed through.
 pub async fn try_answer(
@@ -83,7 +66,7 @@ pub async fn try_answer(
     let (encoding, shape) = match super::table::requested(info, &neg, opts) {
         Some(include) => (Encoding::Json, Shape::Table(include)),
         None => {
-            let (encoding, metadata) = cache_form(info, &neg, kind)?;
+            let (encoding, metadata) = prepare::cache_form(info, &neg, kind)?;
             (encoding, if metadata { Shape::Metadata } else { Shape::Object })
         }
     };
@@ -114,7 +97,16 @@ pub async fn try_answer(
         return None;
     }
     let proven = match consistent && rp.name.is_none() {
-        true => Some(consistent_list(state, &cache, info, rp, opts, encoding, arrived).await?),
+        true => {
+            let (label, field) = prepare::selectors(info, encoding, opts)?;
+            let filter = Filter { namespace: rp.namespace.clone(), label, field };
+            let limit =
+                opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+            let read = Read::List;
+            let (proven, _) =
+                prepare::consistent(state, &cache, info, &filter, limit, read, arrived).await?;
+            Some(proven)
+        }
         false => None,
     };
     let page_key = format!(
@@ -138,32 +130,6 @@ pub async fn try_answer(
     }
 }
 
-/// The freshness proof of a consistent list: a metadata list of the cache (or of the list's
-/// namespace in it) when it costs the upstream no more than the list would directly
-/// ([`fresh::listing`]: a small cache the list is about all of — another tier's `limit=1`
-/// current-RV list, a node's list of its Node);
-/// else the cache's own proof, where a small list passes through rather than wait for a probe.
-async fn consistent_list(
-    state: &ProxyState,
-    cache: &Live,
-    info: &ResourceInfo,
-    rp: &ResourcePath,
-    opts: &ListOptions,
-    encoding: Encoding,
-    arrived: std::time::Instant,
-) -> Option<Proven> {
-    let (label, field) = selectors(info, encoding, opts)?;
-    let filter = Filter { namespace: rp.namespace.clone(), label, field };
-    let limit = opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-    if let Some(listing) = fresh::listing(cache, info.namespaced, &filter, limit) {
-        let namespace = filter.namespace.as_deref();
-        return fresh::consistent_listed(state, cache, listing, namespace, arrived).await;
-    }
-    let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
-    let worth_it = || fresh::scope_bytes(&cache.current(), rp.namespace.as_deref()) >= min_bytes;
-    fresh::consistent(state, cache, arrived, worth_it, || false).await
-}
-
 /// The state a consistent list is answered at: the cache's, shown current by its proof — or,
 /// when a metadata list showed the cache's state to be the upstream's at a later RV R
 /// ([`Proven::cache_at`]), that state at R, as the apiserver would answer (the list's RV is
@@ -177,79 +143,6 @@ fn proven_state(cache: &Live, proven: Option<Proven>) -> Option<Snapshot> {
         }
         _ => Some(snap),
     }
-}
-
-struct Out<'a> {
-    info: &'a ResourceInfo,
-    encoding: Encoding,
-    shape: Shape,
-    headers: &'a HeaderMap,
-    pages: &'a PageCache,
-    metrics: &'a crate::serve::metrics::Metrics,
-    /// What, besides the snapshot, decides a list's bytes: resource, encoding, shape, scope and
-    /// query.
-    page_key: String,
-}
-
-/// What a cached answer is for: the representations each accepts differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Read {
-    Get,
-    List,
-    Watch,
-}
-
-/// The cache (by encoding) that answers what the client negotiated, and whether it asked for
-/// metadata only; `None` for what only the apiserver writes: Table (but see `table.rs`), YAML,
-/// the v1beta1 meta types, protobuf metadata of custom resources, and a metadata type that does
-/// not fit the read (PartialObjectMetadataList for a get, or the other way round: its 406).
-/// A watch's events carry PartialObjectMetadata whichever of the two the client named.
-pub(super) fn cache_form(
-    info: &ResourceInfo,
-    neg: &negotiate::Negotiated,
-    read: Read,
-) -> Option<(Encoding, bool)> {
-    let encoding = match neg.media_type {
-        MediaType::Json => Encoding::Json,
-        MediaType::Protobuf => Encoding::Protobuf,
-        _ => return None,
-    };
-    let metadata = match (neg.representation, read) {
-        (Representation::Object, _) => false,
-        (Representation::PartialObjectMetadata(MetaVersion::V1), Read::Get | Read::Watch)
-        | (Representation::PartialObjectMetadataList(MetaVersion::V1), Read::List | Read::Watch) => {
-            true
-        }
-        _ => return None,
-    };
-    if metadata && encoding == Encoding::Protobuf && !info.is_builtin() {
-        return None;
-    }
-    Some((encoding, metadata))
-}
-
-/// The request's label and field selectors as a cache of `encoding` evaluates them, or `None`
-/// when it cannot evaluate them exactly: malformed ones (whose 400 the upstream words), fields
-/// the encoding's cache does not hold, custom resources' selectable fields.
-pub(super) fn selectors(
-    info: &ResourceInfo,
-    encoding: Encoding,
-    opts: &ListOptions,
-) -> Option<(Option<LabelSelector>, Option<FieldSelector>)> {
-    let label = match &opts.label_selector {
-        Some(s) => Some(LabelSelector::parse(s).ok()?),
-        None => None,
-    };
-    let field = match &opts.field_selector {
-        Some(s) => {
-            let f = FieldSelector::parse(s).ok()?;
-            fields_by_kind::validate(&info.group, &info.resource, &f).ok()?;
-            // Old field names converted (pods' `spec.host` is `spec.nodeName`).
-            Some(select::cacheable_field_selector(encoding, &info.group, &info.resource, &f)?)
-        }
-        None => None,
-    };
-    Some((label, field))
 }
 
 /// The snapshot for a not-older-than read: the current one once the cache has reached `rv`.
@@ -289,7 +182,7 @@ async fn get(
     let Some(obj) = snap.get(&key).cloned() else {
         return Some(body::status(&Status::not_found(&out.info.group, &out.info.resource, name)));
     };
-    Some(encode_object(&obj, out))
+    Some(encode::object(&obj, out))
 }
 
 async fn list(
@@ -300,7 +193,7 @@ async fn list(
     proven: Option<Proven>,
     out: &Out<'_>,
 ) -> Option<Response<Body>> {
-    let (label, field) = selectors(out.info, out.encoding, opts)?;
+    let (label, field) = prepare::selectors(out.info, out.encoding, opts)?;
     // The watch cache ignores `limit` at resourceVersion=0 (`computeListLimit`).
     let limit = opts
         .limit
@@ -368,7 +261,7 @@ async fn list(
     if gzip_ok {
         if let Some(compressed) = out.pages.get(&key) {
             out.metrics.page_cache.with_label_values(&["hit"]).inc();
-            return Some(gzipped(compressed, out));
+            return Some(encode::gzipped(compressed, out));
         }
     }
     let page = select::select(&snap, &query);
@@ -379,125 +272,5 @@ async fn list(
         continue_token: page.continue_token.as_deref().unwrap_or(""),
         remaining_item_count: page.remaining_item_count,
     };
-    Some(encode_list(&page.items, &meta, out, Some(key.as_str())))
-}
-
-fn encode_object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
-    let info = out.info;
-    let result = match (out.encoding, out.shape) {
-        (Encoding::Json, Shape::Object) if info.is_builtin() => {
-            meta::with_type_meta(&obj.body, &info.api_version(), &info.kind)
-                .map_err(|e| e.to_string())
-        }
-        (Encoding::Json, Shape::Object) => Ok(obj.body.to_vec()),
-        (Encoding::Json, Shape::Metadata) => if info.is_builtin() {
-            meta::partial_object_metadata_json(&obj.body, META_API_VERSION)
-        } else {
-            unstructured::partial_object_metadata_json(&obj.body, META_API_VERSION)
-        }
-        .map_err(|e| e.to_string()),
-        (Encoding::Protobuf, Shape::Object) => {
-            Ok(proto::encode_unknown(&info.api_version(), &info.kind, &obj.body))
-        }
-        (Encoding::Protobuf, Shape::Metadata) => {
-            proto::partial_object_metadata(&obj.body, META_API_VERSION).map_err(|e| e.to_string())
-        }
-        (_, Shape::Table(include)) => super::table::object(info, obj, include),
-    };
-    finish(result, out, None)
-}
-
-fn encode_list(
-    items: &[Arc<CachedObject>],
-    meta_out: &ListMeta<'_>,
-    out: &Out<'_>,
-    page_key: Option<&str>,
-) -> Response<Body> {
-    let info = out.info;
-    // A Table's ages are of the moment it is printed: never kept in the page cache.
-    let page_key = page_key.filter(|_| !matches!(out.shape, Shape::Table(_)));
-    let size: usize = items.iter().map(|o| o.body.len()).sum();
-    if size >= STREAM_LIST_BYTES && !gzip::accepts_gzip(out.headers) {
-        let bodies: Vec<bytes::Bytes> = items.iter().map(|o| o.body.clone()).collect();
-        let (api_version, kind) = (info.api_version(), info.list_kind());
-        let parts = match (out.encoding, out.shape) {
-            (Encoding::Json, Shape::Object) if info.is_builtin() => {
-                Some(meta::list_json_parts(&api_version, &kind, meta_out, &bodies))
-            }
-            (Encoding::Protobuf, Shape::Object) => {
-                Some(proto::encode_list_parts(&api_version, &kind, meta_out, &bodies))
-            }
-            _ => None,
-        };
-        if let Some(parts) = parts {
-            return body::respond_parts(200, content_type(out), parts);
-        }
-    }
-    let bodies: Vec<&[u8]> = items.iter().map(|o| o.body.as_ref()).collect();
-    let result = match (out.encoding, out.shape) {
-        (Encoding::Json, Shape::Object) => Ok(if info.is_builtin() {
-            meta::list_json(&info.api_version(), &info.list_kind(), meta_out, &bodies)
-        } else {
-            unstructured::list_json(&info.api_version(), &info.list_kind(), meta_out, &bodies)
-        }),
-        (Encoding::Json, Shape::Metadata) => if info.is_builtin() {
-            meta::partial_object_metadata_list_json(META_API_VERSION, meta_out, &bodies)
-        } else {
-            unstructured::partial_object_metadata_list_json(META_API_VERSION, meta_out, &bodies)
-        }
-        .map_err(|e| e.to_string()),
-        (Encoding::Protobuf, Shape::Object) => {
-            Ok(proto::encode_list(&info.api_version(), &info.list_kind(), meta_out, &bodies))
-        }
-        (Encoding::Protobuf, Shape::Metadata) => {
-            proto::partial_object_metadata_list(META_API_VERSION, meta_out, &bodies)
-                .map_err(|e| e.to_string())
-        }
-        (_, Shape::Table(include)) => super::table::list(info, items, meta_out, include),
-    };
-    finish(result, out, page_key)
-}
-
-fn content_type(out: &Out<'_>) -> &'static str {
-    match out.encoding {
-        Encoding::Json => JSON,
-        Encoding::Protobuf => PROTOBUF,
-    }
-}
-
-fn gzipped(compressed: bytes::Bytes, out: &Out<'_>) -> Response<Body> {
-    let mut resp = body::respond_bytes(200, content_type(out), compressed);
-    resp.headers_mut().insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
-    resp.headers_mut().insert(header::VARY, header::HeaderValue::from_static("Accept-Encoding"));
-    resp
-}
-
-/// Content type, Go's trailing newline for JSON, and gzip as the apiserver applies it.
-fn finish(
-    result: Result<Vec<u8>, String>,
-    out: &Out<'_>,
-    page_key: Option<&str>,
-) -> Response<Body> {
-    let mut bytes = match result {
-        Ok(b) => b,
-        Err(e) => return body::status(&Status::internal(e)),
-    };
-    let ct = match out.encoding {
-        Encoding::Json => {
-            if bytes.last() != Some(&b'\n') {
-                bytes.push(b'\n');
-            }
-            JSON
-        }
-        Encoding::Protobuf => PROTOBUF,
-    };
-    if gzip::should_compress(gzip::accepts_gzip(out.headers), bytes.len()) {
-        let compressed = bytes::Bytes::from(gzip::gzip(&bytes));
-        if let Some(key) = page_key {
-            out.metrics.page_cache.with_label_values(&["miss"]).inc();
-            out.pages.insert(key.to_string(), compressed.clone());
-        }
-        return gzipped(compressed, out);
-    }
-    body::respond(200, ct, bytes)
+    Some(encode::list(&page.items, &meta, out, Some(key.as_str())))
 }

@@ -144,7 +144,7 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
 /// Whether the cache is shown to hold the upstream's state as of `arrived` (a consistent read:
 /// resourceVersion unset), within the proof's budget; if not, the read passes through.
 /// `probe_worth_it` says, when a probe of its own would be needed, whether the read is worth
-/// one (see `cached::probe_worth_it`).
+/// one (a list's: `prepare::consistent`).
 pub async fn consistent(
     state: &ProxyState,
     cache: &Live,

@@ -33,22 +33,17 @@ use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
 use super::body::{self, Body, BoxError};
-use super::cached::Read;
-use super::fresh::{self, Listing};
+use super::fresh;
+use super::prepare::{self, Read};
 use super::read::CachedRead;
-use super::resources::ResourceInfo;
 use super::state::ProxyState;
-use crate::cache::fanout::{Filter, Next, Queue};
+use crate::cache::fanout::{Next, Queue};
 use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
-use crate::live::caches::Live;
 use crate::live::freshness::Proven;
 use crate::wire::negotiate::{self, Endpoint};
-use crate::wire::request::{ListOptions, ResourcePath};
-use crate::wire::selector::field::{FieldOperator, FieldRequirement};
-use crate::wire::selector::FieldSelector;
 use crate::wire::status::Status;
 
 /// Bytes of frames handed to the connection at a time.
@@ -86,10 +81,10 @@ pub async fn try_watch(
     let table = super::table::watch(info, &neg, opts);
     let (encoding, metadata) = match table {
         Some(_) => (Encoding::Json, false),
-        None => super::cached::cache_form(info, &neg, Read::Watch)?,
+        None => prepare::cache_form(info, &neg, Read::Watch)?,
     };
     // --- end Tables
-    let filter = filter(info, encoding, rp, opts)?;
+    let filter = prepare::watch_filter(info, encoding, rp, opts)?;
     // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
     // read passes through.
     let cache = read.cache(state, encoding, false).await?;
@@ -108,7 +103,9 @@ pub async fn try_watch(
         // Consistent (a WatchList with resourceVersion unset): the state once the cache is
         // shown to be current, else passed through.
         (Some(true), None) => {
-            let (proven, by) = consistent(state, &cache, info, &filter, arrived).await?;
+            let (proven, by) =
+                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived)
+                    .await?;
             listing = by;
             (state_at(proven), bookmarks)
         }
@@ -138,7 +135,9 @@ pub async fn try_watch(
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
         // resourceVersion unset: "get state and start at most recent" — consistent too.
         (None, None) => {
-            let (proven, by) = consistent(state, &cache, info, &filter, arrived).await?;
+            let (proven, by) =
+                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived)
+                    .await?;
             listing = by;
             (state_at(proven), false)
         }
@@ -227,27 +226,6 @@ pub async fn try_watch(
     Some(stream_response(&encoder, body.boxed()))
 }
 
-/// The freshness proof of a consistent watch, and the metadata list it was proven by if it was:
-/// for a watch of about all of a small cache, or of its namespace in it (a kubelet's watch of
-/// one ConfigMap in a namespace of few, a node's of its Node or pods, the services kube-proxy
-/// reads: [`fresh::listing`]), a metadata list of that; else the cache's own proof, a reload
-/// for a small cache the watch mostly covers.
-async fn consistent(
-    state: &ProxyState,
-    cache: &Live,
-    info: &ResourceInfo,
-    filter: &Filter,
-    arrived: std::time::Instant,
-) -> Option<(Proven, Option<Listing>)> {
-    if let Some(listing) = fresh::listing(cache, info.namespaced, filter, None) {
-        let namespace = filter.namespace.as_deref();
-        let proven = fresh::consistent_listed(state, cache, listing, namespace, arrived).await?;
-        return Some((proven, Some(listing)));
-    }
-    let reload = || fresh::reload_covers(cache, info.namespaced, filter);
-    Some((fresh::consistent(state, cache, arrived, || true, reload).await?, None))
-}
-
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
 /// apiserver's state when the read arrived: later events are events, as they are there), or
 /// the cache's state when it was loaded for the read.
@@ -257,28 +235,6 @@ fn state_at(proven: Proven) -> WatchFrom {
         (Some(rv), None) => WatchFrom::StateAt(rv),
         (None, _) => WatchFrom::State,
     }
-}
-
-/// The watch's filter: namespace, label selector, and field selector (plus the name of a watch
-/// on one object), or `None` when the cache cannot evaluate it exactly.
-fn filter(
-    info: &ResourceInfo,
-    encoding: Encoding,
-    rp: &ResourcePath,
-    opts: &ListOptions,
-) -> Option<Filter> {
-    let (label, mut field) = super::cached::selectors(info, encoding, opts)?;
-    // A watch of one object is a watch filtered by its name.
-    if let Some(name) = &rp.name {
-        let mut reqs = field.map(|f| f.requirements().to_vec()).unwrap_or_default();
-        reqs.push(FieldRequirement {
-            field: "metadata.name".into(),
-            operator: FieldOperator::Equals,
-            value: name.clone(),
-        });
-        field = Some(FieldSelector::from_requirements(reqs));
-    }
-    Some(Filter { namespace: rp.namespace.clone().filter(|ns| !ns.is_empty()), label, field })
 }
 
 fn stream_response(encoder: &Encoder, body: Body) -> Response<Body> {
