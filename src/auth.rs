@@ -28,13 +28,15 @@
 
 //!
 //! The parts, a file each: [`identity`] (who a request comes from), [`authenticate`],
-//! [`authorize`] (reads from the cache), [`graph_lag`] (a node's reads right after a binding),
+//! [`authorize`] (reads from the cache), [`gate`] (the step in front of the cache that asks
+//! it), [`graph_lag`] (a node's reads right after a binding),
 //! [`impersonate`] (what passes through as whom),
 //! [`refusal`] (what the apiserver would answer instead), and [`review`] (the review client,
 //! its answers' cache, outage policy and persistence).
 
 pub mod authenticate;
 pub mod authorize;
+pub mod gate;
 pub mod graph_lag;
 pub mod identity;
 pub mod impersonate;

@@ -41,13 +41,33 @@ use crate::wire::request::{ListOptions, ResourcePath, RvMatch};
 use crate::wire::selector::fields_by_kind::FieldRules;
 use crate::wire::status::Status;
 
-/// Answers the request from the cache, or returns `None` to have it passed through.
-pub async fn try_answer(
-    state: &Arc<ProxyState>,
+/// What the cache would answer a get or list with, worked out before anything is asked of the
+/// upstream or of a cache: `None` where only the apiserver answers (indented JSON, a
+/// representation the cache does not hold, a consistent get, ...) — then no review is asked.
+pub struct Plan {
+    arrived: std::time::Instant,
+    encoding: Encoding,
+    shape: Shape,
+    /// resourceVersion unset and no continue token: the most recent state.
+    consistent: bool,
+    /// Every object of its scope, in the cache's form, in one unpaged answer.
+    whole: bool,
+}
+
+impl Plan {
+    /// The cache (by encoding) that would answer.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+}
+
+/// The [`Plan`] of a get or list, or `None` to have it passed through.
+pub fn plan(
+    state: &ProxyState,
     read: &CachedRead<'_>,
     headers: &HeaderMap,
     query: Option<&str>,
-) -> Option<Response<Body>> {
+) -> Option<Plan> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
     let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
@@ -81,8 +101,6 @@ pub async fn try_answer(
     {
         return None;
     }
-    // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
-    // read passes through.
     // A list of every object of its scope, in the cache's own form, in one unpaged answer:
     // what a cache of that scope loads, so that its answer can be a cold cache's first load.
     // At resourceVersion=0 the watch cache ignores `limit` (`computeListLimit`): an informer's
@@ -92,7 +110,22 @@ pub async fn try_answer(
     let unpaged = (opts.limit.is_none_or(|l| l <= 0) || any_state) && opts.continue_token.is_none();
     let not_exact = opts.resource_version_match != Some(RvMatch::Exact);
     let whole = rp.name.is_none() && shape == Shape::Object && unpaged && not_exact;
-    let cache = read.cache(state, encoding, whole).await?;
+    Some(Plan { arrived, encoding, shape, consistent, whole })
+}
+
+/// Answers a get or list from the cache as `plan` says, once the client may read it (node
+/// mode's gate, asked by `route`), or returns `None` to have it passed through.
+pub async fn answer(
+    state: &Arc<ProxyState>,
+    read: &CachedRead<'_>,
+    plan: Plan,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Response<Body>> {
+    let (info, rp, opts) = (read.info, read.rp, read.opts);
+    let Plan { arrived, encoding, shape, consistent, whole } = plan;
+    // `None`: no cache may answer (the cost rule, the memory budget); the read passes through.
+    let cache = read.cache(state, encoding, whole)?;
     if !fresh::synced(state, &cache).await {
         return None;
     }

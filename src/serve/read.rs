@@ -1,13 +1,10 @@
-//! A read the cache may answer, as the cache paths (`cached`, `watch`) take it, and node mode's
-//! gate in front of it.
+//! A read the cache may answer, as the cache paths (`cached`, `watch`) take it, and what one
+//! attempt to answer it decided besides the answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::request::{Class, Verb};
 use super::state::ProxyState;
-use crate::auth::authorize::read_attributes;
-use crate::auth::{NodeAuth, UserInfo};
 use crate::cache::{Encoding, Scope};
 use crate::live::caches::Live;
 use crate::live::reflector::fed::Feeder;
@@ -22,34 +19,28 @@ pub struct CachedRead<'a> {
     pub opts: &'a ListOptions,
     /// What it can see: the cache that answers must contain it.
     pub scope: &'a Scope,
-    pub gate: &'a Gate<'a>,
     /// What this attempt to answer it decided besides the answer.
     pub attempt: &'a Attempt,
 }
 
 impl CachedRead<'_> {
+    /// Whether a cache may answer this read in `encoding` at all: a read of one named object
+    /// never starts a cache (`live::caches`), so only a running cache that holds it may — and
+    /// no review is asked for a read that would pass through anyway.
+    pub fn may_be_cached(&self, state: &ProxyState, encoding: Encoding) -> bool {
+        self.scope.name().is_none() || state.caches.holds_named(self.info, encoding, self.scope)
+    }
+
     /// The cache that answers this read in `encoding` (`Caches::for_read`: a running one whose
-    /// scope contains it, or one started for it), once the client may read it (node mode).
-    /// `None`: the read passes through — and no review is asked for a read that would pass
-    /// through anyway (a named object no running cache holds).
+    /// scope contains it, or one started for it); asked once the client may read it (node
+    /// mode's gate, `auth::gate`). `None`: the read passes through.
     ///
     /// `whole`: the read asks for what a cache of its scope loads — every object of it, in the
     /// cache's encoding, in one unpaged list. A cache it starts then takes its first load from
     /// the read's own answer (`live::reflector::fed`): the read is passed through, with what
     /// feeds the cache noted in its [`Attempt`], and `None` is returned.
-    pub async fn cache(
-        &self,
-        state: &ProxyState,
-        encoding: Encoding,
-        whole: bool,
-    ) -> Option<Arc<Live>> {
+    pub fn cache(&self, state: &ProxyState, encoding: Encoding, whole: bool) -> Option<Arc<Live>> {
         let caches = &state.caches;
-        if self.scope.name().is_some() && !caches.holds_named(self.info, encoding, self.scope) {
-            return None;
-        }
-        if !self.gate.open(self.attempt).await {
-            return None;
-        }
         let live = caches.for_read(self.info, encoding, self.scope, self.first_load(whole))?;
         let same_scope = || live.scope().contains(self.scope) && self.scope.contains(live.scope());
         if whole && !live.is_synced() && same_scope() {
@@ -77,58 +68,8 @@ impl CachedRead<'_> {
     }
 }
 
-/// Node mode's authorization of a read from the cache (`NodeAuth::may_read_cached`; for a
-/// watch, and for a read sent again after a refusal, `may_watch_cached`, which asks a
-/// remembered denial again): only a grant opens it; a
-/// denial or a failed review sends the read upstream, where the apiserver answers it — a
-/// refusal included — as it would without kubeplex.
-pub struct Gate<'a> {
-    pub node: Option<(&'a NodeAuth, UserInfo)>,
-    /// The request's headers when they ask to act as someone else: the read is then that
-    /// user's, once the upstream agrees the client may impersonate them (the apiserver's
-    /// impersonation filter: `impersonate` on each part) — as a node tier vouches for its
-    /// kubelet at a pool tier. A refusal, or a failed check, keeps the gate shut.
-    pub impersonation: Option<&'a http::HeaderMap>,
-    pub class: &'a Class,
-    pub rp: &'a ResourcePath,
-}
-
-impl Gate<'_> {
-    /// Whether the read may be answered from the cache; a refusal by the upstream's review is
-    /// noted in `attempt`.
-    pub async fn open(&self, attempt: &Attempt) -> bool {
-        match &self.node {
-            None => true,
-            Some((node, client)) => {
-                let target;
-                let user = match self.impersonation {
-                    Some(headers) => match node.impersonation(client, headers).await {
-                        Ok(Some(t)) => {
-                            target = t;
-                            &target
-                        }
-                        _ => return false,
-                    },
-                    None => client,
-                };
-                let watch = self.class.verb == Verb::Watch;
-                let attributes = read_attributes(self.rp, self.class.options.as_ref(), watch);
-                let allowed = if watch || attempt.afresh {
-                    node.may_watch_cached(user, &attributes).await
-                } else {
-                    node.may_read_cached(user, &attributes).await
-                };
-                if !allowed {
-                    attempt.deny();
-                }
-                allowed
-            }
-        }
-    }
-}
-
-/// One attempt to answer a read from the cache: how node mode reviews it ([`Gate`]), and what
-/// it decided besides the answer — that the upstream's review refused it, or that its answer
+/// One attempt to answer a read from the cache: how node mode reviews it (`auth::gate`), and
+/// what it decided besides the answer — that the upstream's review refused it, or that its answer
 /// passed through is to feed a cold cache's first load.
 #[derive(Default)]
 pub struct Attempt {

@@ -11,10 +11,11 @@ use tower::{Service, ServiceExt};
 use super::body::{self, Body};
 use super::feed_load::{self, Feeding};
 use super::metrics::Source;
-use super::read::{Attempt, CachedRead, Gate};
-use super::request::{impersonates, Classified};
+use super::read::{Attempt, CachedRead};
+use super::request::{impersonates, Classified, Verb};
 use super::state::ProxyState;
 use super::{cached, graph_retry, resources, watch};
+use crate::auth::gate::{Decision, Gate};
 use crate::auth::graph_lag::{window_until, Backoff, GraphRead};
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
@@ -129,9 +130,11 @@ where
 }
 
 /// A GET of a resource collection or object (not a subresource) whose resource supports
-/// list+watch is offered to the cache: [`cached::try_answer`] (gets, lists) or
-/// [`watch::try_watch`] (watches) answers it when the cache can do so exactly, or declines. A
-/// GET of a group-version's discovery document goes to [`discovery`].
+/// list+watch is offered to the cache, in three steps: what the cache would answer with
+/// ([`cached::plan`] for gets and lists, [`watch::plan`] for watches; `None` where only the
+/// apiserver answers exactly), the client's authorization (node mode's gate, `auth::gate`),
+/// and the answer ([`cached::answer`], [`watch::answer`]; `None` to pass it through after
+/// all). A GET of a group-version's discovery document goes to [`discovery`].
 async fn from_cache(
     state: &Arc<ProxyState>,
     classified: &Classified,
@@ -178,18 +181,52 @@ async fn from_cache(
         Some(name) => scope.named(name),
         None => scope,
     };
-    // Node mode: nothing from the cache reaches a client the upstream would refuse; asked once
-    // the cache could answer, before any cache is read or started.
-    let impersonation = impersonates(req.headers()).then_some(req.headers());
-    let node = state.node.as_deref().zip(identity.user());
-    let gate = Gate { node, impersonation, class, rp };
-    let read = CachedRead { info: &info, rp, opts, scope: &scope, gate: &gate, attempt };
-    let answer = if opts.watch {
-        watch::try_watch(state, &read, req.headers(), req.uri().query()).await
-    } else {
-        cached::try_answer(state, &read, req.headers(), req.uri().query()).await
+    let read = CachedRead { info: &info, rp, opts, scope: &scope, attempt };
+    let (headers, query) = (req.headers(), req.uri().query());
+    // What the cache would answer with; `None` where only the apiserver answers.
+    let plan = match opts.watch {
+        true => Plan::Watch(watch::plan(&read, headers, query)?),
+        false => Plan::Read(cached::plan(state, &read, headers, query)?),
     };
-    answer
+    if !read.may_be_cached(state, plan.encoding()) {
+        return None;
+    }
+    // Authorization (node mode): nothing from the cache reaches a client the upstream would
+    // refuse; asked once the cache could answer, before any cache is read or started.
+    let gate = Gate {
+        node: state.node.as_deref().zip(identity.user()),
+        impersonation: impersonates(req.headers()).then_some(req.headers()),
+        rp,
+        options: class.options.as_ref(),
+        watch: class.verb == Verb::Watch,
+    };
+    match gate.open(attempt.afresh).await {
+        Decision::Granted => {}
+        Decision::Denied => {
+            attempt.deny();
+            return None;
+        }
+        Decision::Unverified => return None,
+    }
+    match plan {
+        Plan::Watch(plan) => watch::answer(state, &read, plan).await,
+        Plan::Read(plan) => cached::answer(state, &read, plan, headers, query).await,
+    }
+}
+
+/// What the cache would answer a read with ([`cached::plan`], [`watch::plan`]).
+enum Plan {
+    Read(cached::Plan),
+    Watch(watch::Plan),
+}
+
+impl Plan {
+    fn encoding(&self) -> crate::cache::Encoding {
+        match self {
+            Plan::Read(plan) => plan.encoding(),
+            Plan::Watch(plan) => plan.encoding(),
+        }
+    }
 }
 
 /// A group-version's discovery document (`GET /api/v1`, `/apis/G/V`), answered with kubeplex's

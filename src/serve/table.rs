@@ -97,7 +97,7 @@ fn parse_bytes(info: &ResourceInfo, body: &[u8]) -> Result<Value, String> {
 /// `null`. The watcher is fed the whole-object JSON frames the fan-out already encodes for
 /// JSON watchers, so other watchers pay nothing for it; each Table watcher prints its own
 /// events.
-pub(super) struct TableWatch {
+pub struct TableWatch {
     info: Arc<ResourceInfo>,
     include: IncludeObject,
     /// No event has been sent yet: the next one carries the column definitions.

@@ -37,7 +37,7 @@ use super::fresh;
 use super::prepare::{self, Read};
 use super::read::CachedRead;
 use super::state::ProxyState;
-use crate::cache::fanout::{Next, Queue};
+use crate::cache::fanout::{Filter, Next, Queue};
 use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
@@ -61,13 +61,25 @@ const PROBE_LIKE: Duration = Duration::from_secs(10);
 /// could not prove itself.
 const PROBE_FINAL_MARGIN: Duration = Duration::from_millis(100);
 
-/// Answers a watch from the cache, or returns `None` to have it passed through.
-pub async fn try_watch(
-    state: &Arc<ProxyState>,
-    read: &CachedRead<'_>,
-    headers: &HeaderMap,
-    query: Option<&str>,
-) -> Option<Response<Body>> {
+/// What the cache would answer a watch with, worked out before anything is asked of the
+/// upstream or of a cache: `None` where only the apiserver answers — then no review is asked.
+pub struct Plan {
+    arrived: std::time::Instant,
+    encoding: Encoding,
+    metadata: bool,
+    table: Option<super::table::TableWatch>,
+    filter: Filter,
+}
+
+impl Plan {
+    /// The cache (by encoding) that would answer.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+}
+
+/// The [`Plan`] of a watch, or `None` to have it passed through.
+pub fn plan(read: &CachedRead<'_>, headers: &HeaderMap, query: Option<&str>) -> Option<Plan> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
     let arrived = std::time::Instant::now();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
@@ -85,9 +97,20 @@ pub async fn try_watch(
     };
     // --- end Tables
     let filter = prepare::watch_filter(info, encoding, rp, opts)?;
-    // `None`: no cache may answer (the cost rule, the memory budget, node mode's review); the
-    // read passes through.
-    let cache = read.cache(state, encoding, false).await?;
+    Some(Plan { arrived, encoding, metadata, table, filter })
+}
+
+/// Answers a watch from the cache as `plan` says, once the client may read it (node mode's
+/// gate, asked by `route`), or returns `None` to have it passed through.
+pub async fn answer(
+    state: &Arc<ProxyState>,
+    read: &CachedRead<'_>,
+    plan: Plan,
+) -> Option<Response<Body>> {
+    let (info, rp, opts) = (read.info, read.rp, read.opts);
+    let Plan { arrived, encoding, metadata, table, filter } = plan;
+    // `None`: no cache may answer (the cost rule, the memory budget); the read passes through.
+    let cache = read.cache(state, encoding, false)?;
     if !fresh::synced(state, &cache).await {
         return None;
     }
