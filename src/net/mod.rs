@@ -26,7 +26,7 @@ where
     serve_lean_until(listener, handler, counters, Drain::never(), Limits::none()).await
 }
 
-/// Like [`serve_lean`], until `drain` is signalled (see `kubeplex_net::accept_until`), within
+/// Like [`serve_lean`], until `drain` is signalled (see `kubeplex_net::accept_limited`), within
 /// the listener's `limits` (`kubeplex_net::accept_limited`; the lean server applies the header
 /// and idle timeouts itself, hyper the rest).
 pub async fn serve_lean_until<H, F>(

@@ -1,6 +1,6 @@
 //! The hyper accept loop shared by kubeplex's listeners and the fake apiserver's: HTTP/1.1 and
 //! HTTP/2 (prior knowledge) on one listener, upgrades allowed, every connection a task owned by
-//! the loop (aborting the loop's task ends them all). [`serve_tls`] is the same over TLS, with
+//! the loop (aborting the loop's task ends them all). [`serve_tls_limited`] is the same over TLS, with
 //! the client certificate's user in every request's extensions ([`identity`]).
 #![forbid(unsafe_code)]
 
@@ -14,11 +14,8 @@ pub mod tls;
 
 pub use identity::{ClientCert, RejectedClientCert};
 pub use limits::{ConnObserver, Limits};
-pub use tls::{serve_tls, serve_tls_limited, serve_tls_until, TlsAcceptor, TlsConfig, TlsError};
+pub use tls::{serve_tls_limited, TlsAcceptor, TlsConfig, TlsError};
 
 pub use body::{Body, BoxError};
 pub use files::FileStamp;
-pub use serve::{
-    accept, accept_limited, accept_until, serve, serve_limited, with_hyper, with_hyper_limited,
-    with_hyper_until, Drain, DrainSignal,
-};
+pub use serve::{accept_limited, serve, serve_limited, with_hyper_limited, Drain, DrainSignal};

@@ -46,7 +46,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    accept(listener, move |stream| with_hyper(stream, handler.clone())).await
+    serve_limited(listener, handler, Limits::none()).await
 }
 
 /// The graceful-shutdown signal of a listener: once it is given, the accept loop stops
@@ -89,28 +89,11 @@ impl DrainSignal {
     }
 }
 
-/// Accepts connections until the calling task is aborted, each served by `conn` in a task of
-/// its own.
-pub async fn accept<C, CF>(listener: TcpListener, conn: C)
-where
-    C: Fn(TcpStream) -> CF,
-    CF: Future<Output = ()> + Send + 'static,
-{
-    accept_until(listener, Drain::never(), conn).await
-}
-
-/// Like [`accept`], until `drain` is signalled: then the listener is closed and this returns
-/// once every connection has ended (each sees the same signal and closes when its requests are
-/// done). The caller bounds the wait and aborts what is left.
-pub async fn accept_until<C, CF>(listener: TcpListener, drain: Drain, conn: C)
-where
-    C: Fn(TcpStream) -> CF,
-    CF: Future<Output = ()> + Send + 'static,
-{
-    accept_limited(listener, drain, &Limits::none(), conn).await
-}
-
-/// Like [`accept_until`], with at most `limits.max_connections` connections open: at the cap
+/// Accepts connections, each served by `conn` in a task of its own, until the calling task is
+/// aborted or `drain` is signalled: then the listener is closed and this returns once every
+/// connection has ended (each sees the same signal and closes when its requests are done; the
+/// caller bounds the wait and aborts what is left). At most `limits.max_connections`
+/// connections are open: at the cap
 /// it stops accepting (new clients wait in the kernel's backlog) until one closes, rather than
 /// accepting and dropping. The observer hears of connections opened and closed and of each
 /// time the cap is reached.
@@ -161,19 +144,10 @@ where
     while conns.join_next().await.is_some() {}
 }
 
-/// Serves one connection with hyper (HTTP/1.1 or HTTP/2, upgrades allowed).
-pub async fn with_hyper<I, H, F, B>(io: I, handler: H)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Response<B>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    with_hyper_until(io, handler, Drain::never()).await
-}
-
-/// Like [`with_hyper_until`], with the listener's `limits` on request heads.
+/// Serves one connection with hyper (HTTP/1.1 or HTTP/2, upgrades allowed), with the
+/// listener's `limits` on request heads; when `drain` is signalled the connection shuts down
+/// gracefully: it finishes the requests under way (HTTP/2: GOAWAY; HTTP/1.1: closes after the
+/// response) and closes.
 pub async fn with_hyper_limited<I, H, F, B>(io: I, handler: H, drain: Drain, limits: &Limits)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -210,18 +184,4 @@ where
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
-}
-
-/// Like [`with_hyper`]; when `drain` is signalled the connection shuts down gracefully: it
-/// finishes the requests under way (HTTP/2: GOAWAY; HTTP/1.1: closes after the response) and
-/// closes.
-pub async fn with_hyper_until<I, H, F, B>(io: I, handler: H, drain: Drain)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Response<B>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    with_hyper_limited(io, handler, drain, &Limits::none()).await
 }

@@ -71,37 +71,12 @@ impl TlsAcceptor {
     }
 }
 
-/// Like [`crate::serve`], over TLS: every connection a task owned by this one (aborting it
-/// ends them all), its handshake bounded in time, then HTTP/2 or HTTP/1.1 (upgrades allowed).
-/// Each request carries the client certificate's outcome in its extensions
-/// ([`crate::ClientCert`] or [`crate::RejectedClientCert`], see [`Peer::annotate`]).
-pub async fn serve_tls<H, F, B>(listener: TcpListener, tls: TlsAcceptor, handler: H)
-where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<B>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    serve_tls_until(listener, tls, handler, crate::serve::Drain::never()).await
-}
-
-/// Like [`serve_tls`], until `drain` is signalled (see [`crate::accept_until`]).
-pub async fn serve_tls_until<H, F, B>(
-    listener: TcpListener,
-    tls: TlsAcceptor,
-    handler: H,
-    drain: crate::serve::Drain,
-) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<B>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    serve_tls_limited(listener, tls, handler, drain, crate::limits::Limits::none()).await
-}
-
-/// Like [`serve_tls_until`], within the listener's `limits` (see [`crate::accept_limited`]).
-/// The handshake is bounded by its own timeout, then the request head by the header timeout.
+/// [`crate::serve`] over TLS: every connection a task owned by this one (aborting it ends
+/// them all), its handshake bounded in time, then HTTP/2 or HTTP/1.1 (upgrades allowed). Each
+/// request carries the client certificate's outcome in its extensions ([`crate::ClientCert`]
+/// or [`crate::RejectedClientCert`], see [`Peer::annotate`]). Until `drain` is signalled, within
+/// the listener's `limits` (see [`crate::accept_limited`]); the handshake is bounded by its own
+/// timeout, then the request head by the header timeout.
 pub async fn serve_tls_limited<H, F, B>(
     listener: TcpListener,
     tls: TlsAcceptor,

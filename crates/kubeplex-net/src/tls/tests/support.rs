@@ -1,4 +1,4 @@
-//! A throwaway PKI on disk, a TLS server running [`serve_tls`] on loopback that answers with
+//! A throwaway PKI on disk, a TLS server running [`serve_tls_limited`](crate::serve_tls_limited) on loopback that answers with
 //! what it saw of each request, and a real TLS client (tokio-rustls + hyper) to talk to it.
 
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::identity::{ClientCert, RejectedClientCert};
-use crate::tls::{serve_tls, TlsAcceptor, TlsConfig};
+use crate::tls::{serve_tls_limited, TlsAcceptor, TlsConfig};
 
 /// Every await of a test is bounded by this: a missing answer fails fast.
 pub const WAIT: Duration = Duration::from_secs(5);
@@ -156,7 +156,7 @@ impl Files {
     }
 }
 
-/// `serve_tls` on a loopback port, answering every request with a line describing it:
+/// `serve_tls_limited` on a loopback port, answering every request with a line describing it:
 /// `<version> user=<CN> groups=<O,O> uid=<uid> rejected=<bool> body=<request body>`.
 pub struct Server {
     pub addr: SocketAddr,
@@ -174,7 +174,8 @@ impl Server {
         let acceptor = TlsAcceptor::new(config).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(serve_tls(listener, acceptor, describe));
+        let (drain, limits) = (crate::Drain::never(), crate::Limits::none());
+        let task = tokio::spawn(serve_tls_limited(listener, acceptor, describe, drain, limits));
         Self { addr, task }
     }
 }
