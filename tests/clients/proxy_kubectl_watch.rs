@@ -3,12 +3,12 @@
 //! `kubectl` on PATH.
 
 use kubeplex_test_support as support;
+use support::shapes;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kubeplex_sim::seed::ClusterShape;
 use serde_json::{json, Value};
 use support::kubectl;
 use support::stack::Stack;
@@ -19,10 +19,6 @@ use tokio::time::Instant;
 
 /// Everything kubectl may take, on a loaded machine, to show one change.
 const SHOW: Duration = Duration::from_secs(30);
-
-fn shape() -> ClusterShape {
-    ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 2, services: 1 }
-}
 
 /// A running `kubectl` whose stdout is read as it comes; killed when dropped.
 struct Kubectl {
@@ -121,7 +117,7 @@ fn columns(line: &str) -> Vec<&str> {
 
 #[tokio::test]
 async fn kubectl_get_watch_shows_each_change_of_a_pod() {
-    let stack = Stack::new(shape(), &["pods"]).await;
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
     let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let mut k = Kubectl::spawn(&stack, "home-table", &["get", "pods", "-n", "team-0", "-w"]);
@@ -161,7 +157,7 @@ async fn kubectl_get_watch_shows_each_change_of_a_pod() {
 
 #[tokio::test]
 async fn kubectl_watch_events_as_json_carry_types_and_resource_versions() {
-    let stack = Stack::new(shape(), &["pods"]).await;
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let existing = apiserver_state(&stack, "/api/v1/namespaces/team-0/pods").await;
     let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
     let args = ["get", "pods", "-n", "team-0", "-w", "--output-watch-events", "-o", "json"];

@@ -4,6 +4,7 @@
 //! apiserver answers with kube-apiserver 1.36's bookmark rules) and answered from the cache.
 
 use kubeplex_test_support as support;
+use support::shapes;
 
 use std::time::{Duration, Instant};
 
@@ -15,10 +16,6 @@ use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
 use support::stack::Stack;
 use support::*;
-
-fn small() -> ClusterShape {
-    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }
-}
 
 const JSON: &str = "application/json";
 const PB: &str = "application/vnd.kubernetes.protobuf";
@@ -59,7 +56,7 @@ async fn wait_synced(stack: &Stack, resource: &str) {
 /// load and are answered from the cache, every answer the apiserver's.
 #[tokio::test]
 async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
-    let stack = Stack::new(small(), &[]).await;
+    let stack = Stack::new(shapes::SMALL, &[]).await;
     let addr = stack.addr();
     let path = "/api/v1/configmaps?resourceVersion=0";
     let answers = join_all((0..50).map(|_| get_accept(&addr, path, JSON))).await;
@@ -95,7 +92,7 @@ async fn fifty_cold_lists_share_the_caches_one_upstream_load() {
 
 #[tokio::test]
 async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
-    let stack = Stack::new(small(), &[]).await;
+    let stack = Stack::new(shapes::SMALL, &[]).await;
     let addr = stack.addr();
     // Half start from the state at resourceVersion=0, half with a consistent WatchList (what
     // client-go ≥ 1.35 sends): both are answered from the cache's first load.
@@ -175,7 +172,7 @@ async fn two_hundred_cold_watchers_share_the_caches_one_upstream_watch() {
 async fn probing_every_list() -> Stack {
     let freshness = FreshnessConfig { probe_min_list_bytes: 0, ..FreshnessConfig::default() };
     let (idle, watch) = (Duration::from_secs(600), WatchConfig::default());
-    let shape = ClusterShape { configmaps: 300, ..small() };
+    let shape = ClusterShape { configmaps: 300, ..shapes::SMALL };
     Stack::build_full(SimBuilder::new(), shape, &["configmaps"], idle, watch, freshness).await
 }
 
@@ -226,7 +223,7 @@ async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cac
 async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     // Enough configmaps in the other namespaces that reloading the cache would cost more than
     // this read of one namespace directly: the proof is a metadata list of the namespace.
-    let shape = ClusterShape { configmaps: 300, ..small() };
+    let shape = ClusterShape { configmaps: 300, ..shapes::SMALL };
     let stack = Stack::new(shape, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     let current = move_cluster_on(&stack, "wl");
@@ -272,7 +269,8 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
 async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_current() {
     // The cache holds 300 configmaps, team-0 ~100, the list 4 of them: a metadata list of the
     // cache or of the namespace would cost more than the list directly.
-    let stack = Stack::new(ClusterShape { configmaps: 300, ..small() }, &["configmaps"]).await;
+    let stack =
+        Stack::new(ClusterShape { configmaps: 300, ..shapes::SMALL }, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     move_cluster_on(&stack, "small");
     let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
@@ -333,7 +331,7 @@ fn cluster_lists_of(stack: &Stack, resource: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_list_of_a_small_quiet_cache_is_served_at_the_current_rv_after_one_metadata_list(
 ) {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     let current = move_cluster_on(&stack, "listed");
     let meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
@@ -414,7 +412,7 @@ async fn a_write_during_the_proof_is_either_in_the_answer_or_after_it() {
 
 #[tokio::test]
 async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     let name = get_accept(&stack.upstream(), CMS, JSON).await.json()["items"][0]["metadata"]
         ["name"]
@@ -461,7 +459,7 @@ async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
 /// for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_older_than_an_rv_past_a_small_quiet_cache_is_proven_by_one_metadata_list() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
     let calls = |verb: &'static str| {
         let stack = &stack;
@@ -518,7 +516,7 @@ async fn not_older_than_an_rv_past_a_small_quiet_cache_is_proven_by_one_metadata
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_reads_of_several_resources_share_one_proof_list() {
     let resources = ["configmaps", "pods", "secrets", "services"];
-    let stack = Stack::new(small(), &resources).await;
+    let stack = Stack::new(shapes::SMALL, &resources).await;
     for r in ["configmaps", "pods", "services"] {
         wait_synced(&stack, r).await;
     }
@@ -584,7 +582,8 @@ async fn consistent_reads_of_several_resources_share_one_proof_list() {
 /// (two or three requests and ~1.5 s), no event to the watchers already on the cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_a_metadata_list() {
-    let stack = Stack::new(small(), &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
+    let stack =
+        Stack::new(shapes::SMALL, &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
     let costs = small_cache_watchlist(&stack, "").await;
     assert_eq!(costs, WatchListCosts { watchlists: 0, proof_lists: 1, probes: 0 });
     let listed = ["read=\"consistent\"", "proof=\"listed\""];
@@ -599,7 +598,7 @@ async fn a_consistent_watchlist_of_a_small_cache_it_covers_is_proven_by_a_metada
 async fn a_consistent_watchlist_of_a_small_cache_it_mostly_covers_is_proven_by_reloading_it() {
     // Node 1's 200 pods, 16 of them of app-0 or app-5 (some 40 KiB, past a metadata list's
     // 16 KiB of slack; within a reload's quarter).
-    let shape = ClusterShape { pods: 800, ..small() };
+    let shape = ClusterShape { pods: 800, ..shapes::SMALL };
     let stack = Stack::new(shape, &["pods:protobuf?fieldSelector=spec.nodeName=node-1"]).await;
     let costs = small_cache_watchlist(&stack, "&labelSelector=app+notin+%28app-0%2Capp-5%29").await;
     assert_eq!(costs, WatchListCosts { watchlists: 1, proof_lists: 1, probes: 0 });
@@ -675,7 +674,7 @@ async fn small_cache_watchlist(stack: &Stack, selector: &str) -> WatchListCosts 
 /// before the read is in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_one_metadata_list() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     for name in ["watched", "changed"] {
         stack
             .sim
@@ -751,7 +750,7 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
 /// never one of the whole cache. The answers are the apiserver's, byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_namespace() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let filler = "x".repeat(2048);
     for i in 0..40 {
         stack
@@ -825,7 +824,7 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
 /// apiserver ignores. A paged read (`limit`) is not all of it: the cache loads by itself.
 #[tokio::test]
 async fn a_cold_caches_first_unpaged_list_is_passed_through_and_is_its_first_load() {
-    let stack = Stack::new(small(), &[]).await;
+    let stack = Stack::new(shapes::SMALL, &[]).await;
     let calls = |resource: &'static str, verb: &'static str| {
         let stack = &stack;
         async move {

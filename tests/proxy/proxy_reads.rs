@@ -2,6 +2,7 @@
 //! own answers byte for byte; everything else passes through; one list+watch upstream.
 
 use kubeplex_test_support as support;
+use support::shapes;
 
 use http::Method;
 use kubeplex_sim::seed::ClusterShape;
@@ -9,10 +10,6 @@ use kubeplex_sim::SimBuilder;
 use serde_json::json;
 use support::stack::Stack;
 use support::*;
-
-fn small() -> ClusterShape {
-    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }
-}
 
 /// Asserts kubeplex answered `path` from its cache exactly as the apiserver answers it.
 async fn assert_same(stack: &Stack, path: &str, accept: &str) -> Resp {
@@ -46,7 +43,7 @@ const META_PB: &str =
 /// learns resources from), byte for byte; one the apiserver does not serve goes upstream.
 #[tokio::test]
 async fn discovery_documents_equal_the_apiservers() {
-    let stack = Stack::new(small(), &["pods", "configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["pods", "configmaps"]).await;
     for accept in [JSON, "*/*", "application/json, */*", "application/yaml;q=0.5, application/json"]
     {
         assert_same(&stack, "/api/v1", accept).await;
@@ -70,7 +67,7 @@ async fn discovery_documents_equal_the_apiservers() {
 
 #[tokio::test]
 async fn cached_lists_equal_the_apiservers_answers() {
-    let stack = Stack::new(small(), &["pods", "pods:protobuf", "configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["pods", "pods:protobuf", "configmaps"]).await;
     for (path, accept) in [
         ("/api/v1/pods?resourceVersion=0", JSON),
         ("/api/v1/pods?resourceVersion=0", PB),
@@ -145,7 +142,7 @@ async fn cached_lists_equal_the_apiservers_answers() {
 
 #[tokio::test]
 async fn a_node_list_reads_only_that_nodes_pods() {
-    let stack = Stack::new(small(), &["pods"]).await;
+    let stack = Stack::new(shapes::SMALL, &["pods"]).await;
     let node = assert_same(
         &stack,
         "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-1",
@@ -191,20 +188,23 @@ async fn fifty_clients(stack: Stack, lists: u64) {
 #[tokio::test]
 async fn fifty_concurrent_clients_cost_one_streaming_list_upstream() {
     // The streaming list is the watch: state, initial-events-end bookmark, then changes.
-    fifty_clients(Stack::new(small(), &["pods"]).await, 0).await;
+    fifty_clients(Stack::new(shapes::SMALL, &["pods"]).await, 0).await;
 }
 
 #[tokio::test]
 async fn fifty_concurrent_clients_cost_one_list_and_one_watch_upstream() {
     // An apiserver without streaming lists: one paged list, then one watch.
     let config = kubeplex_sim::SimConfig { watch_list: false, ..Default::default() };
-    fifty_clients(Stack::with_sim(SimBuilder::new().config(config), small(), &["pods"]).await, 1)
-        .await;
+    fifty_clients(
+        Stack::with_sim(SimBuilder::new().config(config), shapes::SMALL, &["pods"]).await,
+        1,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn the_cache_follows_changes_and_relists_after_compaction() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let addr = stack.addr();
     stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fresh", "namespace": "team-0"}, "data": {"a": "1"}})).expect("create");
     // Not-older-than the write: the cache waits until it has it, then answers.
@@ -226,7 +226,7 @@ async fn the_cache_follows_changes_and_relists_after_compaction() {
 
 #[tokio::test]
 async fn everything_else_passes_through_unchanged() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let addr = stack.addr();
     let before = stack.served_from("upstream").await;
     // Writes.
@@ -287,7 +287,7 @@ async fn everything_else_passes_through_unchanged() {
 
 #[tokio::test]
 async fn large_lists_are_gzipped_once_per_state() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     for i in 0..64 {
         stack.sim.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("big-{i:02}"), "namespace": "team-0"}, "data": {"blob": "x".repeat(4096)}})).expect("create");
@@ -319,7 +319,8 @@ async fn large_lists_are_gzipped_once_per_state() {
 #[tokio::test]
 async fn caches_start_on_first_use_and_stop_when_idle() {
     let stack =
-        Stack::build(SimBuilder::new(), small(), &[], std::time::Duration::from_millis(600)).await;
+        Stack::build(SimBuilder::new(), shapes::SMALL, &[], std::time::Duration::from_millis(600))
+            .await;
     let addr = stack.addr();
     assert_eq!(stack.proxy.state.caches.len(), 0);
     // The first cacheable read starts the cache and is passed through (never waits on it).
@@ -370,7 +371,7 @@ async fn caches_start_on_first_use_and_stop_when_idle() {
 
 #[tokio::test]
 async fn identities_and_most_recent_reads_never_touch_the_cache() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let addr = stack.addr();
     let before = stack.served_from("cache").await;
     // Impersonation is for the apiserver to authorize.
@@ -405,7 +406,7 @@ async fn identities_and_most_recent_reads_never_touch_the_cache() {
 
 #[tokio::test]
 async fn the_reflector_honours_retry_after_and_tokens_stay_consistent() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let addr = stack.addr();
     // A continue token from before what follows.
     let p1 = get(&stack.upstream(), "/api/v1/configmaps?limit=2").await.json();
@@ -448,7 +449,7 @@ async fn the_reflector_honours_retry_after_and_tokens_stay_consistent() {
 
 #[tokio::test]
 async fn a_future_resource_version_gets_the_apiservers_504_after_about_three_seconds() {
-    let stack = Stack::new(small(), &["configmaps"]).await;
+    let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     let path = "/api/v1/configmaps?resourceVersion=999999999&resourceVersionMatch=NotOlderThan";
     let started = std::time::Instant::now();
     let ours = get(&stack.addr(), path).await;

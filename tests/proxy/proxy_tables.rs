@@ -11,11 +11,11 @@
 //! difference within one second fails.
 
 use kubeplex_test_support as support;
+use support::shapes;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
-use kubeplex_sim::seed::ClusterShape;
 use kubeplex_sim::SimBuilder;
 use serde_json::{json, Value};
 use support::stack::Stack;
@@ -26,10 +26,6 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 const TABLE_V1: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 const INCLUDE: [&str; 4] =
     ["", "&includeObject=None", "&includeObject=Metadata", "&includeObject=Object"];
-
-fn small() -> ClusterShape {
-    ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 }
-}
 
 /// Every cache this file reads from, started with kubeplex.
 const CACHES: &[&str] = &[
@@ -130,7 +126,7 @@ fn extra_objects() -> Vec<Value> {
 }
 
 async fn stack() -> Stack {
-    Stack::with_sim(SimBuilder::new().seed(extra_objects()), small(), CACHES).await
+    Stack::with_sim(SimBuilder::new().seed(extra_objects()), shapes::SMALL, CACHES).await
 }
 
 fn whole_seconds(t: SystemTime) -> u64 {
@@ -549,7 +545,8 @@ async fn workloads_in_json_protobuf_and_tables_come_from_the_cache() {
         "apps/v1/replicasets",
         "apps/v1/replicasets:protobuf",
     ];
-    let stack = Stack::with_sim(SimBuilder::new().seed(extra_objects()), small(), &caches).await;
+    let stack =
+        Stack::with_sim(SimBuilder::new().seed(extra_objects()), shapes::SMALL, &caches).await;
     for path in ["/apis/apps/v1/deployments", "/apis/apps/v1/namespaces/fx/replicasets"] {
         for accept in [JSON, PB] {
             let path = format!("{path}?resourceVersion=0");

@@ -5,12 +5,12 @@
 //! Needs about 4,400 open files while watches pass through (see `assert_open_files_limit`).
 
 use kubeplex_test_support as support;
+use support::shapes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kubeplex_sim::seed::ClusterShape;
 use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::{json, Value};
 use support::stack::Stack;
@@ -18,10 +18,6 @@ use support::watchers::*;
 use support::*;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
-
-fn shape() -> ClusterShape {
-    ClusterShape { nodes: 3, namespaces: 2, pods: 20, configmaps: 2, services: 1 }
-}
 
 const JSON_WATCHERS: usize = 1000;
 const PROTOBUF_WATCHERS: usize = 10;
@@ -110,7 +106,7 @@ async fn a_thousand_watchers_get_exactly_the_direct_watchs_bytes() {
     let watchers = JSON_WATCHERS + PROTOBUF_WATCHERS;
     assert_open_files_limit(4 * watchers as u64 + 400);
     let builder = SimBuilder::new().bookmark_interval(Duration::from_secs(1));
-    let stack = Stack::with_sim(builder, shape(), &["pods", "pods:protobuf"]).await;
+    let stack = Stack::with_sim(builder, shapes::WATCHED, &["pods", "pods:protobuf"]).await;
     let addr = stack.addr();
     let from = rv_of(&list_ok(&addr, "/api/v1/pods?resourceVersion=0").await.json());
     let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
@@ -235,7 +231,7 @@ fn informer_specs() -> Vec<(&'static str, &'static str)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informers_stay_exact_through_churn_dropped_watches_and_compaction() {
     let builder = SimBuilder::new().bookmark_interval(Duration::from_millis(500));
-    let stack = Arc::new(Stack::with_sim(builder, shape(), &["pods"]).await);
+    let stack = Arc::new(Stack::with_sim(builder, shapes::WATCHED, &["pods"]).await);
     seed_churn_pods(&stack.sim);
     let upstream_watches_before = stack.upstream_calls("WATCH");
     let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
@@ -298,7 +294,7 @@ async fn informers_stay_exact_through_churn_dropped_watches_and_compaction() {
 
 #[tokio::test]
 async fn watches_end_at_their_timeout_and_a_quiet_one_gets_a_bookmark_first() {
-    let stack = Stack::new(shape(), &["pods"]).await;
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let addr = stack.addr();
     let rv = rv_of(&list_ok(&addr, "/api/v1/pods?resourceVersion=0").await.json());
     let cache_watches_before = stack.served_verb_from("WATCH", "cache").await;
@@ -333,7 +329,7 @@ async fn watches_end_at_their_timeout_and_a_quiet_one_gets_a_bookmark_first() {
 
 #[tokio::test]
 async fn a_watch_from_before_compaction_gets_410_expired_and_ends() {
-    let stack = Stack::new(shape(), &["pods"]).await;
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let addr = stack.addr();
     // From the seeding, before kubeplex started watching: neither the apiserver (after the
     // compaction) nor kubeplex's cache has history that old.
@@ -367,7 +363,7 @@ async fn next_raw(w: &mut Watch, accept: &str, n: usize) -> Vec<Bytes> {
 
 #[tokio::test]
 async fn a_watch_without_a_resource_version_starts_with_the_state() {
-    let stack = Stack::new(shape(), &["pods"]).await;
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let (addr, upstream) = (stack.addr(), stack.upstream());
     for name in ["x-1", "x-2"] {
         stack.sim.create(small_pod("team-1", name, "b", "node-2")).expect("create");

@@ -10,6 +10,7 @@
 pub mod informer_check;
 pub mod kubectl;
 pub mod node;
+pub mod shapes;
 pub mod stack;
 pub mod tls;
 pub mod watchers;
