@@ -1,9 +1,8 @@
-//! Test fixtures: temporary directories, a throwaway PKI, and a fake apiserver endpoint over
+//! Test fixtures: temporary directories (kubeplex-test-support's), a throwaway PKI, and a fake apiserver endpoint over
 //! real loopback sockets that records what each request looked like on the wire.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,40 +20,7 @@ use rcgen::{
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("kubeplex-up-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// Writes `contents` to `name` (creating parent dirs) and returns the full path.
-    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.0.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).unwrap();
-        }
-        std::fs::write(&path, contents).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use kubeplex_test_support::TempDir;
 
 /// A CA, a server certificate for 127.0.0.1 and `kubernetes.default.svc`, and a client
 /// certificate for CN `kubeplex`, all PEM.

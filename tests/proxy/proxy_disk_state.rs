@@ -112,8 +112,8 @@ async fn events(w: &mut Watch, n: usize) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
-    let work = TempDir::fresh("disk-work");
-    let states = TempDir::fresh("disk-states");
+    let work = TempDir::new("disk-work");
+    let states = TempDir::new("disk-states");
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
     let team0 = get(&sim.addr().to_string(), "/api/v1/namespaces/team-0/pods").await.json();
     let names: Vec<String> =
@@ -211,8 +211,8 @@ async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_state_file_is_skipped_and_the_upstream_serves() {
-    let work = TempDir::fresh("disk-corrupt-work");
-    let states = TempDir::fresh("disk-corrupt-states");
+    let work = TempDir::new("disk-corrupt-work");
+    let states = TempDir::new("disk-corrupt-states");
     std::fs::write(states.0.join("core_v1_pods_json.state"), b"KPXSTATE\x01\0\0\0garbage").unwrap();
     std::fs::write(states.0.join("core_v1_configmaps_json.state"), [0u8; 3]).unwrap();
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
@@ -236,8 +236,8 @@ async fn a_corrupt_state_file_is_skipped_and_the_upstream_serves() {
 /// answer, so the disk state is never served; clients get the apiserver's own 403.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_an_answer_and_the_disk_state_is_not_served() {
-    let work = TempDir::fresh("disk-refused-work");
-    let states = TempDir::fresh("disk-refused-states");
+    let work = TempDir::new("disk-refused-work");
+    let states = TempDir::new("disk-refused-states");
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
     let first = kubeplex(&sim, &work.0, &states.0).await;
     let written = eventually(Duration::from_secs(10), || {
