@@ -1,5 +1,6 @@
-//! Test fixtures: temporary directories (kubeplex-test-support's), a throwaway PKI, and a fake apiserver endpoint over
-//! real loopback sockets that records what each request looked like on the wire.
+//! Test fixtures: temporary directories (kubeplex-test-support's), a throwaway PKI, and a fake
+//! apiserver endpoint over real loopback sockets that records what each request looked like on
+//! the wire.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
