@@ -14,17 +14,13 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use kubeplex_test_support::TempDir;
 
 /// A CA, a server certificate for 127.0.0.1 and `kubernetes.default.svc`, and a client
-/// certificate for CN `kubeplex`, all PEM.
+/// certificate for CN `kubeplex`, all PEM (issued by kubeplex-test-support's test CA).
 pub struct Pki {
     pub ca_pem: String,
     pub server_cert_pem: String,
@@ -35,36 +31,19 @@ pub struct Pki {
 
 impl Pki {
     pub fn new() -> Self {
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         // A unique name, so that another Pki's certificates have an unknown issuer rather
         // than a known issuer with a bad signature.
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        ca_params.distinguished_name.push(DnType::CommonName, format!("kubeplex-test-ca-{n}"));
-        ca_params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-
-        let server_key = KeyPair::generate().unwrap();
-        let mut server =
-            CertificateParams::new(vec!["127.0.0.1".into(), "kubernetes.default.svc".into()])
-                .unwrap();
-        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server_cert = server.signed_by(&server_key, &ca).unwrap();
-
-        let client_key = KeyPair::generate().unwrap();
-        let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
-        client.distinguished_name.push(DnType::CommonName, "kubeplex");
-        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let client_cert = client.signed_by(&client_key, &ca).unwrap();
-
+        let ca = kubeplex_test_support::tls::Pki::new(&format!("kubeplex-test-ca-{n}"));
+        let server = ca.server_for(&["127.0.0.1", "kubernetes.default.svc"]);
+        let client = ca.client("kubeplex", &[]);
         Self {
-            ca_pem: ca.pem(),
-            server_cert_pem: server_cert.pem(),
-            server_key_pem: server_key.serialize_pem(),
-            client_cert_pem: client_cert.pem(),
-            client_key_pem: client_key.serialize_pem(),
+            ca_pem: ca.ca_pem.clone(),
+            server_cert_pem: server.cert_pem,
+            server_key_pem: server.key_pem,
+            client_cert_pem: client.cert_pem,
+            client_key_pem: client.key_pem,
         }
     }
 }

@@ -44,9 +44,14 @@ impl Pki {
 
     /// A serving certificate for the loopback addresses.
     pub fn server(&self) -> Issued {
+        self.server_for(&["127.0.0.1", "localhost"])
+    }
+
+    /// A serving certificate for `names` (DNS names and IP addresses).
+    pub fn server_for(&self, names: &[&str]) -> Issued {
         let key = KeyPair::generate().expect("key");
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).expect("params");
+        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).expect("params");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &self.ca).expect("server cert");
         Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
