@@ -7,29 +7,30 @@ use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::FieldSelector;
 
 impl NodeAuth {
-    /// Whether `user` may be answered the read `attributes` describes ([`read_attributes`]) from the cache: only when the
-    /// upstream grants it. A denial (fresh or remembered) or a failed review means the read is
-    /// passed through, and the upstream answers it — a refusal included — as it would directly.
-    pub async fn may_read_cached(&self, user: &UserInfo, attributes: &ResourceAttributes) -> bool {
-        match self.reviews.authorize(user, attributes).await {
+    /// Whether `user` may be answered the read `attributes` describes ([`read_attributes`])
+    /// from the cache: only when the upstream grants it. A denial (fresh or remembered) or a
+    /// failed review means the read is passed through, and the upstream answers it — a refusal
+    /// included — as it would directly.
+    ///
+    /// `afresh` (a watch, or a read sent again after a refusal): a denial remembered for it is
+    /// asked again rather than taken. A watch passed through holds an apiserver watch for its
+    /// whole life (minutes), so one refused a moment ago — the Node authorizer's graph catching
+    /// up with a pod just bound — is worth a fresh review when it is retried: granted now, the
+    /// cache answers it. A grant remembered is used as for any read.
+    pub async fn may_read_cached(
+        &self,
+        user: &UserInfo,
+        attributes: &ResourceAttributes,
+        afresh: bool,
+    ) -> bool {
+        let decision = match afresh {
+            true => self.reviews.authorize_afresh(user, attributes).await,
+            false => self.reviews.authorize(user, attributes).await,
+        };
+        match decision {
             Ok(d) => d.allowed,
             Err(e) => {
                 tracing::warn!(error = %e, "access review failed; passing the read through");
-                false
-            }
-        }
-    }
-
-    /// [`NodeAuth::may_read_cached`] for a watch: a denial remembered for it is asked again
-    /// rather than taken. A watch passed through holds an apiserver watch for its whole life
-    /// (minutes), so one refused a moment ago — the Node authorizer's graph catching up with
-    /// a pod just bound — is worth a fresh review when it is retried: granted now, the cache
-    /// answers it. A grant remembered is used as for any read.
-    pub async fn may_watch_cached(&self, user: &UserInfo, attributes: &ResourceAttributes) -> bool {
-        match self.reviews.authorize_afresh(user, attributes).await {
-            Ok(d) => d.allowed,
-            Err(e) => {
-                tracing::warn!(error = %e, "access review failed; passing the watch through");
                 false
             }
         }

@@ -1,6 +1,6 @@
 //! Node mode's gate in front of the cache: a read from the cache is answered only once the
 //! upstream grants it to the client (`NodeAuth::may_read_cached`; for a watch, and for a read
-//! sent again after a refusal, `may_watch_cached`, which asks a remembered denial again). A
+//! sent again after a refusal, asking a remembered denial again). A
 //! denial or a failed review sends the read upstream, where the apiserver answers it — a
 //! refusal included — as it would without kubeplex. The serving layer asks it as a step of its
 //! own (`serve::route`), once the cache could answer the read and before any cache is read or
@@ -8,23 +8,21 @@
 
 use http::HeaderMap;
 
-use super::authorize::read_attributes;
 use super::node::NodeAuth;
-use super::review::UserInfo;
-use crate::wire::request::{ListOptions, ResourcePath};
+use super::review::{ResourceAttributes, UserInfo};
 
 /// One read's gate: who reads (in node mode), and what.
 pub struct Gate<'a> {
-    /// The node-mode authorizer and the client's user; `None` outside node mode, where the
-    /// gate is open (the cache answers with kubeplex's identity only clients that share it).
-    pub node: Option<(&'a NodeAuth, UserInfo)>,
+    /// The node-mode authorizer, the client's user and the read's attributes
+    /// (`authorize::read_attributes`); `None` outside node mode, where the gate is open (the
+    /// cache answers with kubeplex's identity only clients that share it).
+    pub node: Option<(&'a NodeAuth, UserInfo, &'a ResourceAttributes)>,
     /// The request's headers when they ask to act as someone else: the read is then that
     /// user's, once the upstream agrees the client may impersonate them (the apiserver's
     /// impersonation filter: `impersonate` on each part) — as a node tier vouches for its
     /// kubelet at a pool tier. A refusal, or a failed check, keeps the gate shut.
     pub impersonation: Option<&'a HeaderMap>,
-    pub rp: &'a ResourcePath,
-    pub options: Option<&'a ListOptions>,
+    /// A watch: reviewed afresh, as a read sent again is.
     pub watch: bool,
 }
 
@@ -44,7 +42,7 @@ impl Gate<'_> {
     /// Whether the read may be answered from the cache. `afresh`: a remembered denial is asked
     /// again rather than taken (a read sent again after a refusal).
     pub async fn open(&self, afresh: bool) -> Decision {
-        let Some((node, client)) = &self.node else { return Decision::Granted };
+        let Some((node, client, attributes)) = &self.node else { return Decision::Granted };
         let target;
         let user = match self.impersonation {
             Some(headers) => match node.impersonation(client, headers).await {
@@ -56,12 +54,7 @@ impl Gate<'_> {
             },
             None => client,
         };
-        let attributes = read_attributes(self.rp, self.options, self.watch);
-        let allowed = if self.watch || afresh {
-            node.may_watch_cached(user, &attributes).await
-        } else {
-            node.may_read_cached(user, &attributes).await
-        };
+        let allowed = node.may_read_cached(user, attributes, self.watch || afresh).await;
         if allowed {
             Decision::Granted
         } else {

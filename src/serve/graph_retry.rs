@@ -10,7 +10,6 @@ use http_body_util::BodyExt;
 use super::body::{self, Body};
 use super::request::{Class, Classified, Verb};
 use super::state::ProxyState;
-use crate::auth::authorize::read_attributes;
 use crate::auth::graph_lag::{is_graph_refusal, GraphRead};
 use crate::auth::Identity;
 use crate::wire::request::ApiPath;
@@ -31,7 +30,7 @@ pub fn graph_read(state: &ProxyState, classified: &Classified) -> Option<GraphRe
     {
         return None;
     }
-    let attributes = read_attributes(rp, class.options.as_ref(), class.verb == Verb::Watch);
+    let attributes = class.read_attributes()?.clone();
     node.graph_read(identity.user().as_ref(), req.headers(), attributes)
 }
 

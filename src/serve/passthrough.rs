@@ -18,10 +18,8 @@ use super::body::{self, Body};
 use super::metrics::Source;
 use super::request::{Class, Classified, Verb};
 use super::state::ProxyState;
-use crate::auth::authorize::read_attributes;
 use crate::auth::{Identity, Refusal};
 use crate::net::h1::ReqBody;
-use crate::wire::request::ApiPath;
 
 /// The passthrough stack, outermost first. Each layer answers what it refuses itself, with the
 /// apiserver's own Status, marked [`Source::Denied`].
@@ -89,13 +87,7 @@ where
         .then(|| req.identity.user())
         .flatten()
         .filter(|_| state.node.is_some());
-    let read = match (&req.class.path, reader) {
-        (ApiPath::Resource(rp), Some(user)) => {
-            let watch = req.class.verb == Verb::Watch;
-            Some((user, read_attributes(rp, req.class.options.as_ref(), watch)))
-        }
-        _ => None,
-    };
+    let read = reader.zip(req.class.read_attributes().cloned());
     let resp = call(next, req).await;
     if let (Some(node), Some((user, attributes))) = (&state.node, read) {
         if resp.status().is_success() {

@@ -2,9 +2,13 @@
 //! carries credentials of its own), read once from its method, path, query and headers by the
 //! classification layer (`stack`), and what every layer below it takes (`Classified`).
 
+use std::sync::OnceLock;
+
 use http::header::{self, HeaderMap};
 use http::{Method, Request};
 
+use crate::auth::authorize::read_attributes;
+use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::net::h1::ReqBody;
 use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions};
@@ -50,6 +54,8 @@ pub struct Class {
     /// apiserver authorizes it request by request, and the cache (filled with kubeplex's
     /// identity) must not answer for it.
     pub credentials: bool,
+    /// [`Class::read_attributes`], once asked.
+    attributes: OnceLock<Option<ResourceAttributes>>,
 }
 
 impl Class {
@@ -81,7 +87,22 @@ impl Class {
             (method, ApiPath::Resource(_)) => (verb(method), None),
             _ => (Verb::Other, None),
         };
-        Class { verb, path, options, credentials: has_credentials(req.headers()) }
+        let credentials = has_credentials(req.headers());
+        Class { verb, path, options, credentials, attributes: OnceLock::new() }
+    }
+
+    /// A read's attributes as the apiserver's authorizers see them
+    /// (`auth::authorize::read_attributes`: verb, resource, namespace, name, selectors) —
+    /// worked out once per request, for node mode's gate, the graph's retries and the
+    /// passthrough alike; `None` for a request that is not a GET of a resource.
+    pub fn read_attributes(&self) -> Option<&ResourceAttributes> {
+        let attributes = || match (&self.path, self.verb) {
+            (ApiPath::Resource(rp), Verb::Get | Verb::List | Verb::Watch) => {
+                Some(read_attributes(rp, self.options.as_ref(), self.verb == Verb::Watch))
+            }
+            _ => None,
+        };
+        self.attributes.get_or_init(attributes).as_ref()
     }
 }
 

@@ -193,11 +193,13 @@ async fn from_cache(
     }
     // Authorization (node mode): nothing from the cache reaches a client the upstream would
     // refuse; asked once the cache could answer, before any cache is read or started.
+    let node = match (state.node.as_deref(), identity.user()) {
+        (Some(node), Some(user)) => Some((node, user, class.read_attributes()?)),
+        _ => None,
+    };
     let gate = Gate {
-        node: state.node.as_deref().zip(identity.user()),
+        node,
         impersonation: impersonates(req.headers()).then_some(req.headers()),
-        rp,
-        options: class.options.as_ref(),
         watch: class.verb == Verb::Watch,
     };
     match gate.open(attempt.afresh).await {
@@ -266,7 +268,7 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
     let document = state.resources.document(group, version).await?;
     if let Some(node) = state.node.as_deref() {
         let get = ResourceAttributes::non_resource("get", &path);
-        if !node.may_read_cached(&identity.user()?, &get).await {
+        if !node.may_read_cached(&identity.user()?, &get, false).await {
             return None;
         }
     }
