@@ -7,8 +7,18 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::error::CodecError;
 use super::schema::{Omit, StructDef, Ty};
-use super::{quantity, scalar, Canonical, CodecError};
+use super::{quantity, scalar};
+
+/// An object as the apiserver would write it back, and the fields it dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Canonical {
+    pub value: Value,
+    /// Unknown fields in input order, named as strict decoding names them (`spec.foo`,
+    /// `spec.containers[0].foo`); the apiserver's message is `unknown field "spec.foo"`.
+    pub unknown_fields: Vec<String>,
+}
 
 /// sigs.k8s.io/json stops collecting strict errors after this many.
 const MAX_STRICT_ERRORS: usize = 100;

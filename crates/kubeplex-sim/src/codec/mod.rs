@@ -33,6 +33,7 @@
 //! - Use [`crate::wire::gojson::to_vec`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029
 //!   as Go does, which `serde_json::to_vec` does not.
 
+mod error;
 mod json;
 pub(crate) mod kind;
 mod proto;
@@ -44,7 +45,9 @@ mod schema;
 mod schema_gen;
 
 use serde_json::Value;
-use thiserror::Error;
+
+pub use error::CodecError;
+pub use json::Canonical;
 
 /// One kind the codec knows: its apiVersion, kind and Go type.
 #[derive(Debug, Clone, Copy)]
@@ -66,38 +69,6 @@ impl TypeRef {
 /// in a protobuf watch its object holds a protobuf envelope, not JSON).
 pub fn type_for(api_version: &str, kind: &str) -> Option<TypeRef> {
     schema_gen::KINDS.iter().find(|k| k.api_version == api_version && k.kind == kind).map(TypeRef)
-}
-
-/// An object as the apiserver would write it back, and the fields it dropped.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Canonical {
-    pub value: Value,
-    /// Unknown fields in input order, named as strict decoding names them (`spec.foo`,
-    /// `spec.containers[0].foo`); the apiserver's message is `unknown field "spec.foo"`.
-    pub unknown_fields: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CodecError {
-    /// A JSON value of the wrong type, worded as Go's `UnmarshalTypeError`.
-    #[error("json: cannot unmarshal {found} into Go struct field {field} of type {expected}")]
-    JsonType { found: String, field: String, expected: String },
-    /// The document is not a JSON object.
-    #[error("json: cannot unmarshal {found} into Go value of type {expected}")]
-    JsonTopLevel { found: String, expected: String },
-    /// A string that the field's type cannot parse (time, quantity, base64, duration); the
-    /// message is the type's own, as Go returns an `UnmarshalJSON` error unwrapped.
-    #[error("{message}")]
-    JsonValue { field: String, message: String },
-    #[error("protobuf: unexpected end of message")]
-    ProtoTruncated,
-    #[error("protobuf: illegal tag {0}")]
-    ProtoTag(u64),
-    #[error("protobuf: wrong wireType = {wire} for field {field}")]
-    ProtoWireType { field: String, wire: u8 },
-    /// A field whose bytes do not decode as its Go type does.
-    #[error("protobuf: field {field}: {message}")]
-    ProtoValue { field: String, message: String },
 }
 
 /// Decodes `v` into the Go type of `t` and encodes it again, as the apiserver does with every

@@ -5,8 +5,9 @@
 
 use serde_json::{Map, Value};
 
+use super::error::CodecError;
+use super::scalar;
 use super::schema::{StructDef, Ty};
-use super::{scalar, CodecError};
 
 pub const WIRE_VARINT: u8 = 0;
 pub const WIRE_FIXED64: u8 = 1;

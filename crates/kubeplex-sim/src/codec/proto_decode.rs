@@ -5,11 +5,12 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::error::CodecError;
 use super::proto::{
     WIRE_END_GROUP, WIRE_FIXED32, WIRE_FIXED64, WIRE_LEN, WIRE_START_GROUP, WIRE_VARINT,
 };
+use super::scalar;
 use super::schema::{StructDef, Ty};
-use super::{scalar, CodecError};
 
 /// Decodes a message of type `def` into `obj`, merging with what is there.
 pub fn decode_into(
