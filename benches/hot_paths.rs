@@ -26,7 +26,7 @@ fn pod_count() -> usize {
 
 /// Realistic pods (the demo's), as list items in JSON and as bare protobuf messages.
 fn pods() -> (Vec<Bytes>, Vec<Bytes>) {
-    let pod_type = kubeplex_sim::codec::type_for("v1", "Pod").expect("Pod");
+    let pod_type = kubeplex::wire::codec::type_for("v1", "Pod").expect("Pod");
     let n = pod_count();
     let mut json = Vec::with_capacity(n);
     let mut pb = Vec::with_capacity(n);
@@ -35,9 +35,9 @@ fn pods() -> (Vec<Bytes>, Vec<Bytes>) {
         v["metadata"]["uid"] = format!("{:08x}-0000-4000-8000-{:012x}", i, i).into();
         v["metadata"]["resourceVersion"] = (1000 + i).to_string().into();
         v["metadata"]["creationTimestamp"] = "2026-11-22T10:00:00Z".into();
-        let canonical = kubeplex_sim::codec::canonicalize(pod_type, &v).expect("canonical").value;
+        let canonical = kubeplex::wire::codec::canonicalize(pod_type, &v).expect("canonical").value;
         pb.push(Bytes::from(
-            kubeplex_sim::codec::to_protobuf(pod_type, &canonical).expect("protobuf"),
+            kubeplex::wire::codec::to_protobuf(pod_type, &canonical).expect("protobuf"),
         ));
         let full = kubeplex::wire::gojson::to_vec(&canonical);
         json.push(Bytes::from(meta::strip_type_meta(&full).expect("item")));

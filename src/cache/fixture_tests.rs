@@ -202,12 +202,12 @@ fn protobuf_items_keep_upstream_bytes() {
 fn protobuf_fields_equal_the_json_ones() {
     let body = fixture!("pod-list-protobuf");
     let list = proto::decode_list(&body).unwrap();
-    let pod_type = kubeplex_sim::codec::type_for("v1", "Pod").unwrap();
+    let pod_type = crate::wire::codec::type_for("v1", "Pod").unwrap();
     let mut by_node = Vec::new();
     for item in &list.items {
         let from_proto =
             CachedObject::from_protobuf_message("", "pods", body.slice_ref(item)).unwrap();
-        let mut json = kubeplex_sim::codec::from_protobuf(pod_type, item).unwrap();
+        let mut json = crate::wire::codec::from_protobuf(pod_type, item).unwrap();
         let object = json.as_object_mut().unwrap();
         object.shift_remove("kind");
         object.shift_remove("apiVersion");

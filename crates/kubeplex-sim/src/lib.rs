@@ -24,7 +24,7 @@
 //! does it; everything a reading client can observe aims to be byte-identical.
 
 pub mod auth;
-pub mod codec;
+mod codec;
 pub mod discovery;
 mod encode;
 mod filter;

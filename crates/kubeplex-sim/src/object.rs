@@ -36,7 +36,7 @@ pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
     let name = field("name").to_string();
     let rv = field("resourceVersion").parse::<u64>().unwrap_or(0);
     let json = crate::wire::gojson::to_vec(&value);
-    let proto = if kind.protobuf { super::codec::kind::to_protobuf(kind, &value)? } else { None };
+    let proto = if kind.protobuf { super::codec::to_protobuf(kind, &value)? } else { None };
     Ok(Obj {
         key: object_key(&namespace, &name),
         namespace,
@@ -54,7 +54,7 @@ fn canonicalize(kind: &Kind, value: Value) -> Result<Value, Status> {
     if kind.custom {
         return Ok(sort_keys(value));
     }
-    super::codec::kind::canonicalize(kind, value)
+    super::codec::canonicalize(kind, value)
 }
 
 /// Re-orders a built-in object's top level and metadata into Go struct order (TypeMeta first,

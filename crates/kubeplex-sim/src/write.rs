@@ -51,7 +51,7 @@ fn decode_object(headers: &http::HeaderMap, body: &[u8]) -> Result<Value, Status
         }
         // client-go sends built-in objects as protobuf when it was configured for it
         // (`kubectl create configmap` does).
-        "application/vnd.kubernetes.protobuf" => super::codec::kind::decode_protobuf_object(body),
+        "application/vnd.kubernetes.protobuf" => super::codec::decode_protobuf_object(body),
         other => Err(Status::unsupported_media_type(other)),
     }
 }
@@ -63,7 +63,7 @@ fn field_validation(kind: &Kind, query: Option<&str>, v: &Value) -> Result<Vec<S
         .find(|(k, _)| k == "fieldValidation")
         .map(|(_, v)| v.into_owned())
         .unwrap_or_else(|| "Warn".into());
-    let unknown = super::codec::kind::unknown_fields(kind, v);
+    let unknown = super::codec::unknown_fields(kind, v);
     match mode.as_str() {
         "Strict" if !unknown.is_empty() => Err(Status::bad_request(format!(
             "strict decoding error: {}",

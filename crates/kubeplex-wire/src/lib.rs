@@ -2,6 +2,7 @@
 //! The Kubernetes wire: formats and rules that both the proxy and the fake apiserver follow.
 //! Nothing here does I/O.
 
+pub mod codec;
 pub mod continue_token;
 pub mod gojson;
 pub mod gotime;

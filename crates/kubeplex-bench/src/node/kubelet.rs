@@ -207,8 +207,8 @@ pub async fn run(
 fn decode(object: &[u8]) -> Option<Value> {
     match kubeplex_wire::proto::decode_unknown(object) {
         Ok(env) => {
-            let t = kubeplex_sim::codec::type_for(env.api_version, env.kind)?;
-            kubeplex_sim::codec::from_protobuf(t, env.raw).ok()
+            let t = kubeplex_wire::codec::type_for(env.api_version, env.kind)?;
+            kubeplex_wire::codec::from_protobuf(t, env.raw).ok()
         }
         Err(_) => serde_json::from_slice(object).ok(),
     }

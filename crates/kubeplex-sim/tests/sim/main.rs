@@ -33,8 +33,8 @@ mod support {
         }
         let body = fixture("pod-list-protobuf").body;
         let env = kubeplex_wire::proto::decode_unknown(&body).expect("envelope");
-        let list_t = kubeplex_sim::codec::type_for("v1", "PodList").expect("PodList type");
-        let list = kubeplex_sim::codec::from_protobuf(list_t, env.raw).expect("decode");
+        let list_t = kubeplex_wire::codec::type_for("v1", "PodList").expect("PodList type");
+        let list = kubeplex_wire::codec::from_protobuf(list_t, env.raw).expect("decode");
         for item in list["items"].as_array().expect("items") {
             let mut o = json!({"kind": "Pod", "apiVersion": "v1"});
             for (k, v) in item.as_object().expect("object") {

@@ -13,8 +13,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kubeplex_sim::auth::{Auth, UserInfo};
-use kubeplex_sim::codec::{from_protobuf, type_for};
 use kubeplex_sim::{Sim, SimBuilder};
+use kubeplex_wire::codec::{from_protobuf, type_for};
 use kubeplex_wire::proto::{decode_list, decode_unknown, decode_watch_event, WatchFrameDecoder};
 use serde_json::{json, Value};
 

@@ -2,8 +2,8 @@
 
 use crate::support;
 
-use kubeplex_sim::codec::{from_protobuf, type_for};
 use kubeplex_sim::SimBuilder;
+use kubeplex_wire::codec::{from_protobuf, type_for};
 use kubeplex_wire::proto::{decode_unknown, decode_watch_event, WatchFrameDecoder};
 use serde_json::{json, Value};
 use support::*;

@@ -106,8 +106,8 @@ async fn deployments_are_defaulted_and_generations_follow_the_registry() {
     let pb = get_accept(&addr, &path, "application/vnd.kubernetes.protobuf").await;
     assert_eq!(pb.header("content-type"), "application/vnd.kubernetes.protobuf");
     let env = kubeplex_wire::proto::decode_unknown(&pb.body).expect("envelope");
-    let t = kubeplex_sim::codec::type_for("apps/v1", "Deployment").expect("Deployment type");
-    let mut decoded = kubeplex_sim::codec::from_protobuf(t, env.raw).expect("decode");
+    let t = kubeplex_wire::codec::type_for("apps/v1", "Deployment").expect("Deployment type");
+    let mut decoded = kubeplex_wire::codec::from_protobuf(t, env.raw).expect("decode");
     decoded["kind"] = json!("Deployment");
     decoded["apiVersion"] = json!("apps/v1");
     assert_eq!(norm_bytes(&decoded), norm_bytes(&get(&addr, &path).await.json()));

@@ -30,12 +30,11 @@
 //!   with their key order, which matches what the apiserver stores (compact JSON).
 //! - Strings from protobuf that are not UTF-8 are converted lossily (Go's JSON encoder also
 //!   writes U+FFFD, though per byte).
-//! - Use [`crate::wire::gojson::to_vec`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029
+//! - Use [`crate::gojson::to_vec`] for bytes: it escapes `<`, `>`, `&`, U+2028 and U+2029
 //!   as Go does, which `serde_json::to_vec` does not.
 
 mod error;
 mod json;
-pub(crate) mod kind;
 mod proto;
 mod proto_decode;
 mod quantity;
@@ -77,7 +76,7 @@ pub fn canonicalize(t: TypeRef, v: &Value) -> Result<Canonical, CodecError> {
     json::canonicalize(t.0.def, v)
 }
 
-/// The protobuf message of `v` (no `k8s\0` + `Unknown` envelope; see [`crate::wire::proto::encode_unknown`]).
+/// The protobuf message of `v` (no `k8s\0` + `Unknown` envelope; see [`crate::proto::encode_unknown`]).
 pub fn to_protobuf(t: TypeRef, v: &Value) -> Result<Vec<u8>, CodecError> {
     let canonical = canonicalize(t, v)?;
     proto::encode(t.0.def, &canonical.value)

@@ -1,10 +1,11 @@
-//! Adapter between the sim's handlers and the schema codec (Go field order, protobuf).
+//! Adapter between the sim's handlers and the wire crate's schema codec
+//! (`kubeplex_wire::codec`: Go field order, protobuf).
 
 use serde_json::Value;
 
-use crate::codec::{self, TypeRef};
 use crate::kinds::Kind;
 use crate::object::order_type_and_meta;
+use crate::wire::codec::{self, TypeRef};
 use crate::wire::status::Status;
 
 fn type_ref(kind: &Kind) -> Option<TypeRef> {

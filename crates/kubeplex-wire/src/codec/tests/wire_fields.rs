@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
 use crate::codec;
-use crate::wire::proto::fields::*;
-use crate::wire::proto::object_meta;
-use crate::wire::selector::fields_by_kind::FieldRules;
+use crate::proto::fields::*;
+use crate::proto::object_meta;
+use crate::selector::fields_by_kind::FieldRules;
 
 /// Every entry's numbers and scalar type are those of k8s.io/api's Go types, as the fake
 /// apiserver's generated schema has them.

@@ -88,7 +88,7 @@ fn fraction(v: u64, prec: u32) -> String {
     format!("{int}.{}", digits.trim_end_matches('0'))
 }
 
-pub use kubeplex_wire::gotime::parse_duration;
+pub use crate::gotime::parse_duration;
 
 /// Go's base64.StdEncoding as encoding/json uses it for `[]byte`: padded, and lenient about
 /// the unused bits of the last character.

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::proto_decode::Reader;
 use super::*;
-use crate::wire::gojson;
+use crate::gojson;
 
 mod wire_fields;
 
@@ -28,12 +28,12 @@ fn ty(api_version: &str, kind: &str) -> TypeRef {
 /// The message inside a protobuf fixture's envelope, checked against `api_version`/`kind`.
 fn proto_fixture(name: &str, api_version: &str, kind: &str) -> Vec<u8> {
     let body = fixture(name);
-    let unknown = crate::wire::proto::decode_unknown(&body).unwrap();
+    let unknown = crate::proto::decode_unknown(&body).unwrap();
     assert_eq!((unknown.api_version, unknown.kind), (api_version, kind));
     assert_eq!((unknown.content_encoding, unknown.content_type), ("", ""));
     // The envelope itself is rebuilt byte for byte.
     assert_eq!(
-        crate::wire::proto::encode_unknown(api_version, kind, unknown.raw),
+        crate::proto::encode_unknown(api_version, kind, unknown.raw),
         body,
         "{name} envelope"
     );
@@ -382,7 +382,7 @@ fn protobuf_watch_objects_round_trip_byte_for_byte() {
         let frames = watch_frames(&fixture(name));
         assert!(frames.len() >= 3, "{name}");
         for (event, object) in frames {
-            let unknown = crate::wire::proto::decode_unknown(&object).unwrap();
+            let unknown = crate::proto::decode_unknown(&object).unwrap();
             let t = ty(unknown.api_version, unknown.kind);
             let decoded = from_protobuf(t, unknown.raw).unwrap();
             assert_eq!(to_protobuf(t, &decoded).unwrap(), unknown.raw, "{name} {event}");
