@@ -20,7 +20,7 @@ cp rustfmt.toml "$out/"
 
 # generated file | how it is regenerated | formatted by rustfmt (else committed as written)
 checks=(
-  "crates/kubeplex-sim/src/codec/schema_gen.rs|python3 tools/gen-schema.py $GOSRC|no"
+  "crates/kubeplex-wire/src/codec/schema_gen.rs|python3 tools/gen-schema.py $GOSRC|no"
   "crates/kubeplex-sim/src/patch/schema/table.rs|python3 tools/gen-patch-schema.py $GOSRC|yes"
   "crates/kubeplex-sim/src/patch/strategic/tests/gocases.rs|python3 tools/gen-patch-gocases.py $GOSRC|yes"
   "crates/kubeplex-wire/src/proto/empty_objects.rs|env GOPATH=$WORK/gocode/usr/share/gocode GO111MODULE=off GOPROXY=off GOFLAGS= GOTOOLCHAIN=local GOCACHE=$WORK/go-build $GO run tools/gen-empty-objects/main.go|yes"
