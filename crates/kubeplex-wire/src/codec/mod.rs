@@ -1,8 +1,14 @@
-//! The sim's object codec: writes API objects byte for byte as kube-apiserver does.
+//! The object codec: writes API objects byte for byte as kube-apiserver does, in JSON and in
+//! protobuf from one object.
+//!
+//! The fake apiserver (`kubeplex-sim`) writes every object it serves with it. It lives in the
+//! wire crate so that the proxy can use the same code to render one encoding from the other
+//! (issue 31: one upstream list+watch per resource, whatever encodings its readers want)
+//! rather than keep a second copy.
 //!
 //! kube-apiserver decodes every object into its Go struct and encodes it again, so what a
 //! client sees is decided by the Go types, not by what was sent. This module replays that for
-//! the kinds the sim serves, from tables generated out of the Go sources
+//! the kinds the fake apiserver serves, from tables generated out of the Go sources
 //! (`tools/gen-schema.py` → `schema_gen.rs`):
 //!
 //! - JSON as encoding/json writes the structs: fields in Go declaration order, inline embedded
@@ -96,7 +102,7 @@ pub fn from_protobuf(t: TypeRef, bytes: &[u8]) -> Result<Value, CodecError> {
 /// it ends at (`string`, `*string`, `bool`, `int32`, `int64`; `None` for anything else). A
 /// numeric segment names an element of the slice before it and has no number of its own
 /// (`status.podIPs.0.ip` is 3, 12, 1). For checking the proxy's hand-written partial decoders
-/// (`wire::proto::fields`) against these generated tables.
+/// ([`crate::proto::fields`]) against these generated tables.
 pub fn proto_path(t: TypeRef, json_path: &[&str]) -> Option<(Vec<u32>, &'static str)> {
     use schema::Ty;
     let mut numbers = Vec::with_capacity(json_path.len());

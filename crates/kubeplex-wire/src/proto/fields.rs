@@ -6,8 +6,8 @@
 //! The values are rendered by `FieldRules::field_value`, the same code the JSON cache uses
 //! (through [`FieldSource`]), so a protobuf cache and a JSON cache hold the same field set for
 //! the same object. The field numbers are those of k8s.io/api's `generated.proto`; a unit test
-//! checks every entry against the fake apiserver's generated schema (`sim::codec::proto_path`),
-//! which this module does not use at run time.
+//! checks every entry against the codec's generated schema (`codec::proto_path`), which this
+//! module does not use at run time.
 
 use super::codec::{Fields, Value};
 use super::error::Error;
@@ -323,9 +323,8 @@ impl FieldSource for SelectableFields<'_> {
     }
 }
 
-// The table is checked against the fake apiserver's generated schema, and the decode against
-// the JSON cache's fields, by the fake apiserver's tests
-// (`crates/kubeplex-sim/src/codec/tests/wire_fields.rs`): the schema is the sim's, and this
-// crate depends on nothing above it.
+// The table is checked against the codec's generated schema, and the decode against the JSON
+// cache's fields, by the codec's tests (`crates/kubeplex-wire/src/codec/tests/wire_fields.rs`),
+// beside the schema they check it against.
 #[cfg(test)]
 mod tests;

@@ -9,8 +9,8 @@ use crate::proto::fields::*;
 use crate::proto::object_meta;
 use crate::selector::fields_by_kind::FieldRules;
 
-/// Every entry's numbers and scalar type are those of k8s.io/api's Go types, as the fake
-/// apiserver's generated schema has them.
+/// Every entry's numbers and scalar type are those of k8s.io/api's Go types, as the codec's
+/// generated schema has them.
 #[test]
 fn every_entry_matches_the_generated_schema() {
     for kind in KINDS {
