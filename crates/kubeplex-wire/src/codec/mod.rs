@@ -69,9 +69,11 @@ impl TypeRef {
 }
 
 /// The kinds the codec covers: ConfigMap, Pod, Secret, Service, Namespace, Node, Event,
-/// Endpoints (v1), EndpointSlice (discovery.k8s.io/v1), each with its List; Status (v1 and
-/// meta.k8s.io/v1), PartialObjectMetadata(List) and WatchEvent (meta.k8s.io/v1; JSON only:
-/// in a protobuf watch its object holds a protobuf envelope, not JSON).
+/// Endpoints (v1), EndpointSlice (discovery.k8s.io/v1), Deployment, ReplicaSet (apps/v1),
+/// Lease (coordination.k8s.io/v1), RuntimeClass (node.k8s.io/v1), CSIDriver (storage.k8s.io/v1)
+/// and ServiceCIDR (networking.k8s.io/v1), each with its List; Status (v1 and meta.k8s.io/v1),
+/// PartialObjectMetadata(List) and WatchEvent (meta.k8s.io/v1; JSON only: in a protobuf watch
+/// its object holds a protobuf envelope, not JSON).
 pub fn type_for(api_version: &str, kind: &str) -> Option<TypeRef> {
     schema_gen::KINDS.iter().find(|k| k.api_version == api_version && k.kind == kind).map(TypeRef)
 }
@@ -89,12 +91,17 @@ pub fn to_protobuf(t: TypeRef, v: &Value) -> Result<Vec<u8>, CodecError> {
 }
 
 /// The canonical JSON object of a protobuf message of type `t`, with `kind` and `apiVersion`
-/// filled in from `t` as the apiserver's encoder does for the object it returns.
+/// filled in from `t` as the apiserver's encoder does for the object it returns. A list with
+/// no items has `"items":[]`, as the apiserver writes it (its lists are built by
+/// `meta.SetList`, whose slice is never nil; protobuf cannot tell an empty list from none).
 pub fn from_protobuf(t: TypeRef, bytes: &[u8]) -> Result<Value, CodecError> {
     let mut object = serde_json::Map::new();
     object.insert("kind".to_owned(), Value::String(t.kind().to_owned()));
     object.insert("apiVersion".to_owned(), Value::String(t.api_version().to_owned()));
     proto_decode::decode_into(t.0.def, bytes, &mut object)?;
+    if t.kind().ends_with("List") {
+        object.entry("items").or_insert_with(|| Value::Array(Vec::new()));
+    }
     Ok(json::canonicalize(t.0.def, &Value::Object(object))?.value)
 }
 

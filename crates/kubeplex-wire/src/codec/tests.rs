@@ -6,6 +6,7 @@ use super::proto_decode::Reader;
 use super::*;
 use crate::gojson;
 
+mod realcluster;
 mod wire_fields;
 
 fn fixture(name: &str) -> Vec<u8> {
