@@ -197,7 +197,6 @@ fn protobuf_items_keep_upstream_bytes() {
 /// The selectable fields read from the real protobuf capture are those the JSON cache reads from
 /// the same pods: p-1 against the apiserver's own JSON of it (the node-filtered list), every
 /// item against its JSON as the wire crate's codec decodes the message.
-#[cfg(feature = "sim")]
 #[test]
 fn protobuf_fields_equal_the_json_ones() {
     let body = fixture!("pod-list-protobuf");
