@@ -52,6 +52,8 @@ pub struct Plan {
     consistent: bool,
     /// Every object of its scope, in the cache's form, in one unpaged answer.
     whole: bool,
+    /// A list's namespace and selectors, as the cache evaluates them (`None` for a get).
+    filter: Option<Filter>,
 }
 
 impl Plan {
@@ -110,7 +112,15 @@ pub fn plan(
     let unpaged = (opts.limit.is_none_or(|l| l <= 0) || any_state) && opts.continue_token.is_none();
     let not_exact = opts.resource_version_match != Some(RvMatch::Exact);
     let whole = rp.name.is_none() && shape == Shape::Object && unpaged && not_exact;
-    Some(Plan { arrived, encoding, shape, consistent, whole })
+    // A list's selectors the cache cannot evaluate exactly are the apiserver's to answer.
+    let filter = match &rp.name {
+        Some(_) => None,
+        None => {
+            let (label, field) = prepare::selectors(info, encoding, opts)?;
+            Some(Filter { namespace: rp.namespace.clone(), label, field })
+        }
+    };
+    Some(Plan { arrived, encoding, shape, consistent, whole, filter })
 }
 
 /// Answers a get or list from the cache as `plan` says, once the client may read it (node
@@ -123,24 +133,22 @@ pub async fn answer(
     query: Option<&str>,
 ) -> Option<Response<Body>> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
-    let Plan { arrived, encoding, shape, consistent, whole } = plan;
+    let Plan { arrived, encoding, shape, consistent, whole, filter } = plan;
     // `None`: no cache may answer (the cost rule, the memory budget); the read passes through.
     let cache = read.cache(state, encoding, whole)?;
     if !fresh::synced(state, &cache).await {
         return None;
     }
-    let proven = match consistent && rp.name.is_none() {
-        true => {
-            let (label, field) = prepare::selectors(info, encoding, opts)?;
-            let filter = Filter { namespace: rp.namespace.clone(), label, field };
+    let proven = match (consistent, &filter) {
+        (true, Some(filter)) => {
             let limit =
                 opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
             let read = Read::List;
             let (proven, _) =
-                prepare::consistent(state, &cache, info, &filter, limit, read, arrived).await?;
+                prepare::consistent(state, &cache, info, filter, limit, read, arrived).await?;
             Some(proven)
         }
-        false => None,
+        _ => None,
     };
     let page_key = format!(
         "{}|{shape:?}|{}|{}",
@@ -157,9 +165,10 @@ pub async fn answer(
         metrics: &state.metrics,
         page_key,
     };
-    match &rp.name {
-        Some(name) => get(state, &cache, rp, opts, name, &out).await,
-        None => list(state, &cache, rp, opts, proven, &out).await,
+    match (&rp.name, &filter) {
+        (Some(name), _) => get(state, &cache, rp, opts, name, &out).await,
+        (None, Some(filter)) => list(state, &cache, rp, opts, filter, proven, &out).await,
+        (None, None) => None,
     }
 }
 
@@ -223,10 +232,11 @@ async fn list(
     cache: &Live,
     rp: &ResourcePath,
     opts: &ListOptions,
+    filter: &Filter,
     proven: Option<Proven>,
     out: &Out<'_>,
 ) -> Option<Response<Body>> {
-    let (label, field) = prepare::selectors(out.info, out.encoding, opts)?;
+    let (label, field) = (&filter.label, &filter.field);
     // The watch cache ignores `limit` at resourceVersion=0 (`computeListLimit`).
     let limit = opts
         .limit
@@ -256,13 +266,8 @@ async fn list(
                 }
                 (Some(rv), _, _) => {
                     let rv = rv.parse().ok()?;
-                    let filter = Filter {
-                        namespace: rp.namespace.clone(),
-                        label: label.clone(),
-                        field: field.clone(),
-                    };
                     let namespaced = out.info.namespaced;
-                    match fresh::not_older_than_listed(state, cache, namespaced, &filter, limit, rv)
+                    match fresh::not_older_than_listed(state, cache, namespaced, filter, limit, rv)
                         .await
                     {
                         Some((proven, _)) => (proven_state(cache, Some(proven))?, true),
