@@ -65,8 +65,8 @@ pub struct CachesConfig {
     /// How reads wait for a cold cache and prove a warm one fresh.
     pub freshness: FreshnessConfig,
     /// How long a group-version's discovery answer is used before it is refreshed (it stays
-    /// in use while the refresh fails: `serve::resources`). Default
-    /// `serve::resources::DISCOVERY_TTL`.
+    /// in use while the refresh fails: `live::discovery`). Default
+    /// `live::discovery::DISCOVERY_TTL`.
     pub discovery_ttl: Duration,
     /// Caches' states on local disk, for restarts during outages (`live::disk`).
     pub disk: DiskConfig,

@@ -9,9 +9,12 @@
 //! - [`freshness`]: proving a cache current for consistent reads (metadata lists and bookmark
 //!   probes);
 //! - [`disk`]: caches' states written to disk and read back at start;
+//! - [`discovery`]: what the upstream serves (its discovery documents: resources, kinds,
+//!   scopes, verbs), kept through outages, and the documents' bytes clients are answered with;
 //! - [`metrics`]: the upstream calls and relists, by cache.
 
 pub mod caches;
+pub mod discovery;
 pub mod disk;
 pub mod feed;
 pub mod freshness;

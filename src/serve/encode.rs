@@ -10,9 +10,9 @@ use http::{header, HeaderMap, Response};
 
 use super::body::{self, Body, JSON, PROTOBUF};
 use super::pages::PageCache;
-use super::resources::ResourceInfo;
 use crate::cache::resource::Encoding;
 use crate::cache::CachedObject;
+use crate::live::discovery::ResourceInfo;
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::status::Status;
 use crate::wire::table::IncludeObject;

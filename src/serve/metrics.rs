@@ -4,9 +4,9 @@
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
 use super::request::Class;
-use super::resources::Resources;
 use crate::auth::ReviewMetrics;
 use crate::cache::metrics::CacheMetrics;
+use crate::live::discovery::Resources;
 use crate::live::metrics::UpstreamMetrics;
 use crate::net::h1::LeanCounters;
 use crate::wire::request::ApiPath;
@@ -46,8 +46,8 @@ pub struct Metrics {
     cache_lists: IntCounterVec,
     cache_list_fetched: IntCounterVec,
     pub freshness: FreshnessMetrics,
-    /// Discovery's entries, their staleness and fetches (see `serve::resources`).
-    pub discovery: crate::serve::resources::DiscoveryMetrics,
+    /// Discovery's entries, their staleness and fetches (see `live::discovery`).
+    pub discovery: crate::live::discovery::DiscoveryMetrics,
     pub lean: LeanCounters,
     /// Requests whose handler panicked (answered 500; see `serve::stack`).
     pub panics: IntCounter,
@@ -162,7 +162,7 @@ impl Metrics {
         let upstream = UpstreamMetrics::new(&registry)?;
         let reviews = ReviewMetrics::new(&registry)?;
         let freshness = FreshnessMetrics::new(&registry)?;
-        let discovery = crate::serve::resources::DiscoveryMetrics::new(&registry)?;
+        let discovery = crate::live::discovery::DiscoveryMetrics::new(&registry)?;
         let lean = LeanCounters {
             requests: IntCounter::new(
                 "kubeplex_lean_http1_requests_total",

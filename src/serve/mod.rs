@@ -32,7 +32,6 @@ mod prepare;
 mod proxy;
 mod read;
 pub mod request;
-pub mod resources;
 mod route;
 pub mod stack;
 mod state;

@@ -12,11 +12,11 @@ use tower::ServiceExt;
 
 use super::guardrails::{self, Guardrails};
 use super::metrics::Metrics;
-use super::resources::Resources;
 use super::state::ProxyState;
 use super::{admin, pages, stack};
 use crate::auth::{NodeAuth, ReviewConfig, Reviews};
 use crate::live::caches::{CacheSpec, Caches, CachesConfig};
+use crate::live::discovery::Resources;
 use crate::live::disk::{DiskError, DiskStates};
 use crate::upstream::Upstream;
 

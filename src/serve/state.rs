@@ -5,9 +5,9 @@ use std::sync::Arc;
 use super::guardrails;
 use super::metrics::Metrics;
 use super::pages::PageCache;
-use super::resources::Resources;
 use crate::auth::NodeAuth;
 use crate::live::caches::Caches;
+use crate::live::discovery::Resources;
 use crate::upstream::Upstream;
 
 /// Shared by every connection.

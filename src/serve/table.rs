@@ -19,8 +19,8 @@ use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
 
-use super::resources::ResourceInfo;
 use crate::cache::CachedObject;
+use crate::live::discovery::ResourceInfo;
 use crate::wire::meta::{self, ListMeta};
 use crate::wire::negotiate::{MediaType, MetaVersion, Negotiated, Representation};
 use crate::wire::request::ListOptions;

@@ -42,7 +42,7 @@ async fn kubeplex(sim: &Sim, budget: Option<usize>) -> Proxy {
         scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: budget,
         namespace: None,

@@ -33,7 +33,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         scopes: Vec::new(),
         watch: Default::default(),
         freshness: Default::default(),
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
         namespace: None,

@@ -52,7 +52,7 @@ async fn sidecar(sim: &Sim, dir: &Path, namespace: Option<&str>) -> Proxy {
         scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
         namespace: namespace.map(str::to_string),

@@ -86,7 +86,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
         scopes: Vec::new(),
         watch: Default::default(),
         freshness: Default::default(),
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
         namespace: None,

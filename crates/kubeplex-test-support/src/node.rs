@@ -152,7 +152,7 @@ impl Default for NodeOptions {
             reviews: ReviewConfig::default(),
             graph_lag: Duration::from_millis(1500),
             apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
-            discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+            discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }
     }

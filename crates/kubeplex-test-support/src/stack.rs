@@ -5,7 +5,7 @@ use std::time::Duration;
 use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
 use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
-use kubeplex::serve::resources::DISCOVERY_TTL;
+use kubeplex::live::discovery::DISCOVERY_TTL;
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
@@ -256,7 +256,7 @@ pub fn default_caches(preload: &[&str]) -> CachesConfig {
         scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
-        discovery_ttl: kubeplex::serve::resources::DISCOVERY_TTL,
+        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
         disk: Default::default(),
         memory_budget: None,
         namespace: None,
