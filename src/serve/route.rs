@@ -20,7 +20,6 @@ use crate::auth::graph_lag::{window_until, Backoff, GraphRead};
 use crate::auth::review::ResourceAttributes;
 use crate::auth::Identity;
 use crate::cache::Scope;
-use crate::live::discovery;
 use crate::wire::negotiate;
 use crate::wire::request::ApiPath;
 
@@ -233,9 +232,9 @@ impl Plan {
 }
 
 /// A group-version's discovery document (`GET /api/v1`, `/apis/G/V`), answered with kubeplex's
-/// own copy of it ([`Resources::document`](crate::live::discovery::Resources::document)): node tiers
-/// in front of a pool each ask for the same few documents when they start, one request to the
-/// apiserver each otherwise. Only the compact JSON form without a query, never for a client
+/// own copy of it ([`Resources::document`](crate::live::discovery::Resources::document)): node
+/// tiers in front of a pool each ask for the same few documents when they start, one request to
+/// the apiserver each otherwise. Only the compact JSON form without a query, never for a client
 /// acting as someone else, and — in node mode — only once the upstream grants the client `get`
 /// of that path (system:discovery), as for any read from the cache. [`from_cache`]'s identity
 /// rules apply first.
@@ -246,7 +245,7 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
         ApiPath::GroupResources(group, version) => (group.as_str(), version.as_str()),
         _ => return None,
     };
-    let path = discovery::document_path(group, version);
+    let path = crate::live::discovery::document_path(group, version);
     let header = |name| req.headers().get(name).map(|v| v.to_str().unwrap_or("?"));
     let accept = header(http::header::ACCEPT);
     // As the apiserver's discovery handler negotiates — DefaultEndpointRestrictions, no
