@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBEPLEX_TEST_TIERS=2 cargo nextest run --workspace --all-targets --locked --no-fail-fast \
-  -E 'binary(node) | (binary(proxy) & (test(/^proxy_reads::/) | test(/^proxy_watch::/) | test(/^proxy_watch_rules::/) | test(/^proxy_tables::/) | test(/^proxy_protobuf_fields::/)))'
+  -E 'binary(node) | (binary(proxy) & (test(/^proxy_reads::/) | test(/^proxy_watch::/) | test(/^proxy_watch_rules::/) | test(/^proxy_tables::/) | test(/^proxy_protobuf_fields::/) | test(/^proxy_encodings::/)))'

@@ -14,6 +14,8 @@
 //!   epochs, the fan-out — which the live layer (`live::caches`, the reflector) feeds;
 //! - [`scope`]: what part of a resource a cache holds (namespace, selectors), and whether a
 //!   read lies within it;
+//! - [`transcode`]: an object in the other encoding, rendered with the schema (for a cache fed
+//!   by another encoding's: `live::mirror`);
 //! - [`metrics`]: the caches' Prometheus series, registered into the process's registry.
 //!
 //! No I/O and no tasks: the modules above `resource` are plain data the caller serialises;
@@ -32,6 +34,7 @@ pub mod resource;
 pub mod scope;
 pub mod select;
 pub mod store;
+pub mod transcode;
 
 pub use index::{FieldIndex, Indexes};
 pub use object::{CachedObject, Encoding, ObjectError};

@@ -58,6 +58,13 @@ impl Load {
     }
 }
 
+/// A cache's load state, as a cache fed by it takes it over ([`ResourceCache::load_marks`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LoadMarks {
+    loaded_from: Option<Load>,
+    loading: Option<Load>,
+}
+
 pub struct ResourceCache {
     info: Arc<ResourceInfo>,
     /// Where it lists and watches: the cluster-wide collection, or one namespace's
@@ -157,6 +164,10 @@ pub struct CacheStatus {
     pub state_from: &'static str,
     /// How old that disk state is (seconds since it was written), when it is one.
     pub disk_state_age_seconds: Option<u64>,
+    /// The encoding it is rendered from, when the cache of the same resource and scope in that
+    /// encoding feeds it rather than a list+watch of its own (`live::mirror`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rendered_from: Option<&'static str>,
 }
 
 /// Where a new watch starts.
@@ -507,6 +518,7 @@ impl ResourceCache {
             history_from: fan.history.start(),
             state_from: if disk.is_some() { "disk" } else { "upstream" },
             disk_state_age_seconds: disk.map(|at| unix_now().saturating_sub(at)),
+            rendered_from: None,
         }
     }
 

@@ -27,7 +27,7 @@
 //! A list read alone (no watch after it) is the one reader that costs less directly than the
 //! cache it starts, by the cache's events until it is stopped for idleness (`cacheIdleTimeout`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -38,6 +38,7 @@ use super::feed::{self, Feed};
 pub use super::freshness::FreshnessConfig;
 use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
+use super::mirror::{self, Mirror};
 use super::reflector::fed::Feeder;
 use super::reflector::{FirstLoad, Reflector};
 use crate::cache::fanout::WatchConfig;
@@ -45,6 +46,7 @@ use crate::cache::metrics::CacheMetrics;
 use crate::cache::persist::DiskState;
 use crate::cache::resource::ResourceCache;
 use crate::cache::store::StoreLimits;
+use crate::cache::transcode::Transcoder;
 use crate::cache::{Encoding, Scope};
 use crate::upstream::Upstream;
 use crate::wire::resource::ResourceInfo;
@@ -98,6 +100,14 @@ fn key_of(info: &ResourceInfo, encoding: Encoding, scope: Scope) -> CacheKey {
     (info.group.clone(), info.version.clone(), info.resource.clone(), encoding, scope)
 }
 
+/// The encoding a cache in `encoding` may be rendered from (`live::mirror`).
+fn other(encoding: Encoding) -> Encoding {
+    match encoding {
+        Encoding::Json => Encoding::Protobuf,
+        Encoding::Protobuf => Encoding::Json,
+    }
+}
+
 /// See `cache::resource::STALE_AFTER`.
 const UPSTREAM_QUIET: Duration = crate::cache::resource::STALE_AFTER;
 
@@ -110,6 +120,12 @@ pub struct Live {
     /// For a cache started by a read that feeds its first load ([`FirstLoad::Fed`]): what that
     /// read sends its answer to, until it takes it ([`Live::take_feeder`]).
     feeder: Mutex<Option<Feeder>>,
+    /// The caches of the same resource and scope in the other encoding it feeds (`live::mirror`).
+    mirror: Arc<Mirror>,
+    /// Asks the reflector that feeds it for a reload (its freshness proofs' last resort).
+    reload: tokio::sync::watch::Sender<u64>,
+    /// For a cache fed by another encoding's (`live::mirror`): that cache's key.
+    source: Option<CacheKey>,
 }
 
 impl std::ops::Deref for Live {
@@ -125,6 +141,12 @@ impl Live {
     /// `None` if the cache does not wait for one, or another read took it.
     pub fn take_feeder(&self) -> Option<Feeder> {
         self.feeder.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// The encoding it is rendered from, when another encoding's cache feeds it
+    /// (`live::mirror`).
+    pub fn rendered_from(&self) -> Option<Encoding> {
+        self.source.as_ref().map(|k| k.3)
     }
 
     /// Aborts its tasks and ends its watchers; `others`: how many caches of the same resource
@@ -157,6 +179,10 @@ pub struct Caches {
     clock: Arc<Clock>,
     /// `config.scopes`, read: each spec and its scope across namespaces.
     declared: Vec<(CacheSpec, Scope)>,
+    /// Resources (group, version, resource) whose caches in an encoding keep a list+watch of
+    /// their own: a cache rendered from the other encoding's met an object the schema cannot
+    /// render exactly (`live::mirror`).
+    own_watch: Mutex<HashSet<(String, String, String, Encoding)>>,
 }
 
 impl Caches {
@@ -206,6 +232,7 @@ impl Caches {
             me: me.clone(),
             clock: Clock::new(),
             declared,
+            own_watch: Mutex::new(HashSet::new()),
         })
     }
 
@@ -254,6 +281,11 @@ impl Caches {
         if let Some(live) = self.containing(info, encoding, read) {
             return Some(live);
         }
+        if let Some(source) = self.source_for(info, encoding, read) {
+            // Rendered from a running cache of the other encoding: no upstream cost, so
+            // whatever the read (a named one too), and that cache's scope.
+            return self.start(info, encoding, source.scope().clone(), FirstLoad::Stream);
+        }
         if let Some(declared) = self.declared(info, encoding, read) {
             // Wider than the read: its answer cannot be the cache's first load.
             return self.start(info, encoding, declared, first.unfed());
@@ -269,6 +301,29 @@ impl Caches {
     pub fn holds_named(&self, info: &ResourceInfo, encoding: Encoding, read: &Scope) -> bool {
         self.declared(info, encoding, read).is_some()
             || self.containing(info, encoding, read).is_some()
+            || self.source_for(info, encoding, read).is_some()
+    }
+
+    /// The running cache of `info` in the other encoding, fed by its own reflector, that
+    /// contains `read` and that a cache in `encoding` may be rendered from (`live::mirror`):
+    /// the schema covers the kind and the resource does not keep a watch of its own in
+    /// `encoding` ([`Caches::fall_back`]).
+    fn source_for(
+        &self,
+        info: &ResourceInfo,
+        encoding: Encoding,
+        read: &Scope,
+    ) -> Option<Arc<Live>> {
+        Transcoder::new(info, encoding)?;
+        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&(
+            info.group.clone(),
+            info.version.clone(),
+            info.resource.clone(),
+            encoding,
+        )) {
+            return None;
+        }
+        self.containing(info, other(encoding), read).filter(|source| source.source.is_none())
     }
 
     /// The narrowest declared scope (`cacheScopes`) of `info` in `encoding` that contains
@@ -358,6 +413,9 @@ impl Caches {
         if self.is_refused(&key) {
             return None;
         }
+        if let Some(live) = self.start_rendered(info, encoding, &scope, &mut map) {
+            return Some(live);
+        }
         let cache = Arc::new(
             ResourceCache::new(
                 info.clone(),
@@ -376,7 +434,7 @@ impl Caches {
             self.config.freshness,
             calls.clone(),
             self.clock.clone(),
-            reload,
+            reload.clone(),
         ));
         // The reflector's events are applied to the cache as they are read (`live::feed`);
         // with a state directory, a state read from disk stands by for the first load.
@@ -388,8 +446,10 @@ impl Caches {
             }
             None => Box::new(move |event| feed::apply(&fed, event)),
         };
-        // Each load is weighed against the memory budget before it is applied.
-        let feed = self.weighed(key.clone(), cache.clone(), apply);
+        // Each load is weighed against the memory budget before it is applied; then the caches
+        // of the other encoding rendered from this one are fed (`live::mirror`).
+        let mirror = Arc::new(Mirror::default());
+        let feed = mirror.sink(self.weighed(key.clone(), cache.clone(), apply));
         let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
             .within(cache.collection_path(), cache.selector_query())
             .first_load(first)
@@ -403,26 +463,146 @@ impl Caches {
             _ => (reflector, None),
         };
         let reflector = tokio::spawn(reflector.run());
-        let sweeper = {
-            let cache = Arc::downgrade(&cache);
-            let every = (self.config.watch.slow_after / 4)
-                .clamp(std::time::Duration::from_millis(50), std::time::Duration::from_secs(1));
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(every);
-                loop {
-                    tick.tick().await;
-                    match cache.upgrade() {
-                        Some(c) => c.end_slow_watchers(),
-                        None => return,
-                    }
+        let sweeper = self.sweeper(&cache);
+        tracing::info!(resource = %cache.describe(), "cache started");
+        let tasks = Mutex::new(vec![reflector, sweeper]);
+        let feeder = Mutex::new(feeder);
+        let live = Arc::new(Live { cache, freshness, tasks, feeder, mirror, reload, source: None });
+        map.insert(key, live.clone());
+        Some(live)
+    }
+
+    /// The task that ends `cache`'s slow watchers.
+    fn sweeper(&self, cache: &Arc<ResourceCache>) -> JoinHandle<()> {
+        let cache = Arc::downgrade(cache);
+        let every = (self.config.watch.slow_after / 4)
+            .clamp(std::time::Duration::from_millis(50), std::time::Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match cache.upgrade() {
+                    Some(c) => c.end_slow_watchers(),
+                    None => return,
+                }
+            }
+        })
+    }
+
+    /// A cache of a built-in resource in `encoding` and `scope`, rendered from the running cache
+    /// of the same resource and scope in the other encoding (`live::mirror`) rather than
+    /// listing and watching it again: one upstream watch per resource, whatever its readers
+    /// read. `None` when there is no such cache, the schema does not cover the kind, or the
+    /// resource keeps a watch of its own in `encoding` ([`Caches::fall_back`]).
+    fn start_rendered(
+        &self,
+        info: &Arc<ResourceInfo>,
+        encoding: Encoding,
+        scope: &Scope,
+        map: &mut HashMap<CacheKey, Arc<Live>>,
+    ) -> Option<Arc<Live>> {
+        let transcoder = Transcoder::new(info, encoding)?;
+        let resource = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
+        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&resource) {
+            return None;
+        }
+        let from = other(encoding);
+        let source_key = key_of(info, from, scope.clone());
+        let source = map.get(&source_key).filter(|s| s.source.is_none())?.clone();
+        let key = key_of(info, encoding, scope.clone());
+        let cache = Arc::new(
+            ResourceCache::new(
+                info.clone(),
+                encoding,
+                self.config.limits,
+                self.config.watch,
+                self.metrics.clone(),
+            )
+            .scoped(scope.clone()),
+        );
+        // Its proofs are its own (their lists and probes ask only what its readers would); a
+        // reload they ask for is the source's, whose load it receives.
+        let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
+        let freshness = Arc::new(Freshness::new(
+            self.upstream.clone(),
+            Arc::downgrade(&cache),
+            self.config.freshness,
+            calls,
+            self.clock.clone(),
+            source.reload.clone(),
+        ));
+        let broken: mirror::OnBroken = {
+            let (caches, key) = (self.me.clone(), key.clone());
+            Box::new(move |why: &str| {
+                // Told under the source's feed: the map is changed from a task of its own.
+                let (caches, key, why) = (caches.clone(), key.clone(), why.to_owned());
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        if let Some(caches) = caches.upgrade() {
+                            caches.fall_back(&key, &why);
+                        }
+                    });
                 }
             })
         };
-        tracing::info!(resource = %cache.describe(), "cache started");
-        let tasks = Mutex::new(vec![reflector, sweeper]);
-        let live = Arc::new(Live { cache, freshness, tasks, feeder: Mutex::new(feeder) });
+        let takeover = source.mirror.attach(&source.cache, &cache, transcoder.clone(), broken);
+        let mut tasks = vec![self.sweeper(&cache)];
+        if let Some(takeover) = takeover {
+            // The source's state, rendered off its reflector's task (its events meanwhile are
+            // kept for the twin, bounded).
+            let (mirror, twin) = (source.mirror.clone(), cache.clone());
+            tasks.push(tokio::spawn(async move {
+                let rendered = tokio::task::spawn_blocking(move || {
+                    (mirror::render_state(&transcoder, &takeover), takeover)
+                })
+                .await;
+                if let Ok((state, takeover)) = rendered {
+                    mirror.caught_up(&twin, state, &takeover);
+                }
+            }));
+        }
+        // A state on disk for this key is not needed: the source's is taken over.
+        self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        tracing::info!(resource = %cache.describe(), from = from.as_str(), "cache started, rendered from the other encoding's");
+        let live = Arc::new(Live {
+            cache,
+            freshness,
+            tasks: Mutex::new(tasks),
+            feeder: Mutex::new(None),
+            mirror: Arc::default(),
+            reload: source.reload.clone(),
+            source: Some(source_key),
+        });
         map.insert(key, live.clone());
         Some(live)
+    }
+
+    /// A cache rendered from another encoding's met an object the schema cannot render exactly
+    /// (`why`): it is stopped (its readers were ended), and the resource's caches in its
+    /// encoding keep a list+watch of their own from now on — started by the next read, or at
+    /// once for a configured cache.
+    fn fall_back(&self, key: &CacheKey, why: &str) {
+        let resource = (key.0.clone(), key.1.clone(), key.2.clone(), key.3);
+        let first = self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).insert(resource);
+        let (live, others) = {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            let rendered = map.get(key).is_some_and(|l| l.source.is_some());
+            let live = if rendered { map.remove(key) } else { None };
+            (live, Self::same_resource(&map, key))
+        };
+        let Some(live) = live else { return };
+        let labels = [live.label(), key.3.as_str()];
+        self.upstream_metrics.render_fallbacks.with_label_values(&labels).inc();
+        if first {
+            tracing::warn!(resource = %live.describe(), reason = why, "an object cannot be rendered in this encoding from the other's cache: this resource's caches in this encoding list and watch it themselves");
+        }
+        live.stop(others);
+        if live.is_pinned() {
+            let info = Arc::new(live.info().clone());
+            if let Some(own) = self.get_or_start(&info, key.3, key.4.clone()) {
+                own.pin();
+            }
+        }
     }
 
     /// The namespace the caches of namespaced resources are limited to, if any.
@@ -447,6 +627,7 @@ impl Caches {
                 !(c.is_pinned()
                     || c.idle_for() < self.config.idle_timeout
                     || c.has_watchers()
+                    || c.mirror.has_twins()
                     || cut_off)
             })
             .map(|(k, _)| k.clone())
@@ -484,7 +665,13 @@ impl Caches {
     /// Every running cache at a glance, by resource.
     pub fn status(&self) -> Vec<crate::cache::resource::CacheStatus> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<_> = map.values().map(|c| c.status()).collect();
+        let mut all: Vec<_> = map
+            .values()
+            .map(|c| crate::cache::resource::CacheStatus {
+                rendered_from: c.rendered_from().map(Encoding::as_str),
+                ..c.status()
+            })
+            .collect();
         drop(map);
         all.sort_by(|a, b| {
             let key = |s: &crate::cache::resource::CacheStatus| {

@@ -14,7 +14,7 @@ use crate::cache::resource::{EventKind, ResourceCache};
 use crate::cache::CachedObject;
 
 /// One thing the reflector learned, in the order it learned it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Feed {
     /// A load (paged list or streaming list) is being requested, at `requested`: its state will
     /// be consistent for every read that arrived before then — when `consistent` (a list at

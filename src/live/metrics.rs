@@ -10,6 +10,7 @@ pub struct UpstreamMetrics {
     pub calls: IntCounterVec,
     pub relists: IntCounterVec,
     pub errors: IntCounterVec,
+    pub render_fallbacks: IntCounterVec,
 }
 
 impl UpstreamMetrics {
@@ -35,10 +36,18 @@ impl UpstreamMetrics {
             ),
             &["resource", "encoding", "reason"],
         )?;
+        let render_fallbacks = IntCounterVec::new(
+            Opts::new(
+                "kubeplex_cache_render_fallbacks_total",
+                "Caches rendered from the other encoding's cache of the same resource (one upstream watch for both) that met an object the 1.36 schema cannot render exactly (a field a newer apiserver has) and were replaced by a list+watch of their own in their encoding.",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(render_fallbacks.clone()))?;
         registry.register(Box::new(calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
         registry.register(Box::new(errors.clone()))?;
-        Ok(UpstreamMetrics { calls, relists, errors })
+        Ok(UpstreamMetrics { calls, relists, errors, render_fallbacks })
     }
 
     /// One cache's series, resolved once.

@@ -6,6 +6,8 @@
 //! - [`reflector`]: the list+watch loop toward the upstream for one cache, which yields what it
 //!   learns as [`feed::Feed`] events;
 //! - [`feed`]: those events, and how they are applied to a cache;
+//! - [`mirror`]: caches fed by another encoding's cache of the same resource (one upstream
+//!   watch per resource, whatever the encodings read);
 //! - [`freshness`]: proving a cache current for consistent reads (metadata lists and bookmark
 //!   probes);
 //! - [`disk`]: caches' states written to disk and read back at start;
@@ -19,4 +21,5 @@ pub mod disk;
 pub mod feed;
 pub mod freshness;
 pub mod metrics;
+pub mod mirror;
 pub mod reflector;

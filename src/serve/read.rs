@@ -43,6 +43,13 @@ impl CachedRead<'_> {
         let caches = &state.caches;
         let live = caches.for_read(self.info, encoding, self.scope, self.first_load(whole))?;
         let same_scope = || live.scope().contains(self.scope) && self.scope.contains(live.scope());
+        // A cache rendered from another encoding's (`live::mirror`) that has not taken its
+        // state over yet: a list or get passes through, as fast as the upstream answers it,
+        // rather than wait for the rendering; a watch waits (passed through, it would hold an
+        // upstream watch for as long as it runs).
+        if !live.is_synced() && live.rendered_from().is_some() && !self.opts.watch {
+            return None;
+        }
         if whole && !live.is_synced() && same_scope() {
             if let Some(feeder) = live.take_feeder() {
                 let consistent = self.opts.resource_version.is_none();

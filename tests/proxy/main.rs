@@ -9,6 +9,7 @@ mod lean_http1;
 mod proxy_budget;
 mod proxy_debug;
 mod proxy_disk_state;
+mod proxy_encodings;
 mod proxy_failover;
 mod proxy_freshness;
 mod proxy_guardrails;

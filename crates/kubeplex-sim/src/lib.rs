@@ -52,6 +52,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub use object::{FUTURE_FIELD_ANNOTATION, FUTURE_FIELD_NUMBER};
 pub use server::{pod_graph_lag, GraphLag, SimConfig, MEASURED_GRAPH_LAG};
 use server::{spawn_server, Faults, SimState};
 pub use store::Retention;

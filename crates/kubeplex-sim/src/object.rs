@@ -35,8 +35,14 @@ pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
     let namespace = field("namespace").to_string();
     let name = field("name").to_string();
     let rv = field("resourceVersion").parse::<u64>().unwrap_or(0);
-    let json = crate::wire::gojson::to_vec(&value);
-    let proto = if kind.protobuf { super::codec::to_protobuf(kind, &value)? } else { None };
+    let mut json = crate::wire::gojson::to_vec(&value);
+    let mut proto = if kind.protobuf { super::codec::to_protobuf(kind, &value)? } else { None };
+    let annotations = meta.and_then(|m| m.get("annotations"));
+    if let Some(future) = annotations.and_then(|a| a.get(FUTURE_FIELD_ANNOTATION)) {
+        if !kind.custom {
+            with_future_field(future.as_str().unwrap_or(""), &mut json, proto.as_mut());
+        }
+    }
     Ok(Obj {
         key: object_key(&namespace, &name),
         namespace,
@@ -46,6 +52,40 @@ pub fn build(kind: &Kind, value: Value) -> Result<Obj, Status> {
         json: Bytes::from(json),
         proto: proto.map(Bytes::from),
     })
+}
+
+/// Fault injection — a newer apiserver: a built-in object annotated with this is served as an
+/// apiserver whose type has a field 1.36 lacks would serve it: a last top-level member
+/// `futureField` (a string, the annotation's value) in JSON, and field [`FUTURE_FIELD_NUMBER`]
+/// (the same string) at the end of its protobuf message, where gogo's Marshal puts a field of
+/// a higher number than the others. A proxy that renders one encoding from the other with the
+/// 1.36 schema must not drop it (issue 31).
+pub const FUTURE_FIELD_ANNOTATION: &str = "sim.kubeplex.dev/future-field";
+
+/// The protobuf field number of the newer apiserver's field: above every 1.36 type's own.
+pub const FUTURE_FIELD_NUMBER: u64 = 99;
+
+fn with_future_field(value: &str, json: &mut Vec<u8>, proto: Option<&mut Vec<u8>>) {
+    if json.last() == Some(&b'}') {
+        json.pop();
+        json.extend_from_slice(b",\"futureField\":");
+        json.extend_from_slice(&crate::wire::gojson::to_vec(&Value::String(value.to_owned())));
+        json.push(b'}');
+    }
+    if let Some(message) = proto {
+        let varint = |mut n: u64, out: &mut Vec<u8>| loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        };
+        varint(FUTURE_FIELD_NUMBER << 3 | 2, message);
+        varint(value.len() as u64, message);
+        message.extend_from_slice(value.as_bytes());
+    }
 }
 
 /// The apiserver's field order: Go struct order for built-in types; sorted keys for custom

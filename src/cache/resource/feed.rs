@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{EventKind, ResourceCache};
+use super::{EventKind, LoadMarks, ResourceCache};
 use crate::cache::fanout::Closed;
 use crate::cache::history::{Event, EventType};
 use crate::cache::object::CachedObject;
@@ -75,6 +75,29 @@ impl ResourceCache {
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.set_synced(true);
         self.loads.send_modify(|n| *n += 1);
+    }
+
+    /// What a cache fed by this one in another encoding (`live::mirror`) takes over with its
+    /// state: when that state was loaded and whether a load is under way — so that the twin's
+    /// consistent reads and freshness proofs count exactly what this cache's would. `None` while
+    /// the state is not one to copy (not synced, not whole, or read from disk): the twin then
+    /// waits for this cache's next load, which it receives too.
+    pub fn load_marks(&self) -> Option<LoadMarks> {
+        let loaded_from = *self.loaded_from.lock().unwrap_or_else(|p| p.into_inner());
+        let from_disk = self.from_disk.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if !self.is_synced() || !self.is_complete() || from_disk || loaded_from.is_none() {
+            return None;
+        }
+        let loading = *self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        Some(LoadMarks { loaded_from, loading })
+    }
+
+    /// A first state taken over from the cache it is fed by (`live::mirror`): `objects` at `rv`,
+    /// loaded, and loading, as [`ResourceCache::load_marks`] said that cache's state was.
+    pub fn replace_like(&self, objects: Vec<CachedObject>, rv: u64, marks: LoadMarks) {
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = marks.loaded_from;
+        self.replace(objects, rv);
+        *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = marks.loading;
     }
 
     /// A state read back from disk (`cache::persist`), written at `written_at` (Unix seconds),

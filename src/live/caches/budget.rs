@@ -119,11 +119,24 @@ impl Caches {
     }
 
     fn refuse(&self, key: &CacheKey, cache: &ResourceCache, bytes: usize, why: Why) {
-        let (live, others) = {
+        let (live, others, rendered) = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             let live = map.remove(key);
-            (live, Self::same_resource(&map, key))
+            // The caches rendered from it (`live::mirror`) go with it: nothing feeds them now.
+            let rendered: Vec<_> = map
+                .iter()
+                .filter(|(_, l)| l.source.as_ref() == Some(key))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let rendered: Vec<_> = rendered
+                .into_iter()
+                .filter_map(|k| map.remove(&k).map(|l| (Self::same_resource(&map, &k), l)))
+                .collect();
+            (live, Self::same_resource(&map, key), rendered)
         };
+        for (others, live) in rendered {
+            live.stop(others);
+        }
         let backoff = {
             let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
             let backoff = refused.get(key).map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_MAX));
