@@ -100,6 +100,36 @@ fn key_of(info: &ResourceInfo, encoding: Encoding, scope: Scope) -> CacheKey {
     (info.group.clone(), info.version.clone(), info.resource.clone(), encoding, scope)
 }
 
+/// A cache rendered from another encoding's, still to be attached to its source's feed
+/// (`live::mirror`).
+struct Attach {
+    source: Arc<Live>,
+    transcoder: Transcoder,
+    broken: mirror::OnBroken,
+}
+
+impl Attach {
+    /// Feeds `twin` from its source from now on; if the source's state is one to take over,
+    /// renders it off the source's reflector task (the events meanwhile are kept for the twin,
+    /// bounded) and applies it.
+    fn run(self, twin: &Live) {
+        let Attach { source, transcoder, broken } = self;
+        let takeover = source.mirror.attach(&source.cache, &twin.cache, transcoder.clone(), broken);
+        let Some(takeover) = takeover else { return };
+        let (mirror, cache) = (source.mirror.clone(), twin.cache.clone());
+        let task = tokio::spawn(async move {
+            let rendered = tokio::task::spawn_blocking(move || {
+                (mirror::render_state(&transcoder, &takeover), takeover)
+            })
+            .await;
+            if let Ok((state, takeover)) = rendered {
+                mirror.caught_up(&cache, state, &takeover);
+            }
+        });
+        twin.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+    }
+}
+
 /// The encoding a cache in `encoding` may be rendered from (`live::mirror`).
 fn other(encoding: Encoding) -> Encoding {
     match encoding {
@@ -413,7 +443,11 @@ impl Caches {
         if self.is_refused(&key) {
             return None;
         }
-        if let Some(live) = self.start_rendered(info, encoding, &scope, &mut map) {
+        if let Some((live, attach)) = self.start_rendered(info, encoding, &scope, &mut map) {
+            // Attached once the map is free: the source's feed may need it (the budget's
+            // check of a load) while its mirror is locked.
+            drop(map);
+            attach.run(&live);
             return Some(live);
         }
         let cache = Arc::new(
@@ -500,7 +534,7 @@ impl Caches {
         encoding: Encoding,
         scope: &Scope,
         map: &mut HashMap<CacheKey, Arc<Live>>,
-    ) -> Option<Arc<Live>> {
+    ) -> Option<(Arc<Live>, Attach)> {
         let transcoder = Transcoder::new(info, encoding)?;
         let resource = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
         if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&resource) {
@@ -545,36 +579,21 @@ impl Caches {
                 }
             })
         };
-        let takeover = source.mirror.attach(&source.cache, &cache, transcoder.clone(), broken);
-        let mut tasks = vec![self.sweeper(&cache)];
-        if let Some(takeover) = takeover {
-            // The source's state, rendered off its reflector's task (its events meanwhile are
-            // kept for the twin, bounded).
-            let (mirror, twin) = (source.mirror.clone(), cache.clone());
-            tasks.push(tokio::spawn(async move {
-                let rendered = tokio::task::spawn_blocking(move || {
-                    (mirror::render_state(&transcoder, &takeover), takeover)
-                })
-                .await;
-                if let Ok((state, takeover)) = rendered {
-                    mirror.caught_up(&twin, state, &takeover);
-                }
-            }));
-        }
+        let tasks = Mutex::new(vec![self.sweeper(&cache)]);
         // A state on disk for this key is not needed: the source's is taken over.
         self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         tracing::info!(resource = %cache.describe(), from = from.as_str(), "cache started, rendered from the other encoding's");
         let live = Arc::new(Live {
             cache,
             freshness,
-            tasks: Mutex::new(tasks),
+            tasks,
             feeder: Mutex::new(None),
             mirror: Arc::default(),
             reload: source.reload.clone(),
             source: Some(source_key),
         });
         map.insert(key, live.clone());
-        Some(live)
+        Some((live, Attach { source, transcoder, broken }))
     }
 
     /// A cache rendered from another encoding's met an object the schema cannot render exactly

@@ -31,8 +31,16 @@ pub const CATCH_UP_MAX: usize = 100_000;
 pub type OnBroken = Box<dyn Fn(&str) + Send + Sync>;
 
 /// A source cache's twins.
+///
+/// Two locks: `feeding`, held for the whole of each feed event (the source's own apply
+/// included, which may take the caches' map lock: the memory budget's check of a load) and by
+/// whatever changes the twins — so a twin's start and first state fall between two events —
+/// and `twins`, held only while the list is read or changed, never while another lock is
+/// taken (the caches' reaper asks [`Mirror::has_twins`] under the map's lock). Neither is ever
+/// taken under the map's lock ([`Mirror::attach`] is called after it is released).
 #[derive(Default)]
 pub struct Mirror {
+    feeding: Mutex<()>,
     twins: Mutex<Vec<Twin>>,
 }
 
@@ -71,35 +79,37 @@ impl Mirror {
     }
 
     fn feed(&self, event: Feed, apply: &(impl Fn(Feed) + ?Sized)) {
-        let mut twins = self.lock();
-        twins.retain(|t| t.cache.strong_count() > 0);
-        if twins.is_empty() {
-            drop(twins);
-            return apply(event);
-        }
-        let keep = twins.iter().any(|t| t.catching_up.is_some());
-        // A load's objects are rendered before the source takes them (a copy of a whole load
-        // is kept only for a twin catching up); any other event is applied to the source
-        // first, so its watchers wait for no rendering.
-        let (rendered, kept) = match event {
-            Feed::Loaded { .. } => {
-                let rendered = render_for(&twins, &event);
-                match keep {
-                    true => {
-                        apply(event.clone());
-                        (rendered, Some(event))
-                    }
-                    false => {
-                        apply(event);
-                        (rendered, None)
-                    }
-                }
+        let _feeding = self.feeding.lock().unwrap_or_else(|p| p.into_inner());
+        let (keep, rendered_load) = {
+            let mut twins = self.lock();
+            twins.retain(|t| t.cache.strong_count() > 0);
+            if twins.is_empty() {
+                drop(twins);
+                return apply(event);
             }
-            other => {
-                apply(other.clone());
-                (render_for(&twins, &other), Some(other))
+            let keep = twins.iter().any(|t| t.catching_up.is_some());
+            // A load's objects are rendered before the source takes them (a copy of a whole
+            // load is kept only for a twin catching up).
+            let load = matches!(event, Feed::Loaded { .. });
+            (keep, load.then(|| render_for(&twins, &event)))
+        };
+        let (rendered, kept) = match rendered_load {
+            Some(rendered) if keep => {
+                apply(event.clone());
+                (rendered, Some(event))
+            }
+            Some(rendered) => {
+                apply(event);
+                (rendered, None)
+            }
+            // Any other event goes to the source first, so its watchers wait for no rendering.
+            None => {
+                apply(event.clone());
+                (render_for(&self.lock(), &event), Some(event))
             }
         };
+        // The list is as it was: only what holds `feeding` changes it.
+        let mut twins = self.lock();
         let mut broken = Vec::new();
         for (i, (twin, rendered)) in twins.iter_mut().zip(rendered).enumerate() {
             match (&mut twin.catching_up, rendered, &kept) {
@@ -133,6 +143,7 @@ impl Mirror {
         transcoder: Transcoder,
         broken: OnBroken,
     ) -> Option<Takeover> {
+        let _feeding = self.feeding.lock().unwrap_or_else(|p| p.into_inner());
         let mut twins = self.lock();
         // Under the lock the source's feed waits: its state and marks are those the events
         // after this one follow from.
@@ -151,6 +162,7 @@ impl Mirror {
         state: Result<Vec<CachedObject>, TranscodeError>,
         takeover: &Takeover,
     ) {
+        let _feeding = self.feeding.lock().unwrap_or_else(|p| p.into_inner());
         let mut twins = self.lock();
         let Some(i) = twins.iter().position(|t| Weak::ptr_eq(&t.cache, &Arc::downgrade(twin)))
         else {
