@@ -2,12 +2,17 @@
 //! HTTP/2 (prior knowledge) on one listener, upgrades allowed, every connection a task owned by
 //! the loop (aborting the loop's task ends them all). [`serve_tls_limited`] is the same over TLS, with
 //! the client certificate's user in every request's extensions ([`identity`]).
+//!
+//! `scratch` (a throwaway PKI and scratch directories, with the `scratch` feature) is for
+//! tests and the load tool, never the proxy.
 #![forbid(unsafe_code)]
 
 mod body;
 pub mod files;
 pub mod identity;
 pub mod limits;
+#[cfg(any(test, feature = "scratch"))]
+pub mod scratch;
 mod serve;
 mod timed;
 pub mod tls;
