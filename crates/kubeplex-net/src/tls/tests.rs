@@ -10,16 +10,17 @@ use rcgen::KeyPair;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use self::support::{client_config, get_once, version_of, Ca, Conn, Files, Server, TempDir, WAIT};
+use self::support::{client_config, get_once, test_ca, version_of, Conn, Files, Server, WAIT};
 use super::*;
+use crate::scratch::TempDir;
 
 const H2: &[u8] = b"h2";
 const H1: &[u8] = b"http/1.1";
 
 #[tokio::test]
 async fn alpn_picks_http2_when_offered_and_http1_otherwise() {
-    let ca = Ca::new();
-    let files = Files::new("alpn", &ca.server("alpn.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("alpn", &ca.server_for(&["127.0.0.1", "alpn.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
 
     let both = get_once(server.addr, client_config(&ca, &[H2, H1], None)).await;
@@ -33,8 +34,8 @@ async fn alpn_picks_http2_when_offered_and_http1_otherwise() {
 
 #[tokio::test]
 async fn a_client_certificate_from_the_client_ca_is_the_user_and_its_groups() {
-    let ca = Ca::new();
-    let files = Files::new("user", &ca.server("user.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("user", &ca.server_for(&["127.0.0.1", "user.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
     let node = ca.client("system:node:worker-1", &["system:nodes", "team-a"]);
 
@@ -51,8 +52,8 @@ async fn a_client_certificate_from_the_client_ca_is_the_user_and_its_groups() {
 
 #[tokio::test]
 async fn without_a_client_certificate_the_request_is_served_with_no_identity() {
-    let ca = Ca::new();
-    let files = Files::new("anon", &ca.server("anon.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("anon", &ca.server_for(&["127.0.0.1", "anon.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
 
     let seen = get_once(server.addr, client_config(&ca, &[H2, H1], None)).await;
@@ -61,11 +62,11 @@ async fn without_a_client_certificate_the_request_is_served_with_no_identity() {
 
 #[tokio::test]
 async fn certificates_that_do_not_verify_are_rejected_never_a_user() {
-    let ca = Ca::new();
-    let files = Files::new("reject", &ca.server("reject.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("reject", &ca.server_for(&["127.0.0.1", "reject.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
 
-    let other_ca = Ca::new().client("system:admin", &["system:masters"]);
+    let other_ca = test_ca().client("system:admin", &["system:masters"]);
     let expired = ca.client_with("alice", &["devs"], |p| {
         p.not_before = rcgen::date_time_ymd(2020, 1, 1);
         p.not_after = rcgen::date_time_ymd(2021, 1, 1);
@@ -92,8 +93,8 @@ async fn certificates_that_do_not_verify_are_rejected_never_a_user() {
 
 #[tokio::test]
 async fn a_verified_certificate_without_a_common_name_is_no_user_and_not_rejected() {
-    let ca = Ca::new();
-    let files = Files::new("nocn", &ca.server("nocn.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("nocn", &ca.server_for(&["127.0.0.1", "nocn.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
     let cert = ca.client("", &["system:nodes"]);
 
@@ -103,9 +104,9 @@ async fn a_verified_certificate_without_a_common_name_is_no_user_and_not_rejecte
 
 #[tokio::test]
 async fn a_client_ca_bundle_of_several_certificates_accepts_each() {
-    let (ca1, ca2) = (Ca::new(), Ca::new());
-    let files = Files::new("bundle", &ca1.server("bundle.test", None), &ca1);
-    files.dir.write("ca.crt", format!("{}{}", ca1.pem, ca2.pem));
+    let (ca1, ca2) = (test_ca(), test_ca());
+    let files = Files::new("bundle", &ca1.server_for(&["127.0.0.1", "bundle.test"]), &ca1);
+    files.dir.write("ca.crt", format!("{}{}", ca1.ca_pem, ca2.ca_pem));
     let server = Server::start(files.config.clone()).await;
 
     for (n, ca) in [&ca1, &ca2].into_iter().enumerate() {
@@ -117,8 +118,8 @@ async fn a_client_ca_bundle_of_several_certificates_accepts_each() {
 
 #[tokio::test]
 async fn http1_upgrades_pass_through_with_the_client_certificate() {
-    let ca = Ca::new();
-    let files = Files::new("upgrade", &ca.server("upgrade.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("upgrade", &ca.server_for(&["127.0.0.1", "upgrade.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
     let cert = ca.client("system:node:worker-1", &["system:nodes"]);
 
@@ -128,8 +129,8 @@ async fn http1_upgrades_pass_through_with_the_client_certificate() {
 
 #[tokio::test]
 async fn a_rotated_serving_certificate_is_used_by_new_connections_while_old_ones_go_on() {
-    let ca = Ca::new();
-    let first = ca.server("first.test", None);
+    let ca = test_ca();
+    let first = ca.server_for(&["127.0.0.1", "first.test"]);
     let files = Files::new("rotate", &first, &ca);
     let server = Server::start(files.config.clone()).await;
     let config = client_config(&ca, &[H1], None);
@@ -139,7 +140,7 @@ async fn a_rotated_serving_certificate_is_used_by_new_connections_while_old_ones
     assert!(before.send("one").await.unwrap().ends_with("body=one"));
 
     // The kubelet and cert-manager's Secret volumes replace the files by rename.
-    let second = ca.server("second.test", None);
+    let second = ca.server_for(&["127.0.0.1", "second.test"]);
     files.dir.replace("tls.key", &second.key_pem);
     files.dir.replace("tls.crt", &second.cert_pem);
     tokio::time::sleep(files.config.reload_interval * 3).await;
@@ -153,8 +154,8 @@ async fn a_rotated_serving_certificate_is_used_by_new_connections_while_old_ones
 
 #[tokio::test]
 async fn a_broken_rewrite_keeps_the_last_good_certificate_until_the_files_are_whole() {
-    let ca = Ca::new();
-    let first = ca.server("first.test", None);
+    let ca = test_ca();
+    let first = ca.server_for(&["127.0.0.1", "first.test"]);
     let files = Files::new("broken", &first, &ca);
     let server = Server::start(files.config.clone()).await;
     let config = client_config(&ca, &[H1], None);
@@ -171,7 +172,7 @@ async fn a_broken_rewrite_keeps_the_last_good_certificate_until_the_files_are_wh
     // A new certificate whose key is not written yet: a mismatch, still the first one.
     let second_key = KeyPair::generate().unwrap();
     let second_key_pem = second_key.serialize_pem();
-    let second = ca.server("second.test", Some(second_key));
+    let second = ca.server_with_key(&["127.0.0.1", "second.test"], second_key);
     files.dir.write("tls.crt", &second.cert_pem);
     tokio::time::sleep(wait).await;
     assert_eq!(served(()).await, first.der);
@@ -184,8 +185,8 @@ async fn a_broken_rewrite_keeps_the_last_good_certificate_until_the_files_are_wh
 
 #[tokio::test]
 async fn a_rotated_client_ca_applies_to_the_next_request_of_an_open_connection() {
-    let (old_ca, new_ca) = (Ca::new(), Ca::new());
-    let files = Files::new("ca-rotate", &old_ca.server("ca.test", None), &old_ca);
+    let (old_ca, new_ca) = (test_ca(), test_ca());
+    let files = Files::new("ca-rotate", &old_ca.server_for(&["127.0.0.1", "ca.test"]), &old_ca);
     let server = Server::start(files.config.clone()).await;
     let cert = old_ca.client("bob", &["ops"]);
     let mut conn =
@@ -194,7 +195,7 @@ async fn a_rotated_client_ca_applies_to_the_next_request_of_an_open_connection()
 
     // The old CA is no longer trusted: like the apiserver, which verifies every request
     // against the current bundle, the open connection's next request is no longer bob.
-    files.dir.replace("ca.crt", &new_ca.pem);
+    files.dir.replace("ca.crt", &new_ca.ca_pem);
     tokio::time::sleep(files.config.reload_interval * 3).await;
     let seen = conn.send("").await.unwrap();
     assert_eq!(seen, "HTTP/2.0 user= groups= uid= rejected=true body=");
@@ -202,8 +203,8 @@ async fn a_rotated_client_ca_applies_to_the_next_request_of_an_open_connection()
 
 #[tokio::test]
 async fn a_silent_client_is_dropped_after_the_handshake_timeout_and_others_are_served() {
-    let ca = Ca::new();
-    let mut files = Files::new("silent", &ca.server("silent.test", None), &ca);
+    let ca = test_ca();
+    let mut files = Files::new("silent", &ca.server_for(&["127.0.0.1", "silent.test"]), &ca);
     files.config.handshake_timeout = Duration::from_millis(300);
     let server = Server::start(files.config.clone()).await;
 
@@ -224,12 +225,12 @@ async fn a_silent_client_is_dropped_after_the_handshake_timeout_and_others_are_s
 
 #[tokio::test]
 async fn a_failed_handshake_ends_that_connection_only() {
-    let ca = Ca::new();
-    let files = Files::new("distrust", &ca.server("distrust.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("distrust", &ca.server_for(&["127.0.0.1", "distrust.test"]), &ca);
     let server = Server::start(files.config.clone()).await;
 
     // A client that does not trust the serving certificate gives up in the handshake.
-    let stranger = Conn::open(server.addr, client_config(&Ca::new(), &[H1], None)).await;
+    let stranger = Conn::open(server.addr, client_config(&test_ca(), &[H1], None)).await;
     assert!(stranger.is_err());
     let seen = get_once(server.addr, client_config(&ca, &[H1], None)).await;
     assert!(seen.starts_with("HTTP/1.1"), "{seen}");
@@ -237,9 +238,9 @@ async fn a_failed_handshake_ends_that_connection_only() {
 
 #[tokio::test]
 async fn missing_or_bad_files_at_start_are_errors_naming_the_file() {
-    let ca = Ca::new();
-    let files = Files::new("start", &ca.server("start.test", None), &ca);
-    let missing = files.dir.path("missing.crt");
+    let ca = test_ca();
+    let files = Files::new("start", &ca.server_for(&["127.0.0.1", "start.test"]), &ca);
+    let missing = files.dir.path().join("missing.crt");
     let err =
         |config: TlsConfig| TlsAcceptor::new(config).err().expect("must not start").to_string();
 
@@ -280,13 +281,14 @@ async fn keys_in_pkcs8_pkcs1_and_sec1_are_served() {
         ("ec pkcs#8", include_str!("tests/ec.pk8.pem"), include_str!("tests/ec.pk8.pem")),
         ("ec sec1", include_str!("tests/ec.pk8.pem"), include_str!("tests/ec.sec1.pem")),
     ];
-    let ca = Ca::new();
+    let ca = test_ca();
     for (what, pkcs8, served_key) in keys {
-        let cert = ca.server("keys.test", Some(KeyPair::from_pem(pkcs8).unwrap()));
+        let cert =
+            ca.server_with_key(&["127.0.0.1", "keys.test"], KeyPair::from_pem(pkcs8).unwrap());
         let dir = TempDir::new("keys");
         let mut config =
             TlsConfig::new(dir.write("tls.crt", &cert.cert_pem), dir.write("tls.key", served_key));
-        config.client_ca_file = Some(dir.write("ca.crt", &ca.pem));
+        config.client_ca_file = Some(dir.write("ca.crt", &ca.ca_pem));
         let server = Server::start(config).await;
         let conn = Conn::open(server.addr, client_config(&ca, &[H2], None)).await;
         assert_eq!(conn.expect(what).server_cert, cert.der, "{what}");
@@ -295,8 +297,8 @@ async fn keys_in_pkcs8_pkcs1_and_sec1_are_served() {
 
 #[tokio::test]
 async fn without_a_client_ca_no_certificate_is_asked_for() {
-    let ca = Ca::new();
-    let files = Files::new("noca", &ca.server("noca.test", None), &ca);
+    let ca = test_ca();
+    let files = Files::new("noca", &ca.server_for(&["127.0.0.1", "noca.test"]), &ca);
     let mut config = files.config.clone();
     config.client_ca_file = None;
     let server = Server::start(config).await;

@@ -1,8 +1,8 @@
-//! A throwaway PKI on disk, a TLS server running [`serve_tls_limited`](crate::serve_tls_limited) on loopback that answers with
-//! what it saw of each request, and a real TLS client (tokio-rustls + hyper) to talk to it.
+//! A server's files on disk from the throwaway PKI ([`crate::scratch`]), a TLS server running
+//! [`serve_tls_limited`](crate::serve_tls_limited) on loopback that answers with what it saw of
+//! each request, and a real TLS client (tokio-rustls + hyper) to talk to it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,129 +13,24 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::identity::{ClientCert, RejectedClientCert};
+use crate::scratch::{Issued, Pki, TempDir};
 use crate::tls::{serve_tls_limited, TlsAcceptor, TlsConfig};
 
 /// Every await of a test is bounded by this: a missing answer fails fast.
 pub const WAIT: Duration = Duration::from_secs(5);
 
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("kubeplex-net-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Writes `contents` in place (truncate and write, as a careless tool does).
-    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.path(name);
-        std::fs::write(&path, contents).unwrap();
-        path
-    }
-
-    /// Writes `contents` beside `name` and renames it over (as the kubelet and atomic writers do).
-    pub fn replace(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let tmp = self.path(&format!(".{name}.tmp"));
-        std::fs::write(&tmp, contents).unwrap();
-        let path = self.path(name);
-        std::fs::rename(&tmp, &path).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A certificate authority with a unique name, so another CA's certificates have an unknown
-/// issuer rather than a known issuer with a bad signature.
-pub struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-    pub pem: String,
-}
-
-/// A certificate and its key, PEM, and the certificate's DER.
-pub struct Issued {
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub der: CertificateDer<'static>,
-}
-
-impl Ca {
-    pub fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, format!("kubeplex-net-test-ca-{n}"));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        let pem = issuer.pem();
-        Self { issuer, pem }
-    }
-
-    /// A serving certificate for 127.0.0.1 and `extra_san`, for `key` (a new one if `None`).
-    pub fn server(&self, extra_san: &str, key: Option<KeyPair>) -> Issued {
-        let key = key.unwrap_or_else(|| KeyPair::generate().unwrap());
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), extra_san.to_string()]).unwrap();
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem(), der: cert.der().clone() }
-    }
-
-    /// A client certificate with the given subject CN and Os.
-    pub fn client(&self, cn: &str, orgs: &[&str]) -> Issued {
-        self.client_with(cn, orgs, |_| {})
-    }
-
-    /// Like [`Ca::client`], with `tweak` applied to the parameters before signing.
-    pub fn client_with(
-        &self,
-        cn: &str,
-        orgs: &[&str],
-        tweak: impl FnOnce(&mut CertificateParams),
-    ) -> Issued {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        if !cn.is_empty() {
-            params.distinguished_name.push(DnType::CommonName, cn);
-        }
-        // rcgen keeps one value per attribute type; the second O goes in under its OID
-        // spelled as a custom type (the same 2.5.4.10 in the certificate).
-        assert!(orgs.len() <= 2, "at most two organizations");
-        let org_types = [DnType::OrganizationName, DnType::CustomDnType(vec![2, 5, 4, 10])];
-        for (o, ty) in orgs.iter().zip(org_types) {
-            params.distinguished_name.push(ty, *o);
-        }
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        tweak(&mut params);
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem(), der: cert.der().clone() }
-    }
+/// A CA named `kubeplex-net-test-ca-N` (N counts the calls), so another CA's certificates have
+/// an unknown issuer rather than a known issuer with a bad signature.
+pub fn test_ca() -> Pki {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Pki::new(&format!("kubeplex-net-test-ca-{n}"))
 }
 
 /// The files of a server: `tls.crt`, `tls.key`, `ca.crt` (the client CA) in a temp dir.
@@ -145,11 +40,11 @@ pub struct Files {
 }
 
 impl Files {
-    pub fn new(name: &str, server: &Issued, client_ca: &Ca) -> Self {
+    pub fn new(name: &str, server: &Issued, client_ca: &Pki) -> Self {
         let dir = TempDir::new(name);
         let cert = dir.write("tls.crt", &server.cert_pem);
         let key = dir.write("tls.key", &server.key_pem);
-        let ca = dir.write("ca.crt", &client_ca.pem);
+        let ca = dir.write("ca.crt", &client_ca.ca_pem);
         let mut config = TlsConfig::new(cert, key).with_client_ca(ca);
         config.reload_interval = Duration::from_millis(100);
         Self { dir, config }
@@ -213,9 +108,9 @@ async fn describe(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
 }
 
 /// A TLS client trusting `ca`, offering `alpn`, with an optional client certificate.
-pub fn client_config(ca: &Ca, alpn: &[&[u8]], cert: Option<&Issued>) -> Arc<rustls::ClientConfig> {
+pub fn client_config(ca: &Pki, alpn: &[&[u8]], cert: Option<&Issued>) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut ca.pem.as_bytes()) {
+    for c in rustls_pemfile::certs(&mut ca.ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
     }
     let builder = rustls::ClientConfig::builder_with_provider(
