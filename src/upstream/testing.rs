@@ -1,6 +1,6 @@
-//! Test fixtures: temporary directories (kubeplex-test-support's), a throwaway PKI, and a fake
-//! apiserver endpoint over real loopback sockets that records what each request looked like on
-//! the wire.
+//! Test fixtures: temporary directories and a throwaway PKI (kubeplex-net's `scratch`, through
+//! kubeplex-test-support), and a fake apiserver endpoint over real loopback sockets that records
+//! what each request looked like on the wire.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,7 +20,8 @@ use tokio::task::JoinHandle;
 pub use kubeplex_test_support::TempDir;
 
 /// A CA, a server certificate for 127.0.0.1 and `kubernetes.default.svc`, and a client
-/// certificate for CN `kubeplex`, all PEM (issued by kubeplex-test-support's test CA).
+/// certificate for CN `kubeplex`, all PEM (issued by the throwaway PKI, kubeplex-net's
+/// `scratch`).
 pub struct Pki {
     pub ca_pem: String,
     pub server_cert_pem: String,

@@ -1,8 +1,8 @@
-//! TLS for the node mode's tests: a throwaway PKI (a CA that signs kubeplex's serving
-//! certificate and the clients' certificates, as a cluster CA does) and an HTTPS client that
-//! presents a client certificate or a bearer token, over HTTP/1.1 or HTTP/2 by ALPN.
+//! TLS for the node mode's tests: the throwaway PKI (kubeplex-net's `scratch`: a CA that signs
+//! kubeplex's serving certificate and the clients' certificates, as a cluster CA does) and an
+//! HTTPS client that presents a client certificate or a bearer token, over HTTP/1.1 or HTTP/2 by
+//! ALPN.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,82 +10,10 @@ use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+
+pub use kubeplex_net::scratch::{Issued, Pki};
 
 use crate::Resp;
-
-/// A CA and what it signs, as PEM.
-pub struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
-    pub ca_pem: String,
-}
-
-/// A certificate and its key, PEM.
-#[derive(Clone)]
-pub struct Issued {
-    pub cert_pem: String,
-    pub key_pem: String,
-}
-
-impl Pki {
-    pub fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-        let ca =
-            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("ca");
-        let ca_pem = ca.pem();
-        Pki { ca, ca_pem }
-    }
-
-    /// A serving certificate for the loopback addresses.
-    pub fn server(&self) -> Issued {
-        self.server_for(&["127.0.0.1", "localhost"])
-    }
-
-    /// A serving certificate for `names` (DNS names and IP addresses).
-    pub fn server_for(&self, names: &[&str]) -> Issued {
-        let key = KeyPair::generate().expect("key");
-        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let mut params = CertificateParams::new(names).expect("params");
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = params.signed_by(&key, &self.ca).expect("server cert");
-        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
-    }
-
-    /// A client certificate: user = `cn`, groups = `orgs` (the apiserver's x509 mapping).
-    pub fn client(&self, cn: &str, orgs: &[&str]) -> Issued {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.distinguished_name.push(DnType::CommonName, cn);
-        // rcgen keeps one value per attribute type; further O's go in as the same OID.
-        for (i, org) in orgs.iter().enumerate() {
-            let ty = if i == 0 {
-                DnType::OrganizationName
-            } else {
-                DnType::CustomDnType(vec![2, 5, 4, 10])
-            };
-            params.distinguished_name.push(ty, *org);
-        }
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &self.ca).expect("client cert");
-        Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
-    }
-}
-
-impl Issued {
-    /// Writes `NAME.crt` and `NAME.key` into `dir`; their paths.
-    pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-        let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
-        std::fs::write(&cert, &self.cert_pem).expect("write cert");
-        std::fs::write(&key, &self.key_pem).expect("write key");
-        (cert, key)
-    }
-}
 
 /// How a client proves who it is.
 #[derive(Clone, Default)]
