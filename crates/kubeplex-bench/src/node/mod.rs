@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use kubeplex_net::scratch::Pki;
 use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -151,7 +152,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
 
     // The node tier starts before its agents, as a DaemonSet's pods do: its caches' start-up
     // is part of what it costs the apiserver.
-    let pki = pki::Pki::new()?;
+    let pki = Pki::new("kubeplex-bench-cluster-ca");
     let mut pool = match mode {
         "pool" => Some(
             tier::Tier::start_pool(
@@ -169,8 +170,8 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
     let upstreams = match &pool {
         Some(p) => {
             let (cert, key) = pki
-                .client("kubeplex-node-tier", cluster::NODE_TIERS_GROUP)?
-                .write(&dir, "node-tier")?;
+                .client("kubeplex-node-tier", &[cluster::NODE_TIERS_GROUP])
+                .try_write(&dir, "node-tier")?;
             Some(tier::PoolUpstreams {
                 replicas: p.nodes.iter().map(|k| k.addr).collect(),
                 ca: dir.join("client-ca.crt"),
@@ -390,7 +391,7 @@ fn endpoints_of(
     dir: &std::path::Path,
     sim: &Sim,
     tier: Option<&tier::Tier>,
-    pki: &pki::Pki,
+    pki: &Pki,
     i: usize,
 ) -> anyhow::Result<Endpoints> {
     let node = cluster::node_name(i);
@@ -399,7 +400,7 @@ fn endpoints_of(
         None => (sim.url(), None),
     };
     let kubelet_user = match tier {
-        Some(_) => pki.client(&format!("system:node:{node}"), "system:nodes")?.user(),
+        Some(_) => pki::cert_user(&pki.client(&format!("system:node:{node}"), &["system:nodes"])),
         None => pki::token_user(&cluster::kubelet_token(i)),
     };
     let open = |name: &str, user: Value| -> anyhow::Result<Arc<Target>> {

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use http::Method;
+use kubeplex_net::scratch::Pki;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
 use super::cluster::node_name;
-use super::pki::Pki;
 use crate::target::Target;
 
 /// How to launch the tier.
@@ -230,7 +230,7 @@ fn prepare(
     }
     std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem)?;
     if !dir.join("serving.crt").is_file() {
-        pki.server()?.write(dir, "serving")?;
+        pki.server().try_write(dir, "serving")?;
     }
     super::pki::write_kubeconfig(dir, name, upstream, None, super::pki::token_user(token))
 }
