@@ -9,6 +9,7 @@
 //! An object is indexed under the value a field selector compares, so that the index holds
 //! exactly the objects a `field=value` term matches: a field its field set lacks reads as "".
 
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use imbl::{OrdMap, OrdSet};
@@ -17,9 +18,80 @@ use crate::wire::selector::fields_by_kind::FieldRules;
 
 use super::object::{holds_field, CachedObject, Encoding};
 
-/// Object keys, in key order. `Arc<str>` so that copying a persistent node on a change costs
-/// reference counts, not string copies.
-pub type Keys = OrdSet<Arc<str>>;
+/// The keys of the objects holding one value, in key order. `Arc<str>` so that copying a
+/// persistent node on a change costs reference counts, not string copies. Most values are held
+/// by one object (every name, in the `metadata.name` index): that key is kept on its own, not
+/// in a set of one (a set's node is a few hundred bytes: measured, 26 MB for 100,000 objects).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keys {
+    One(Arc<str>),
+    Many(OrdSet<Arc<str>>),
+}
+
+impl Keys {
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::One(_) => 1,
+            Keys::Many(keys) => keys.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The keys in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.range((Bound::Unbounded, Bound::Unbounded))
+    }
+
+    /// The keys within `bounds`, in order.
+    pub fn range<'k>(
+        &'k self,
+        bounds: (Bound<&str>, Bound<&str>),
+    ) -> impl Iterator<Item = &'k Arc<str>> + 'k {
+        let (one, many) = match self {
+            Keys::One(key) => {
+                (Some(key).filter(|k| RangeBounds::<str>::contains(&bounds, &***k)), None)
+            }
+            Keys::Many(keys) => (None, Some(keys.range::<_, str>(bounds))),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    fn insert(&mut self, key: &str) {
+        match self {
+            Keys::One(one) if &**one == key => {}
+            Keys::One(one) => {
+                let mut keys = OrdSet::unit(one.clone());
+                keys.insert(Arc::from(key));
+                *self = Keys::Many(keys);
+            }
+            Keys::Many(keys) => {
+                keys.insert(Arc::from(key));
+            }
+        }
+    }
+
+    /// Removes `key`; whether none is left.
+    fn remove(&mut self, key: &str) -> bool {
+        match self {
+            Keys::One(one) => &**one == key,
+            Keys::Many(keys) => {
+                keys.remove(key);
+                match keys.len() {
+                    0 => true,
+                    1 => {
+                        *self =
+                            Keys::One(keys.iter().next().cloned().unwrap_or_else(|| key.into()));
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+}
 
 /// The fields every cache indexes: `metadata.name` (a list across namespaces by name, or any
 /// continued one, cannot be turned into a single-key get).
@@ -63,21 +135,15 @@ impl FieldIndex {
 
     fn insert(&mut self, value: &str, key: &str) {
         match self.entries.get_mut(value) {
-            Some(keys) => {
-                keys.insert(Arc::from(key));
-            }
+            Some(keys) => keys.insert(key),
             None => {
-                self.entries.insert(Arc::from(value), Keys::unit(Arc::from(key)));
+                self.entries.insert(Arc::from(value), Keys::One(Arc::from(key)));
             }
         }
     }
 
     fn remove(&mut self, value: &str, key: &str) {
-        let emptied = self.entries.get_mut(value).is_some_and(|keys| {
-            keys.remove(key);
-            keys.is_empty()
-        });
-        if emptied {
+        if self.entries.get_mut(value).is_some_and(|keys| keys.remove(key)) {
             self.entries.remove(value);
         }
     }

@@ -30,8 +30,12 @@ pub struct CachedObject {
     /// `metadata.labels`, sorted by key, one entry per key.
     pub labels: Vec<(String, String)>,
     /// The value of each selectable field of the resource that its field set has (the registry's
-    /// `GetAttrs`); a field missing here reads as "" to a selector, as in `fields.Set.Get`.
-    pub fields: Vec<(String, String)>,
+    /// `GetAttrs`), but `metadata.name` and `metadata.namespace`, which are `name` and
+    /// `namespace` (most kinds select on nothing else: their objects hold nothing here); a
+    /// field missing reads as "" to a selector, as in `fields.Set.Get`. See [`CachedObject::field`].
+    fields: Box<[(&'static str, Box<str>)]>,
+    /// Whether the field set has `metadata.namespace` (namespaced kinds).
+    namespace_field: bool,
     /// The object as it appears in a list: JSON list item or bare protobuf message.
     pub body: Bytes,
 }
@@ -117,7 +121,7 @@ impl CachedObject {
 
     fn build(
         meta: ObjectMetaRef<'_>,
-        fields: Vec<(String, String)>,
+        fields: Vec<(&'static str, String)>,
         body: Bytes,
     ) -> Result<Self, ObjectError> {
         if meta.name.is_empty() {
@@ -130,6 +134,12 @@ impl CachedObject {
         // sorts.
         let labels: BTreeMap<String, String> =
             meta.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let namespace_field = fields.iter().any(|(f, _)| *f == "metadata.namespace");
+        let fields = fields
+            .into_iter()
+            .filter(|(f, _)| !matches!(*f, "metadata.name" | "metadata.namespace"))
+            .map(|(f, v)| (f, v.into_boxed_str()))
+            .collect();
         Ok(Self {
             key: Self::key_for(&meta.namespace, &meta.name),
             namespace: meta.namespace.into_owned(),
@@ -137,6 +147,7 @@ impl CachedObject {
             resource_version,
             labels: labels.into_iter().collect(),
             fields,
+            namespace_field,
             body,
         })
     }
@@ -154,6 +165,12 @@ impl CachedObject {
         }
     }
 
+    /// The same object at another RV, with the bytes that say so (a deletion a relist found,
+    /// sent at the list's RV).
+    pub fn at(self, resource_version: u64, body: Bytes) -> Self {
+        CachedObject { resource_version, body, ..self }
+    }
+
     /// A label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
         let i = self.labels.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
@@ -162,7 +179,22 @@ impl CachedObject {
 
     /// A selectable field's value; `None` when the object's field set lacks it (reads as "").
     pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields.iter().find(|(f, _)| f == name).map(|(_, v)| v.as_str())
+        match name {
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => self.namespace_field.then_some(self.namespace.as_str()),
+            _ => self.fields.iter().find(|(f, _)| *f == name).map(|(_, v)| &**v),
+        }
+    }
+
+    /// Its field set: each selectable field it has and its value (`metadata.name`,
+    /// `metadata.namespace` first).
+    pub fn field_set(&self) -> Vec<(&str, &str)> {
+        let mut set = vec![("metadata.name", self.name.as_str())];
+        if self.namespace_field {
+            set.push(("metadata.namespace", self.namespace.as_str()));
+        }
+        set.extend(self.fields.iter().map(|(f, v)| (*f, &**v)));
+        set
     }
 }
 
@@ -209,12 +241,12 @@ impl LabelSource for CachedObject {
 }
 
 /// The values `fields` have for the object, as the registry's field set holds them.
-fn field_set<'f>(
+fn field_set(
     rules: FieldRules,
-    fields: impl Iterator<Item = &'f str>,
+    fields: impl Iterator<Item = &'static str>,
     object: &impl FieldSource,
-) -> Vec<(String, String)> {
-    fields.filter_map(|f| rules.field_value(object, f).map(|v| (f.to_owned(), v))).collect()
+) -> Vec<(&'static str, String)> {
+    fields.filter_map(|f| rules.field_value(object, f).map(|v| (f, v))).collect()
 }
 
 /// Just enough of an object for `field_value` to read `metadata.name` and `metadata.namespace`.

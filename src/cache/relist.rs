@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::frames::Encoder;
 use super::history::{Event, EventType};
-use super::object::CachedObject;
 use super::store::{Applied, Change};
 
 /// A relist's differences as watch events that take a watcher from the cache's previous state
@@ -39,11 +38,7 @@ pub(crate) fn relist_events(
             }
             Change::Deleted(o) => {
                 let body = encoder.with_resource_version(&o.body, list_rv).ok()?;
-                let gone = CachedObject {
-                    body: bytes::Bytes::from(body),
-                    resource_version: list_rv,
-                    ..(*o).clone()
-                };
+                let gone = (*o).clone().at(list_rv, bytes::Bytes::from(body));
                 deleted.push(Event::new(
                     list_rv,
                     EventType::Deleted,

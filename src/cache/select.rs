@@ -127,7 +127,7 @@ pub fn select(snapshot: &Snapshot, query: &Query<'_>) -> Page {
                 page.index = Some(field);
                 let objects = entry
                     .into_iter()
-                    .flat_map(|keys| keys.range::<_, str>(from))
+                    .flat_map(|keys| keys.range(from))
                     .take_while(|key| key.starts_with(&prefix))
                     .filter_map(|key| snapshot.get(key));
                 fill(&mut page.items, objects, query, limit)
@@ -204,7 +204,7 @@ fn anything_follows(snapshot: &Snapshot, query: &Query<'_>, prefix: &str, last: 
         Some((field, value)) => match snapshot.indexes().get(field) {
             Some(index) => index
                 .keys(value)
-                .and_then(|keys| keys.range::<_, str>(after).next())
+                .and_then(|keys| keys.range(after).next())
                 .is_some_and(|key| key.starts_with(prefix)),
             // A state without that index (`Snapshot::new`) gives the same answer, slowly.
             None => snapshot

@@ -11,13 +11,7 @@ fn builtin_object_is_stored_as_its_list_item() {
     assert_eq!((cm.namespace.as_str(), cm.name.as_str()), ("fx", "cm-a"));
     assert_eq!(cm.resource_version, 261);
     assert_eq!(cm.labels, [("app".into(), "web".into()), ("tier".into(), "front".into())]);
-    assert_eq!(
-        cm.fields,
-        [
-            ("metadata.name".to_owned(), "cm-a".to_owned()),
-            ("metadata.namespace".to_owned(), "fx".to_owned())
-        ]
-    );
+    assert_eq!(cm.field_set(), [("metadata.name", "cm-a"), ("metadata.namespace", "fx")]);
     assert!(cm.body.starts_with(br#"{"metadata":{"name":"cm-a","namespace":"fx","#));
     assert!(cm.body.ends_with(br#""data":{"key":"value-of-cm-a"}}"#));
     assert_eq!(cm.label("tier"), Some("front"));
@@ -51,13 +45,8 @@ fn cluster_scoped_key_and_fields() {
     let node = br#"{"metadata":{"name":"n1","resourceVersion":"3"},"spec":{"unschedulable":true}}"#;
     let n = CachedObject::from_json_item("", "nodes", Bytes::from_static(node)).unwrap();
     assert_eq!((n.key.as_str(), n.namespace.as_str()), ("n1", ""));
-    assert_eq!(
-        n.fields,
-        [
-            ("metadata.name".to_owned(), "n1".to_owned()),
-            ("spec.unschedulable".to_owned(), "true".to_owned())
-        ]
-    );
+    assert_eq!(n.field_set(), [("metadata.name", "n1"), ("spec.unschedulable", "true")]);
+    assert_eq!(n.field("metadata.namespace"), None, "not in a cluster-scoped kind's set");
 }
 
 #[test]
@@ -96,10 +85,7 @@ fn bad_objects_are_errors() {
         "object is not a valid protobuf message: field nodeName has the wrong wire type"
     );
     let cm = CachedObject::from_protobuf_message("", "configmaps", Bytes::from_static(bad_node));
-    assert_eq!(
-        cm.unwrap().fields,
-        [("metadata.name".into(), "p".into()), ("metadata.namespace".into(), "".into())]
-    );
+    assert_eq!(cm.unwrap().field_set(), [("metadata.name", "p"), ("metadata.namespace", "")]);
 }
 
 proptest! {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::cache::testutil::cm;
+use crate::cache::CachedObject;
 
 fn encoder() -> Encoder {
     Encoder::new(crate::cache::Encoding::Json, "v1", "ConfigMap", true)
