@@ -9,6 +9,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubeplex::cache::select::{select, Query};
 use kubeplex::cache::store::{Store, StoreLimits};
+use kubeplex::cache::transcode::Transcoder;
 use kubeplex::cache::CachedObject;
 use kubeplex::wire::selector::{FieldSelector, LabelSelector};
 use kubeplex::wire::{continue_token, meta, proto};
@@ -79,6 +80,26 @@ fn benches(c: &mut Criterion) {
             CachedObject::from_protobuf_message("", "pods", black_box(pb[7].clone()))
                 .map(|o| o.resource_version)
         })
+    });
+    // A cached pod rendered in the other encoding (`cache::transcode`: a cache fed by another
+    // encoding's, issue 31), the exactness check included.
+    let info = kubeplex::wire::resource::ResourceInfo {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "pods".into(),
+        kind: "Pod".into(),
+        namespaced: true,
+        verbs: vec!["list".into(), "watch".into()],
+    };
+    let to_pb = Transcoder::new(&info, kubeplex::cache::Encoding::Protobuf).expect("Pod");
+    let to_json = Transcoder::new(&info, kubeplex::cache::Encoding::Json).expect("Pod");
+    let json_pod = CachedObject::from_json_item("", "pods", json[7].clone()).expect("pod");
+    let pb_pod = CachedObject::from_protobuf_message("", "pods", pb[7].clone()).expect("pod");
+    g.bench_function("transcode_json_to_protobuf", |b| {
+        b.iter(|| to_pb.object(black_box(&json_pod)).map(|o| o.body.len()))
+    });
+    g.bench_function("transcode_protobuf_to_json", |b| {
+        b.iter(|| to_json.object(black_box(&pb_pod)).map(|o| o.body.len()))
     });
     g.finish();
 

@@ -94,7 +94,7 @@ impl Transcoder {
         if !canonical.unknown_fields.is_empty() || gojson::to_vec(&canonical.value) != item {
             return Err(TranscodeError::NotExact);
         }
-        let message = codec::to_protobuf(self.t, &canonical.value)
+        let message = codec::canonical_to_protobuf(self.t, &canonical.value)
             .map_err(|e| TranscodeError::Decode(e.to_string()))?;
         Ok(Bytes::from(message))
     }
@@ -103,7 +103,7 @@ impl Transcoder {
     fn protobuf_to_json(&self, message: &[u8]) -> Result<Bytes, TranscodeError> {
         let value = codec::from_protobuf(self.t, message)
             .map_err(|e| TranscodeError::Decode(e.to_string()))?;
-        let again = codec::to_protobuf(self.t, &value)
+        let again = codec::canonical_to_protobuf(self.t, &value)
             .map_err(|e| TranscodeError::Decode(e.to_string()))?;
         if again != message {
             return Err(TranscodeError::NotExact);

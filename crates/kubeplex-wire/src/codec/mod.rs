@@ -90,6 +90,12 @@ pub fn to_protobuf(t: TypeRef, v: &Value) -> Result<Vec<u8>, CodecError> {
     proto::encode(t.0.def, &canonical.value)
 }
 
+/// The protobuf message of `canonical`, a value already in the Go type's form (what
+/// [`canonicalize`] or [`from_protobuf`] returned): [`to_protobuf`] without decoding it again.
+pub fn canonical_to_protobuf(t: TypeRef, canonical: &Value) -> Result<Vec<u8>, CodecError> {
+    proto::encode(t.0.def, canonical)
+}
+
 /// The canonical JSON object of a protobuf message of type `t`, with `kind` and `apiVersion`
 /// filled in from `t` as the apiserver's encoder does for the object it returns. A list with
 /// no items has `"items":[]`, as the apiserver writes it (its lists are built by
