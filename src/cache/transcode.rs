@@ -96,7 +96,7 @@ impl Transcoder {
         }
         let message = codec::canonical_to_protobuf(self.t, &canonical.value)
             .map_err(|e| TranscodeError::Decode(e.to_string()))?;
-        Ok(Bytes::from(message))
+        Ok(kept(message))
     }
 
     /// A bare protobuf message as the JSON list item (no `kind`, `apiVersion`).
@@ -110,8 +110,16 @@ impl Transcoder {
         }
         let object = gojson::to_vec(&value);
         let item = meta::strip_type_meta(&object).map_err(ObjectError::from)?;
-        Ok(Bytes::from(item))
+        Ok(kept(item))
     }
+}
+
+/// `bytes` as a cache keeps them: in an allocation of their own size. A buffer written by
+/// pushing has up to twice the room it needs (measured: a rendered cache of 100,000 ConfigMaps
+/// held ~80 MiB more than the same objects loaded from the upstream).
+fn kept(mut bytes: Vec<u8>) -> Bytes {
+    bytes.shrink_to_fit();
+    Bytes::from(bytes)
 }
 
 #[cfg(test)]
