@@ -38,7 +38,7 @@ use super::feed::{self, Feed};
 pub use super::freshness::FreshnessConfig;
 use super::freshness::{Clock, Freshness};
 use super::metrics::UpstreamMetrics;
-use super::mirror::{self, Mirror};
+use super::mirror::Mirror;
 use super::reflector::fed::Feeder;
 use super::reflector::{FirstLoad, Reflector};
 use crate::cache::fanout::WatchConfig;
@@ -46,7 +46,6 @@ use crate::cache::metrics::CacheMetrics;
 use crate::cache::persist::DiskState;
 use crate::cache::resource::ResourceCache;
 use crate::cache::store::StoreLimits;
-use crate::cache::transcode::Transcoder;
 use crate::cache::{Encoding, Scope};
 use crate::upstream::Upstream;
 use crate::wire::resource::ResourceInfo;
@@ -84,6 +83,7 @@ pub struct CachesConfig {
 mod budget;
 mod maintenance;
 mod refusal;
+mod rendered;
 mod spec;
 
 pub use refusal::RefusedStatus;
@@ -98,44 +98,6 @@ pub const MAX_SCOPES_PER_RESOURCE: usize = 64;
 
 fn key_of(info: &ResourceInfo, encoding: Encoding, scope: Scope) -> CacheKey {
     (info.group.clone(), info.version.clone(), info.resource.clone(), encoding, scope)
-}
-
-/// A cache rendered from another encoding's, still to be attached to its source's feed
-/// (`live::mirror`).
-struct Attach {
-    source: Arc<Live>,
-    transcoder: Transcoder,
-    broken: mirror::OnBroken,
-}
-
-impl Attach {
-    /// Feeds `twin` from its source from now on; if the source's state is one to take over,
-    /// renders it off the source's reflector task (the events meanwhile are kept for the twin,
-    /// bounded) and applies it.
-    fn run(self, twin: &Live) {
-        let Attach { source, transcoder, broken } = self;
-        let takeover = source.mirror.attach(&source.cache, &twin.cache, transcoder.clone(), broken);
-        let Some(takeover) = takeover else { return };
-        let (mirror, cache) = (source.mirror.clone(), twin.cache.clone());
-        let task = tokio::spawn(async move {
-            let rendered = tokio::task::spawn_blocking(move || {
-                (mirror::render_state(&transcoder, &takeover), takeover)
-            })
-            .await;
-            if let Ok((state, takeover)) = rendered {
-                mirror.caught_up(&cache, state, &takeover);
-            }
-        });
-        twin.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
-    }
-}
-
-/// The encoding a cache in `encoding` may be rendered from (`live::mirror`).
-fn other(encoding: Encoding) -> Encoding {
-    match encoding {
-        Encoding::Json => Encoding::Protobuf,
-        Encoding::Protobuf => Encoding::Json,
-    }
 }
 
 /// See `cache::resource::STALE_AFTER`.
@@ -334,28 +296,6 @@ impl Caches {
             || self.source_for(info, encoding, read).is_some()
     }
 
-    /// The running cache of `info` in the other encoding, fed by its own reflector, that
-    /// contains `read` and that a cache in `encoding` may be rendered from (`live::mirror`):
-    /// the schema covers the kind and the resource does not keep a watch of its own in
-    /// `encoding` ([`Caches::fall_back`]).
-    fn source_for(
-        &self,
-        info: &ResourceInfo,
-        encoding: Encoding,
-        read: &Scope,
-    ) -> Option<Arc<Live>> {
-        Transcoder::new(info, encoding)?;
-        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&(
-            info.group.clone(),
-            info.version.clone(),
-            info.resource.clone(),
-            encoding,
-        )) {
-            return None;
-        }
-        self.containing(info, other(encoding), read).filter(|source| source.source.is_none())
-    }
-
     /// The narrowest declared scope (`cacheScopes`) of `info` in `encoding` that contains
     /// `read`.
     fn declared(&self, info: &ResourceInfo, encoding: Encoding, read: &Scope) -> Option<Scope> {
@@ -521,107 +461,6 @@ impl Caches {
                 }
             }
         })
-    }
-
-    /// A cache of a built-in resource in `encoding` and `scope`, rendered from the running cache
-    /// of the same resource and scope in the other encoding (`live::mirror`) rather than
-    /// listing and watching it again: one upstream watch per resource, whatever its readers
-    /// read. `None` when there is no such cache, the schema does not cover the kind, or the
-    /// resource keeps a watch of its own in `encoding` ([`Caches::fall_back`]).
-    fn start_rendered(
-        &self,
-        info: &Arc<ResourceInfo>,
-        encoding: Encoding,
-        scope: &Scope,
-        map: &mut HashMap<CacheKey, Arc<Live>>,
-    ) -> Option<(Arc<Live>, Attach)> {
-        let transcoder = Transcoder::new(info, encoding)?;
-        let resource = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
-        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&resource) {
-            return None;
-        }
-        let from = other(encoding);
-        let source_key = key_of(info, from, scope.clone());
-        let source = map.get(&source_key).filter(|s| s.source.is_none())?.clone();
-        let key = key_of(info, encoding, scope.clone());
-        let cache = Arc::new(
-            ResourceCache::new(
-                info.clone(),
-                encoding,
-                self.config.limits,
-                self.config.watch,
-                self.metrics.clone(),
-            )
-            .scoped(scope.clone()),
-        );
-        // Its proofs are its own (their lists and probes ask only what its readers would); a
-        // reload they ask for is the source's, whose load it receives.
-        let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
-        let freshness = Arc::new(Freshness::new(
-            self.upstream.clone(),
-            Arc::downgrade(&cache),
-            self.config.freshness,
-            calls,
-            self.clock.clone(),
-            source.reload.clone(),
-        ));
-        let broken: mirror::OnBroken = {
-            let (caches, key) = (self.me.clone(), key.clone());
-            Box::new(move |why: &str| {
-                // Told under the source's feed: the map is changed from a task of its own.
-                let (caches, key, why) = (caches.clone(), key.clone(), why.to_owned());
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move {
-                        if let Some(caches) = caches.upgrade() {
-                            caches.fall_back(&key, &why);
-                        }
-                    });
-                }
-            })
-        };
-        let tasks = Mutex::new(vec![self.sweeper(&cache)]);
-        // A state on disk for this key is not needed: the source's is taken over.
-        self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        tracing::info!(resource = %cache.describe(), from = from.as_str(), "cache started, rendered from the other encoding's");
-        let live = Arc::new(Live {
-            cache,
-            freshness,
-            tasks,
-            feeder: Mutex::new(None),
-            mirror: Arc::default(),
-            reload: source.reload.clone(),
-            source: Some(source_key),
-        });
-        map.insert(key, live.clone());
-        Some((live, Attach { source, transcoder, broken }))
-    }
-
-    /// A cache rendered from another encoding's met an object the schema cannot render exactly
-    /// (`why`): it is stopped (its readers were ended), and the resource's caches in its
-    /// encoding keep a list+watch of their own from now on — started by the next read, or at
-    /// once for a configured cache.
-    fn fall_back(&self, key: &CacheKey, why: &str) {
-        let resource = (key.0.clone(), key.1.clone(), key.2.clone(), key.3);
-        let first = self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).insert(resource);
-        let (live, others) = {
-            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let rendered = map.get(key).is_some_and(|l| l.source.is_some());
-            let live = if rendered { map.remove(key) } else { None };
-            (live, Self::same_resource(&map, key))
-        };
-        let Some(live) = live else { return };
-        let labels = [live.label(), key.3.as_str()];
-        self.upstream_metrics.render_fallbacks.with_label_values(&labels).inc();
-        if first {
-            tracing::warn!(resource = %live.describe(), reason = why, "an object cannot be rendered in this encoding from the other's cache: this resource's caches in this encoding list and watch it themselves");
-        }
-        live.stop(others);
-        if live.is_pinned() {
-            let info = Arc::new(live.info().clone());
-            if let Some(own) = self.get_or_start(&info, key.3, key.4.clone()) {
-                own.pin();
-            }
-        }
     }
 
     /// The namespace the caches of namespaced resources are limited to, if any.
