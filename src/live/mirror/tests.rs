@@ -139,3 +139,102 @@ fn an_object_the_schema_cannot_render_breaks_the_twin_not_the_source() {
     assert_eq!(broken.load(Ordering::SeqCst), 1);
     assert_eq!(twin.resource_version(), 7, "no longer fed");
 }
+
+/// A step of the source's feed, or of a twin's start.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A load of these objects (by name index).
+    Load(Vec<usize>),
+    /// A change of one object: deleted, or written.
+    Change(usize, bool),
+    Bookmark,
+    /// The twin is started (once).
+    Attach,
+    /// Its first state, rendered meanwhile, is applied.
+    CatchUp,
+}
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::collection::vec(0..NAMES.len(), 0..4).prop_map(Step::Load),
+        (0..NAMES.len(), any::<bool>()).prop_map(|(i, d)| Step::Change(i, d)),
+        Just(Step::Bookmark),
+        Just(Step::Attach),
+        Just(Step::CatchUp),
+    ]
+}
+
+proptest::proptest! {
+    /// Wherever in its source's feed a twin is started, and however long its first state takes
+    /// to render, it ends up holding the source's objects rendered, at the source's RV, synced
+    /// when the source is — no event lost or applied twice.
+    #[test]
+    fn a_twin_holds_its_sources_state_rendered_wherever_it_was_started(
+        steps in proptest::collection::vec(step(), 1..40)
+    ) {
+        let source = cache(Encoding::Json);
+        let mirror = Arc::new(Mirror::default());
+        let fed = source.clone();
+        let sink = mirror.sink(move |e| feed::apply(&fed, e));
+        let (broken, on_broken) = counting();
+        let mut on_broken = Some(on_broken);
+        let mut twin: Option<Arc<ResourceCache>> = None;
+        let mut takeover = None;
+        let mut rv = 10;
+        for step in steps {
+            match step {
+                Step::Load(names) => {
+                    rv += 1;
+                    sink(Feed::LoadStarted { requested: Instant::now(), consistent: true });
+                    let mut names: Vec<&str> = names.iter().map(|&i| NAMES[i]).collect();
+                    names.sort();
+                    names.dedup();
+                    let objects = names.iter().map(|n| cm(n, rv, "")).collect();
+                    sink(Feed::Loaded { objects, rv, whole: true });
+                }
+                Step::Change(i, delete) => {
+                    rv += 1;
+                    let key = format!("ns/{}", NAMES[i]);
+                    let kind = match (delete, source.current().get(&key).is_some()) {
+                        (true, _) => EventKind::Deleted,
+                        (false, true) => EventKind::Modified,
+                        (false, false) => EventKind::Added,
+                    };
+                    sink(Feed::Event(kind, cm(NAMES[i], rv, "")));
+                }
+                Step::Bookmark => {
+                    rv += 1;
+                    sink(Feed::Bookmark(rv));
+                }
+                Step::Attach => {
+                    if let Some(on_broken) = on_broken.take() {
+                        let t = cache(Encoding::Protobuf);
+                        takeover = mirror.attach(&source, &t, transcoder(), on_broken);
+                        twin = Some(t);
+                    }
+                }
+                Step::CatchUp => {
+                    if let (Some(t), Some(taken)) = (&twin, takeover.take()) {
+                        mirror.caught_up(t, render_state(&transcoder(), &taken), &taken);
+                    }
+                }
+            }
+        }
+        if let (Some(t), Some(taken)) = (&twin, takeover.take()) {
+            mirror.caught_up(t, render_state(&transcoder(), &taken), &taken);
+        }
+        proptest::prop_assert_eq!(broken.load(Ordering::SeqCst), 0);
+        if let Some(twin) = twin {
+            proptest::prop_assert_eq!(twin.is_synced(), source.is_synced());
+            if source.is_synced() {
+                let objects: Vec<CachedObject> =
+                    source.current().items().values().map(|o| (**o).clone()).collect();
+                proptest::prop_assert_eq!(state(&twin), as_protobuf(&objects));
+                proptest::prop_assert_eq!(twin.resource_version(), source.resource_version());
+            }
+        }
+    }
+}
