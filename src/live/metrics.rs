@@ -52,6 +52,8 @@ impl UpstreamMetrics {
 
     /// One cache's series, resolved once.
     pub fn for_cache(&self, label: &str, encoding: &str) -> CallCounters {
+        // Shown at 0 from the cache's start, as its other series are.
+        self.render_fallbacks.with_label_values(&[label, encoding]);
         let call = |verb: &str| self.calls.with_label_values(&[label, encoding, verb]);
         CallCounters {
             list: call("list"),
