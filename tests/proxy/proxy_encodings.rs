@@ -83,6 +83,8 @@ async fn same_from_cache(stack: &Stack, path: &str, accept: &str) {
 async fn readers_of_both_encodings_cost_one_upstream_list_and_watch() {
     let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
     let (addr, upstream) = (stack.addr(), stack.upstream());
+    // The apiserver's pod watches so far: the JSON cache's (a pool tier's, through two tiers).
+    let watches_before = stack.upstream_calls("WATCH");
     // A protobuf watch (the kubelet's, kube-proxy's encoding) and a JSON one, from the state:
     // the state's ADDED events, then a change, each the apiserver's bytes.
     let path = "/api/v1/pods?watch=1&resourceVersion=0";
@@ -105,6 +107,9 @@ async fn readers_of_both_encodings_cost_one_upstream_list_and_watch() {
         same_from_cache(&stack, "/api/v1/pods?resourceVersion=0", accept).await;
         same_from_cache(&stack, "/api/v1/namespaces/team-1/pods?resourceVersion=0", accept).await;
     }
+    // The apiserver saw no watch of pods but this test's own two direct ones: through two
+    // tiers, neither the front tier nor the pool behind it watches protobuf.
+    assert_eq!(stack.upstream_calls("WATCH") - watches_before, 2, "the direct watches only");
     // One reflector: the JSON cache's. The protobuf cache is rendered from it.
     assert!(reflector_calls(&stack, "pods/v1", "json").await >= 1);
     assert_eq!(reflector_calls(&stack, "pods/v1", "protobuf").await, 0, "no protobuf watch");
