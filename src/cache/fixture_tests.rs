@@ -213,8 +213,10 @@ fn protobuf_fields_equal_the_json_ones() {
         let item_json = Bytes::from(serde_json::to_vec(&json).unwrap());
         let from_json = CachedObject::from_json_item("", "pods", item_json).unwrap();
         assert_eq!(from_proto.field_set(), from_json.field_set(), "{}", from_proto.key);
-        by_node
-            .push((from_proto.key.clone(), from_proto.field("spec.nodeName").map(str::to_owned)));
+        by_node.push((
+            from_proto.key.to_string(),
+            from_proto.field("spec.nodeName").map(str::to_owned),
+        ));
     }
     assert_eq!(by_node.len(), 2);
     assert_eq!(by_node[0], ("fx/p-1".to_owned(), Some("node-1".to_owned())));

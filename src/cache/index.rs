@@ -59,16 +59,16 @@ impl Keys {
         one.into_iter().chain(many.into_iter().flatten())
     }
 
-    fn insert(&mut self, key: &str) {
+    fn insert(&mut self, key: Arc<str>) {
         match self {
-            Keys::One(one) if &**one == key => {}
+            Keys::One(one) if *one == key => {}
             Keys::One(one) => {
                 let mut keys = OrdSet::unit(one.clone());
-                keys.insert(Arc::from(key));
+                keys.insert(key);
                 *self = Keys::Many(keys);
             }
             Keys::Many(keys) => {
-                keys.insert(Arc::from(key));
+                keys.insert(key);
             }
         }
     }
@@ -133,11 +133,11 @@ impl FieldIndex {
         self.entries.iter().map(|(v, k)| (&**v, k))
     }
 
-    fn insert(&mut self, value: &str, key: &str) {
+    fn insert(&mut self, value: &str, key: Arc<str>) {
         match self.entries.get_mut(value) {
             Some(keys) => keys.insert(key),
             None => {
-                self.entries.insert(Arc::from(value), Keys::One(Arc::from(key)));
+                self.entries.insert(Arc::from(value), Keys::One(key));
             }
         }
     }
@@ -190,8 +190,9 @@ impl Indexes {
             if let Some((value, key)) = before {
                 index.remove(value, key);
             }
-            if let Some((value, key)) = after {
-                index.insert(value, key);
+            if let (Some((value, _)), Some(new)) = (after, new) {
+                // The object's own key, shared.
+                index.insert(value, new.key.shared());
             }
         }
     }

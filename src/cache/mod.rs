@@ -37,7 +37,7 @@ pub mod store;
 pub mod transcode;
 
 pub use index::{FieldIndex, Indexes};
-pub use object::{CachedObject, Encoding, ObjectError};
+pub use object::{CachedObject, Encoding, Key, ObjectError};
 pub use scope::Scope;
 pub use select::{select, Page, Query};
 pub use store::{Applied, ApplyError, Change, Snapshot, SnapshotError, Store, StoreLimits};

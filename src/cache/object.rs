@@ -22,7 +22,7 @@ pub use crate::wire::resource::Encoding;
 pub struct CachedObject {
     /// `namespace/name`, or `name` for cluster-scoped objects. Objects are ordered by the bytes of
     /// this string, which is etcd's key order (`a-b/x` sorts before `a/x`).
-    pub key: String,
+    pub key: Key,
     /// Empty for cluster-scoped objects.
     pub namespace: String,
     pub name: String,
@@ -38,6 +38,79 @@ pub struct CachedObject {
     namespace_field: bool,
     /// The object as it appears in a list: JSON list item or bare protobuf message.
     pub body: Bytes,
+}
+
+/// An object's key (`namespace/name`), one allocation shared by the object, the store's map and
+/// the indexes (reference-counted: measured, three copies of each key were ~15 MB for 100,000
+/// objects). Reads as the `str` it holds.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key(std::sync::Arc<str>);
+
+impl Key {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The same allocation, for an index's entry.
+    pub fn shared(&self) -> std::sync::Arc<str> {
+        self.0.clone()
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Key {
+    fn from(key: String) -> Self {
+        Key(key.into())
+    }
+}
+
+impl From<&str> for Key {
+    fn from(key: &str) -> Self {
+        Key(key.into())
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for Key {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Key {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Key {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
 }
 
 /// Why an object from the upstream could not be cached.
@@ -141,7 +214,7 @@ impl CachedObject {
             .map(|(f, v)| (f, v.into_boxed_str()))
             .collect();
         Ok(Self {
-            key: Self::key_for(&meta.namespace, &meta.name),
+            key: Key::from(Self::key_for(&meta.namespace, &meta.name)),
             namespace: meta.namespace.into_owned(),
             name: meta.name.into_owned(),
             resource_version,

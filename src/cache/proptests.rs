@@ -52,7 +52,7 @@ fn build(
 }
 
 fn view(o: &CachedObject) -> View {
-    (o.key.clone(), o.resource_version, o.labels.clone())
+    (o.key.to_string(), o.resource_version, o.labels.clone())
 }
 
 fn model_view(key: &str, o: &Obj) -> View {
@@ -217,7 +217,7 @@ fn rebuilt(snapshot: &Snapshot) -> Indexes {
 
 /// A page as compared with the model's.
 fn outcome(page: Page) -> (Vec<String>, Option<String>, Option<i64>) {
-    let keys = page.items.iter().map(|o| o.key.clone()).collect();
+    let keys = page.items.iter().map(|o| o.key.to_string()).collect();
     (keys, page.continue_token, page.remaining_item_count)
 }
 
@@ -400,7 +400,7 @@ proptest! {
         let mut during = during.iter();
         let mut relisted = false;
         loop {
-            listed.extend(page.items.iter().map(|o| o.key.clone()));
+            listed.extend(page.items.iter().map(|o| o.key.to_string()));
             let Some(token) = page.continue_token else { break };
             let token = continue_token::decode(&token).unwrap();
             prop_assert_eq!(token.rv as u64, first.resource_version());

@@ -18,10 +18,10 @@ use imbl::ordmap::DiffItem;
 use imbl::OrdMap;
 
 use super::index::{Indexes, DEFAULT_INDEXED_FIELDS};
-use super::object::CachedObject;
+use super::object::{CachedObject, Key};
 
 /// The objects of a state, by key.
-pub type Items = OrdMap<String, Arc<CachedObject>>;
+pub type Items = OrdMap<Key, Arc<CachedObject>>;
 
 /// Default bound on the states kept, the current one included.
 pub const DEFAULT_MAX_SNAPSHOTS: usize = 4096;

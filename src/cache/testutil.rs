@@ -41,7 +41,7 @@ pub fn labeled_pod(
 
 /// The keys of objects, in order.
 pub fn keys<'a>(objects: impl IntoIterator<Item = &'a Arc<CachedObject>>) -> Vec<String> {
-    objects.into_iter().map(|o| o.key.clone()).collect()
+    objects.into_iter().map(|o| o.key.to_string()).collect()
 }
 
 /// The core group's configmaps, as discovery describes them.

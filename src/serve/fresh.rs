@@ -98,7 +98,10 @@ pub fn scope_bytes(snap: &Snapshot, namespace: Option<&str>) -> usize {
         Some(ns) => {
             let prefix = format!("{ns}/");
             items
-                .range(prefix.clone()..)
+                .range::<_, str>((
+                    std::ops::Bound::Included(prefix.as_str()),
+                    std::ops::Bound::Unbounded,
+                ))
                 .take_while(|(k, _)| k.starts_with(&prefix))
                 .map(|(_, o)| o.body.len())
                 .sum()

@@ -15,7 +15,7 @@ fn summary(changes: &[Applied]) -> Vec<(&'static str, String, u64)> {
     changes
         .iter()
         .map(|a| &a.change)
-        .map(|c| (c.event_type(), c.object().key.clone(), c.object().resource_version))
+        .map(|c| (c.event_type(), c.object().key.to_string(), c.object().resource_version))
         .collect()
 }
 

@@ -58,10 +58,9 @@ impl Listed {
             |o: &CachedObject| self.namespace.as_ref().is_none_or(|ns| *ns == o.namespace);
         self.objects
             .iter()
-            .all(|(key, rv)| items.get(key).is_some_and(|o| o.resource_version >= *rv))
-            && items
-                .iter()
-                .filter(|(_, o)| listed_here(o))
-                .all(|(key, o)| self.objects.contains_key(key) || o.resource_version > self.rv)
+            .all(|(key, rv)| items.get(key.as_str()).is_some_and(|o| o.resource_version >= *rv))
+            && items.iter().filter(|(_, o)| listed_here(o)).all(|(key, o)| {
+                self.objects.contains_key(key.as_str()) || o.resource_version > self.rv
+            })
     }
 }

@@ -36,7 +36,11 @@ fn cm(name: &str, rv: u64, extra: &str) -> CachedObject {
 /// `cache`'s objects: (key, RV, body).
 fn state(cache: &ResourceCache) -> Vec<(String, u64, Bytes)> {
     let snapshot = cache.current();
-    snapshot.items().values().map(|o| (o.key.clone(), o.resource_version, o.body.clone())).collect()
+    snapshot
+        .items()
+        .values()
+        .map(|o| (o.key.to_string(), o.resource_version, o.body.clone()))
+        .collect()
 }
 
 /// What a protobuf cache of its own would hold of the same JSON objects.
@@ -45,7 +49,7 @@ fn as_protobuf(objects: &[CachedObject]) -> Vec<(String, u64, Bytes)> {
     objects
         .iter()
         .map(|o| to.object(o).unwrap())
-        .map(|o| (o.key.clone(), o.resource_version, o.body.clone()))
+        .map(|o| (o.key.to_string(), o.resource_version, o.body.clone()))
         .collect()
 }
 

@@ -36,11 +36,11 @@ fn seen(feed: &Feed) -> Seen {
         Feed::LoadStarted { consistent, .. } => Seen::LoadStarted { consistent: *consistent },
         Feed::LoadFailed { .. } => Seen::LoadFailed,
         Feed::Loaded { objects, rv, whole } => Seen::Loaded {
-            names: objects.iter().map(|o| o.key.clone()).collect(),
+            names: objects.iter().map(|o| o.key.to_string()).collect(),
             rv: *rv,
             whole: *whole,
         },
-        Feed::Event(kind, o) => Seen::Event(*kind, o.key.clone(), o.resource_version),
+        Feed::Event(kind, o) => Seen::Event(*kind, o.key.to_string(), o.resource_version),
         Feed::Bookmark(_) => Seen::Bookmark,
         Feed::Skipped => Seen::Skipped,
     }
