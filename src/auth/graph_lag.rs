@@ -110,8 +110,8 @@ pub fn window_until(
     let attributes = &read.attributes;
     let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(read.node.as_str());
     let wanted = |o: &CachedObject| {
-        o.namespace == attributes.namespace
-            && (attributes.resource != "pods" || o.name == attributes.name)
+        o.namespace() == attributes.namespace
+            && (attributes.resource != "pods" || o.name() == attributes.name)
     };
     let newest = caches
         .running()

@@ -71,7 +71,7 @@ const INDEXED: [&str; 3] = ["metadata.name", "spec.nodeName", "metadata.namespac
 
 impl Filter {
     pub fn matches(&self, object: &CachedObject) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| ns == object.namespace)
+        self.namespace.as_deref().is_none_or(|ns| ns == object.namespace())
             && self.label.as_ref().is_none_or(|l| l.matches(object))
             && self
                 .field
@@ -94,8 +94,8 @@ impl Filter {
 
 fn indexed_value<'a>(object: &'a CachedObject, field: &str) -> Option<&'a str> {
     match field {
-        "metadata.name" => Some(&object.name),
-        "metadata.namespace" => Some(&object.namespace),
+        "metadata.name" => Some(object.name()),
+        "metadata.namespace" => Some(object.namespace()),
         // A pod without the field (not scheduled) reads as "", as a selector sees it.
         other => Some(object.field(other).unwrap_or("")),
     }

@@ -104,7 +104,6 @@ fn paging_serves_every_page_at_the_first_pages_rv() {
     store.apply(Change::Deleted(Arc::new(deleted)), t).unwrap();
     let mut added = (**store.get("fx/cm-b").unwrap()).clone();
     added.key = "fx/cm-bb".into();
-    added.name = "cm-bb".into();
     added.resource_version = 267;
     store.apply(Change::Added(Arc::new(added)), t).unwrap();
     store.bookmark(300, t);

@@ -23,9 +23,10 @@ pub struct CachedObject {
     /// `namespace/name`, or `name` for cluster-scoped objects. Objects are ordered by the bytes of
     /// this string, which is etcd's key order (`a-b/x` sorts before `a/x`).
     pub key: Key,
-    /// Empty for cluster-scoped objects.
-    pub namespace: String,
-    pub name: String,
+    /// The length of the namespace at the start of `key` (0: cluster-scoped): the namespace
+    /// and name are read from the key rather than kept again ([`CachedObject::namespace`],
+    /// [`CachedObject::name`]).
+    namespace_len: u32,
     pub resource_version: u64,
     /// `metadata.labels`, sorted by key, one entry per key.
     pub labels: Vec<(String, String)>,
@@ -215,8 +216,9 @@ impl CachedObject {
             .collect();
         Ok(Self {
             key: Key::from(Self::key_for(&meta.namespace, &meta.name)),
-            namespace: meta.namespace.into_owned(),
-            name: meta.name.into_owned(),
+            // A namespace is a DNS label (at most 63 bytes); one past u32 is no object's.
+            namespace_len: u32::try_from(meta.namespace.len())
+                .map_err(|_| ObjectError::MissingName)?,
             resource_version,
             labels: labels.into_iter().collect(),
             fields,
@@ -244,6 +246,18 @@ impl CachedObject {
         CachedObject { resource_version, body, ..self }
     }
 
+    /// Empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        &self.key[..self.namespace_len as usize]
+    }
+
+    pub fn name(&self) -> &str {
+        match self.namespace_len as usize {
+            0 => &self.key,
+            n => &self.key[n + 1..],
+        }
+    }
+
     /// A label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
         let i = self.labels.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
@@ -253,8 +267,8 @@ impl CachedObject {
     /// A selectable field's value; `None` when the object's field set lacks it (reads as "").
     pub fn field(&self, name: &str) -> Option<&str> {
         match name {
-            "metadata.name" => Some(&self.name),
-            "metadata.namespace" => self.namespace_field.then_some(self.namespace.as_str()),
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => self.namespace_field.then_some(self.namespace()),
             _ => self.fields.iter().find(|(f, _)| *f == name).map(|(_, v)| &**v),
         }
     }
@@ -262,9 +276,9 @@ impl CachedObject {
     /// Its field set: each selectable field it has and its value (`metadata.name`,
     /// `metadata.namespace` first).
     pub fn field_set(&self) -> Vec<(&str, &str)> {
-        let mut set = vec![("metadata.name", self.name.as_str())];
+        let mut set = vec![("metadata.name", self.name())];
         if self.namespace_field {
-            set.push(("metadata.namespace", self.namespace.as_str()));
+            set.push(("metadata.namespace", self.namespace()));
         }
         set.extend(self.fields.iter().map(|(f, v)| (*f, &**v)));
         set

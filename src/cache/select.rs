@@ -143,8 +143,8 @@ pub fn select(snapshot: &Snapshot, query: &Query<'_>) -> Page {
 
     page.continue_token = page.items.last().filter(|_| has_more).map(|last| {
         let start = continue_token::start_key(
-            Some(&last.namespace),
-            &last.name,
+            Some(last.namespace()),
+            last.name(),
             query.namespace.is_some_and(|ns| !ns.is_empty()),
         );
         continue_token::encode(

@@ -8,7 +8,7 @@ fn builtin_object_is_stored_as_its_list_item() {
     let cm = CachedObject::from_json_object("", "configmaps", Bytes::from_static(CM_GET), false)
         .unwrap();
     assert_eq!(cm.key, "fx/cm-a");
-    assert_eq!((cm.namespace.as_str(), cm.name.as_str()), ("fx", "cm-a"));
+    assert_eq!((cm.namespace(), cm.name()), ("fx", "cm-a"));
     assert_eq!(cm.resource_version, 261);
     assert_eq!(cm.labels, [("app".into(), "web".into()), ("tier".into(), "front".into())]);
     assert_eq!(cm.field_set(), [("metadata.name", "cm-a"), ("metadata.namespace", "fx")]);
@@ -44,7 +44,7 @@ fn custom_resource_keeps_type_meta_and_bytes() {
 fn cluster_scoped_key_and_fields() {
     let node = br#"{"metadata":{"name":"n1","resourceVersion":"3"},"spec":{"unschedulable":true}}"#;
     let n = CachedObject::from_json_item("", "nodes", Bytes::from_static(node)).unwrap();
-    assert_eq!((n.key.as_str(), n.namespace.as_str()), ("n1", ""));
+    assert_eq!((n.key.as_str(), n.namespace()), ("n1", ""));
     assert_eq!(n.field_set(), [("metadata.name", "n1"), ("spec.unschedulable", "true")]);
     assert_eq!(n.field("metadata.namespace"), None, "not in a cluster-scoped kind's set");
 }

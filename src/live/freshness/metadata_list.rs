@@ -55,7 +55,7 @@ impl Listed {
     pub(super) fn held_by(&self, snap: &crate::cache::Snapshot) -> bool {
         let items = snap.items();
         let listed_here =
-            |o: &CachedObject| self.namespace.as_ref().is_none_or(|ns| *ns == o.namespace);
+            |o: &CachedObject| self.namespace.as_ref().is_none_or(|ns| *ns == o.namespace());
         self.objects
             .iter()
             .all(|(key, rv)| items.get(key.as_str()).is_some_and(|o| o.resource_version >= *rv))
