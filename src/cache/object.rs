@@ -29,7 +29,7 @@ pub struct CachedObject {
     namespace_len: u32,
     pub resource_version: u64,
     /// `metadata.labels`, sorted by key, one entry per key.
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
     /// The value of each selectable field of the resource that its field set has (the registry's
     /// `GetAttrs`), but `metadata.name` and `metadata.namespace`, which are `name` and
     /// `namespace` (most kinds select on nothing else: their objects hold nothing here); a
@@ -111,6 +111,62 @@ impl PartialEq<&str> for Key {
 impl PartialEq<String> for Key {
     fn eq(&self, other: &String) -> bool {
         *self.0 == **other
+    }
+}
+
+/// An object's labels, sorted by key, in one allocation: each key and value after its length
+/// (4 bytes, little-endian). Most objects have a few labels: kept as pairs of strings they were
+/// three allocations and more per object (measured, ~10 MB for 100,000 ConfigMaps of one label).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Labels(Box<[u8]>);
+
+impl Labels {
+    /// From (key, value) pairs already sorted by key, each key once.
+    pub fn from_sorted<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut packed = Vec::new();
+        for (k, v) in pairs {
+            for s in [k, v] {
+                // A label is at most 63 bytes (317 with a key's prefix); a longer one is cut
+                // off at u32::MAX, which no object reaches.
+                let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+                packed.extend_from_slice(&len.to_le_bytes());
+                packed.extend_from_slice(&s.as_bytes()[..len as usize]);
+            }
+        }
+        Labels(packed.into_boxed_slice())
+    }
+
+    /// The (key, value) pairs, sorted by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut rest: &[u8] = &self.0;
+        let mut next = move || {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let len = u32::from_le_bytes(*len) as usize;
+            let (s, tail) = tail.split_at_checked(len)?;
+            rest = tail;
+            std::str::from_utf8(s).ok()
+        };
+        std::iter::from_fn(move || Some((next()?, next()?)))
+    }
+
+    /// A label's value.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The pairs as strings (tests, and printing).
+    pub fn to_vec(&self) -> Vec<(String, String)> {
+        self.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+}
+
+impl std::fmt::Debug for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -206,8 +262,7 @@ impl CachedObject {
         })?;
         // Go decodes a map with a repeated key to its last value; a BTreeMap does the same and
         // sorts.
-        let labels: BTreeMap<String, String> =
-            meta.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels: BTreeMap<&str, &str> = meta.labels.iter().map(|(k, v)| (&**k, &**v)).collect();
         let namespace_field = fields.iter().any(|(f, _)| *f == "metadata.namespace");
         let fields = fields
             .into_iter()
@@ -220,7 +275,7 @@ impl CachedObject {
             namespace_len: u32::try_from(meta.namespace.len())
                 .map_err(|_| ObjectError::MissingName)?,
             resource_version,
-            labels: labels.into_iter().collect(),
+            labels: Labels::from_sorted(labels),
             fields,
             namespace_field,
             body,
@@ -260,8 +315,7 @@ impl CachedObject {
 
     /// A label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        let i = self.labels.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
-        self.labels.get(i).map(|(_, v)| v.as_str())
+        self.labels.get(key)
     }
 
     /// A selectable field's value; `None` when the object's field set lacks it (reads as "").
