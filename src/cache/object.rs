@@ -227,7 +227,8 @@ impl CachedObject {
         } else {
             field_set(rules, rules.supported_fields().iter().copied(), &meta_value(&meta))
         };
-        Self::build(meta, fields, item.clone())
+        let object = Self::build(meta, fields)?;
+        Ok(CachedObject { body: item, ..object })
     }
 
     /// A bare protobuf message (a list item, or `raw` of a watch event's envelope), kept byte for
@@ -246,13 +247,16 @@ impl CachedObject {
             let held = rules.supported_fields().iter().copied();
             field_set(rules, held.filter(|f| source.reads(f)), &source)
         };
-        Self::build(meta, fields, raw.clone())
+        let object = Self::build(meta, fields)?;
+        Ok(CachedObject { body: raw, ..object })
     }
 
+    /// The object `meta` and `fields` describe, its body still empty: the caller moves the
+    /// upstream's buffer in once `meta`, which borrows it, is gone — a copy of that `Bytes`
+    /// would be a shared handle allocated for every object.
     fn build(
         meta: ObjectMetaRef<'_>,
         fields: Vec<(&'static str, String)>,
-        body: Bytes,
     ) -> Result<Self, ObjectError> {
         if meta.name.is_empty() {
             return Err(ObjectError::MissingName);
@@ -278,7 +282,7 @@ impl CachedObject {
             labels: Labels::from_sorted(labels),
             fields,
             namespace_field,
-            body,
+            body: Bytes::new(),
         })
     }
 
