@@ -1,8 +1,8 @@
 //! The one list+watch toward the upstream that fills a cache (and, through `live::mirror`, its
 //! twin in the other encoding). It yields what it learns as [`Feed`] events (loads, their
-//! states, changes, bookmarks) to the sink it is given; the live layer applies them to the cache (`live::feed`). It never reads the cache:
-//! where it is (the newest RV seen, whether an object was skipped) is its own state. The formats
-//! it reads are `wire::list_watch`'s.
+//! states, changes, bookmarks) to the sink it is given; the live layer applies them to the
+//! cache (`live::feed`). It never reads the cache: where it is (the newest RV seen, whether an
+//! object was skipped) is its own state. The formats it reads are `wire::list_watch`'s.
 //!
 //! An explicit state machine (docs/style.md rule 3):
 //!
