@@ -32,13 +32,18 @@ fn shape() -> ClusterShape {
 
 /// kubeplex in front of `sim` with its states in `states`, pods and configmaps configured.
 async fn kubeplex(sim: &Sim, work: &Path, states: &Path) -> Proxy {
+    kubeplex_with(sim, work, states, &["pods", "configmaps"]).await
+}
+
+/// kubeplex in front of `sim` with its states in `states`, the `preload` caches configured.
+async fn kubeplex_with(sim: &Sim, work: &Path, states: &Path, preload: &[&str]) -> Proxy {
     let kc = work.join("upstream.kubeconfig");
     sim.write_kubeconfig(&kc).unwrap();
     let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).unwrap()).unwrap();
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
-        preload: vec!["pods".into(), "configmaps".into()],
+        preload: preload.iter().map(|s| s.to_string()).collect(),
         scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig {
@@ -206,6 +211,42 @@ async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
     let cached = get(&addr, "/api/v1/pods?resourceVersion=0").await.json();
     assert_eq!(items_of(&cached), items_of(&direct), "converged to the apiserver's state");
     assert_eq!(debug_cache(&second, "pods/v1").await["state_from"], "upstream");
+    second.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A cache rendered from the other encoding's (`live::mirror`) has its state written too, and a
+/// restart during an outage serves both encodings from their states, as caches of their own
+/// list+watch would be: neither waits for the other's first load, which the outage delays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_encodings_are_served_from_their_disk_states_after_a_restart_during_an_outage() {
+    const PB: &str = "application/vnd.kubernetes.protobuf";
+    let work = TempDir::new("disk-work");
+    let states = TempDir::new("disk-states");
+    let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
+    let preload = ["pods", "pods:protobuf"];
+    let first = kubeplex_with(&sim, &work.0, &states.0, &preload).await;
+    let path = "/api/v1/pods?resourceVersion=0";
+    let mut before = Vec::new();
+    for accept in [JSON, PB] {
+        let r = get_accept(&first.addr.to_string(), path, accept).await;
+        assert_eq!(r.status, 200);
+        before.push(r.body);
+    }
+    let written = eventually(Duration::from_secs(10), || {
+        std::fs::metadata(states.0.join("core_v1_pods_protobuf.state")).is_ok()
+            && std::fs::metadata(states.0.join("core_v1_pods_json.state")).is_ok()
+    })
+    .await;
+    assert!(written, "states not written:\n{}", metrics(&first));
+    assert!(first.shutdown(Duration::from_secs(5)).await);
+    sim.stop_serving();
+    let second = kubeplex_with(&sim, &work.0, &states.0, &preload).await;
+    for (accept, want) in [JSON, PB].into_iter().zip(&before) {
+        let r = get_accept(&second.addr.to_string(), path, accept).await;
+        assert_eq!(r.status, 200, "{accept}: {}", String::from_utf8_lossy(&r.body));
+        assert!(r.body == *want, "{accept}: not the state before the restart");
+    }
+    assert_eq!(metric(&second, "kubeplex_disk_state_loads_total", &["result=\"served\""]), 2);
     second.shutdown(Duration::from_secs(5)).await;
 }
 

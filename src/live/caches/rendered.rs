@@ -58,6 +58,13 @@ impl Caches {
         let source_key = key_of(info, from, scope.clone());
         let source = map.get(&source_key).filter(|s| s.source.is_none())?.clone();
         let key = key_of(info, encoding, scope.clone());
+        // A state of its own read back from disk at start-up (`live::disk`) is kept for a cache
+        // of its own: started while the upstream cannot be reached, it serves that state, where
+        // a rendered cache would wait for the source's first load (a state the source restores
+        // from disk is not fed to it).
+        if self.stashed.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
+            return None;
+        }
         let cache = Arc::new(
             ResourceCache::new(
                 info.clone(),
@@ -94,8 +101,6 @@ impl Caches {
             })
         };
         let tasks = Mutex::new(vec![self.sweeper(&cache)]);
-        // A state on disk for this key is not needed: the source's is taken over.
-        self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         tracing::info!(resource = %cache.describe(), from = from.as_str(), "cache started, rendered from the other encoding's");
         let live = Arc::new(Live {
             cache,
