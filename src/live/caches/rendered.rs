@@ -26,15 +26,17 @@ impl Caches {
         read: &Scope,
     ) -> Option<Arc<Live>> {
         Transcoder::new(info, encoding)?;
-        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&(
-            info.group.clone(),
-            info.version.clone(),
-            info.resource.clone(),
-            encoding,
-        )) {
+        if self.keeps_own_watch(info, encoding) {
             return None;
         }
         self.containing(info, other(encoding), read).filter(|source| source.source.is_none())
+    }
+
+    /// Whether `info`'s caches in `encoding` list and watch on their own: one rendered from the
+    /// other encoding met an object the schema cannot render ([`Caches::fall_back`]).
+    fn keeps_own_watch(&self, info: &ResourceInfo, encoding: Encoding) -> bool {
+        let resource = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
+        self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&resource)
     }
 
     /// A cache of a built-in resource in `encoding` and `scope`, rendered from the running cache
@@ -50,8 +52,7 @@ impl Caches {
         map: &mut HashMap<CacheKey, Arc<Live>>,
     ) -> Option<(Arc<Live>, Attach)> {
         let transcoder = Transcoder::new(info, encoding)?;
-        let resource = (info.group.clone(), info.version.clone(), info.resource.clone(), encoding);
-        if self.own_watch.lock().unwrap_or_else(|p| p.into_inner()).contains(&resource) {
+        if self.keeps_own_watch(info, encoding) {
             return None;
         }
         let from = other(encoding);
