@@ -59,11 +59,6 @@ impl Transcoder {
         Some(Transcoder { t, group: info.group.clone(), resource: info.resource.clone(), to })
     }
 
-    /// The encoding it renders.
-    pub fn to(&self) -> Encoding {
-        self.to
-    }
-
     /// `object` (cached in the other encoding) as a cache in [`Transcoder::to`] holds it.
     pub fn object(&self, object: &CachedObject) -> Result<CachedObject, TranscodeError> {
         let body = match self.to {

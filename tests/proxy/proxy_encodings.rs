@@ -44,16 +44,6 @@ async fn reflector_calls(stack: &Stack, resource: &str, encoding: &str) -> u64 {
     total
 }
 
-/// The next `n` events of a watch, raw (JSON lines or protobuf frames).
-async fn next_raw(w: &mut Watch, accept: &str, n: usize) -> Vec<bytes::Bytes> {
-    let mut got = Vec::new();
-    for _ in 0..n {
-        let next = if accept == PB { w.next_frame().await } else { w.next_line_within(STEP).await };
-        got.push(next.expect("an event within the step timeout"));
-    }
-    got
-}
-
 /// Asks `path` of kubeplex (until its cache answers, at most a few seconds) and of the
 /// apiserver: the same status, type and bytes.
 async fn same_from_cache(stack: &Stack, path: &str, accept: &str) {
@@ -93,14 +83,14 @@ async fn readers_of_both_encodings_cost_one_upstream_list_and_watch() {
     for accept in [PB, JSON] {
         let mut ours = watch(&addr, path, accept).await;
         let mut theirs = watch(&upstream, path, accept).await;
-        let want = next_raw(&mut theirs, accept, n).await;
-        assert_eq!(next_raw(&mut ours, accept, n).await, want, "{accept}: the state");
+        let want = theirs.next_raw(accept, n).await;
+        assert_eq!(ours.next_raw(accept, n).await, want, "{accept}: the state");
         watches.push((accept, ours, theirs));
     }
     stack.sim.create(small_pod("team-1", "late", "b", "node-2")).expect("create");
     for (accept, ours, theirs) in &mut watches {
-        let want = next_raw(theirs, accept, 1).await;
-        assert_eq!(next_raw(ours, accept, 1).await, want, "{accept}: the change");
+        let want = theirs.next_raw(accept, 1).await;
+        assert_eq!(ours.next_raw(accept, 1).await, want, "{accept}: the change");
     }
     // Lists in every representation the apiserver offers, from the caches.
     for accept in [PB, META_PB, JSON, META, TABLE] {

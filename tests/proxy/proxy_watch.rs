@@ -350,17 +350,6 @@ async fn a_watch_from_before_compaction_gets_410_expired_and_ends() {
     assert!(w.ends_within(STEP).await, "the stream ends after the error");
 }
 
-/// The next `n` events of a watch, raw (JSON lines or protobuf frames).
-async fn next_raw(w: &mut Watch, accept: &str, n: usize) -> Vec<Bytes> {
-    let mut got = Vec::new();
-    for _ in 0..n {
-        let next =
-            if accept == JSON { w.next_line_within(STEP).await } else { w.next_frame().await };
-        got.push(next.expect("an event within the step timeout"));
-    }
-    got
-}
-
 #[tokio::test]
 async fn a_watch_without_a_resource_version_starts_with_the_state() {
     let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
@@ -384,12 +373,12 @@ async fn a_watch_without_a_resource_version_starts_with_the_state() {
         let mut ours = watch(&addr, &path, accept).await;
         let mut theirs = watch(&upstream, &path, accept).await;
         // The state as synthetic ADDED events, in the apiserver's order and bytes.
-        let want = next_raw(&mut theirs, accept, state.len()).await;
-        assert_eq!(next_raw(&mut ours, accept, state.len()).await, want, "{path} ({accept})");
+        let want = theirs.next_raw(accept, state.len()).await;
+        assert_eq!(ours.next_raw(accept, state.len()).await, want, "{path} ({accept})");
         // Then what changes, from where the state was taken.
         stack.sim.create(small_pod("team-1", &format!("y-{n}"), "b", "node-2")).expect("create");
-        let want = next_raw(&mut theirs, accept, 1).await;
-        assert_eq!(next_raw(&mut ours, accept, 1).await, want, "{path} ({accept}): the change");
+        let want = theirs.next_raw(accept, 1).await;
+        assert_eq!(ours.next_raw(accept, 1).await, want, "{path} ({accept}): the change");
         if accept == JSON {
             let e: Value = serde_json::from_slice(&want[0]).expect("json");
             assert_eq!(ev(&e).0, "ADDED");

@@ -204,6 +204,19 @@ impl Watch {
         }
     }
 
+    /// The next `n` events, raw: protobuf frames when `accept` asks for protobuf, else JSON
+    /// lines; fails the test if one does not come within STEP.
+    pub async fn next_raw(&mut self, accept: &str, n: usize) -> Vec<Bytes> {
+        let protobuf = accept.starts_with("application/vnd.kubernetes.protobuf");
+        let mut got = Vec::with_capacity(n);
+        for _ in 0..n {
+            let next =
+                if protobuf { self.next_frame().await } else { self.next_line_within(STEP).await };
+            got.push(next.expect("an event within the step timeout"));
+        }
+        got
+    }
+
     /// Whether the server ended the stream within `timeout` (draining anything left).
     pub async fn ends_within(&mut self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
