@@ -12,7 +12,10 @@
 //!   kubectl read) started together, and the LIST/WATCH calls that reached the upstream;
 //! - [`node`]: N nodes whose kubelet, kube-proxy, CNI-like and log-agent-like clients read and
 //!   write as the 1.36 agents do, against a fake apiserver with the Node authorizer, directly
-//!   and through a tier of N kubeplex processes, and what the apiserver served in each case.
+//!   and through a tier of N kubeplex processes, and what the apiserver served in each case;
+//! - [`scale`]: thousands of emulated nodes (many per process) against an apiserver — the real
+//!   one, or the fake — directly and through pool replicas: the apiserver's and the pool's cost,
+//!   delivery times, and every node's view checked.
 //!
 //! Every run is bounded in time and in count.
 #![forbid(unsafe_code)]
@@ -22,6 +25,7 @@ pub mod informer;
 pub mod list;
 pub mod mix;
 pub mod node;
+pub mod scale;
 pub mod seed;
 pub mod target;
 pub mod watch;

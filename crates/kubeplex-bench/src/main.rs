@@ -92,6 +92,71 @@ enum Command {
     /// directly and through N kubeplex processes in node mode: what the apiserver served in
     /// each case. Takes no --server.
     Nodes(NodesArgs),
+    /// Thousands of emulated nodes (their kubelets' and kube-proxies' watches and writes, or
+    /// their node tiers') against the apiserver of --kubeconfig (its CA signs their
+    /// certificates: --ca-cert, --ca-key) or a fake one (--sim): directly and through pool
+    /// replicas; what the apiserver and the pool spent, and when each node saw each change.
+    Scale(ScaleArgs),
+}
+
+#[derive(Args)]
+struct ScaleArgs {
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    #[arg(long, default_value_t = 30)]
+    pods_per_node: usize,
+    /// Services without a selector, each with an EndpointSlice the writer keeps.
+    #[arg(long, default_value_t = 100)]
+    services: usize,
+    #[arg(long, default_value_t = 20)]
+    endpoints_per_slice: usize,
+    #[arg(long, value_enum, default_value = "both")]
+    mode: kubeplex_bench::scale::Mode,
+    /// Pool replicas (deploy/overlays/pool runs two).
+    #[arg(long, default_value_t = 2)]
+    replicas: usize,
+    /// The writer's seconds, once every node synced.
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    duration: Duration,
+    #[arg(long, default_value_t = 4.0)]
+    write_rate: f64,
+    #[arg(long, default_value = "5", value_parser = seconds)]
+    settle: Duration,
+    /// Spread the nodes' start over this long (0: all at once, as after a pool restart).
+    #[arg(long, default_value = "0", value_parser = seconds)]
+    ramp: Duration,
+    #[arg(long, default_value = "180", value_parser = seconds)]
+    sync_timeout: Duration,
+    /// Start a fake apiserver here instead of --kubeconfig's.
+    #[arg(long)]
+    sim: bool,
+    /// The real apiserver's client CA, to sign the nodes' certificates (and its key, PKCS#8).
+    #[arg(long)]
+    ca_cert: Option<PathBuf>,
+    #[arg(long)]
+    ca_key: Option<PathBuf>,
+    /// The pool's user on the real apiserver (its RBAC: deploy/base/pool/pool.yaml's, bound
+    /// to this user, as scripts/realcluster/agents.py applies it).
+    #[arg(long, default_value = "agents-harness-kubeplex-pool")]
+    pool_user: String,
+    /// Delete the run's namespace and nodes, and stop.
+    #[arg(long)]
+    cleanup: bool,
+    #[arg(long, default_value = "target/release/kubeplex")]
+    kubeplex_bin: PathBuf,
+    #[arg(long, default_value = "deploy/base/pool/kubeplex.yaml")]
+    pool_config: PathBuf,
+    /// The fake's RBAC, as the node scenario reads it.
+    #[arg(long, default_value = "deploy/base/node/daemonset.yaml")]
+    daemonset: PathBuf,
+    #[arg(long, default_value = "deploy/base/pool/pool.yaml")]
+    pool_manifest: PathBuf,
+    /// Certificates, kubeconfigs and kubeplex logs (default: a new temporary directory,
+    /// removed at the end unless --keep).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Args)]
@@ -287,6 +352,9 @@ async fn main() -> anyhow::Result<()> {
     if let Command::Nodes(a) = cli.command {
         return nodes(a, cli.json).await;
     }
+    if let Command::Scale(a) = cli.command {
+        return scale(a, cli.target.kubeconfig, cli.json).await;
+    }
     let t = &cli.target;
     let target = Arc::new(
         Target::open(t.server.as_deref(), t.kubeconfig.as_deref(), t.allow_remote)
@@ -299,7 +367,7 @@ async fn main() -> anyhow::Result<()> {
         Command::List(a) => a.kind.resource(),
         Command::Watch(a) => a.kind.resource(),
         // The mix reads the upstream's counts for each of its resources itself.
-        Command::Mix(_) | Command::Nodes(_) => "",
+        Command::Mix(_) | Command::Nodes(_) | Command::Scale(_) => "",
     };
     let before = match &t.upstream_metrics {
         Some(url) if !resource.is_empty() => {
@@ -405,7 +473,7 @@ async fn main() -> anyhow::Result<()> {
             };
             bench::print(&mix::run(target.clone(), writer, spec).await?, cli.json);
         }
-        Command::Nodes(_) => unreachable!("run before a target is opened"),
+        Command::Nodes(_) | Command::Scale(_) => unreachable!("run before a target is opened"),
     }
     if let (Some(url), Some(before)) = (&t.upstream_metrics, before) {
         let after = calls_by_verb(&scrape(url, t.allow_remote).await?, resource);
@@ -470,6 +538,63 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&work_dir);
     } else {
         eprintln!("certificates, kubeconfigs and kubeplex logs: {}", work_dir.display());
+    }
+    bench::print(&result?, json);
+    Ok(())
+}
+
+async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    use kubeplex_bench::scale::{self, cluster};
+    anyhow::ensure!(a.nodes <= scale::MAX_NODES, "at most {} nodes", scale::MAX_NODES);
+    let (work_dir, temporary) = match a.work_dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("kubeplex-bench-scale-{}", std::process::id())),
+            !a.keep,
+        ),
+    };
+    std::fs::create_dir_all(&work_dir)?;
+    let cluster = if a.sim {
+        cluster::Cluster::sim(a.nodes, &a.daemonset, &a.pool_manifest, &work_dir).await?
+    } else {
+        let (Some(kc), Some(cert), Some(key)) =
+            (kubeconfig.as_deref(), a.ca_cert.as_deref(), a.ca_key.as_deref())
+        else {
+            anyhow::bail!("give --kubeconfig, --ca-cert and --ca-key (a real apiserver), or --sim");
+        };
+        cluster::Cluster::real(kc, cert, key, &a.pool_user, &work_dir)?
+    };
+    if a.cleanup {
+        cluster::remove(&cluster).await?;
+        println!("removed the run's namespace {} and nodes", cluster::NAMESPACE);
+        return Ok(());
+    }
+    let spec = scale::ScaleSpec {
+        shape: cluster::Shape {
+            nodes: a.nodes,
+            pods_per_node: a.pods_per_node,
+            services: a.services,
+            endpoints_per_slice: a.endpoints_per_slice,
+        },
+        mode: a.mode,
+        replicas: a.replicas.clamp(1, 8),
+        duration: a.duration,
+        write_rate: a.write_rate,
+        settle: a.settle,
+        ramp: a.ramp,
+        sync_timeout: a.sync_timeout,
+        tier: node::TierConfig {
+            bin: a.kubeplex_bin,
+            config: "config/node.yaml".into(),
+            pool_config: a.pool_config,
+        },
+        work_dir: work_dir.clone(),
+    };
+    let result = scale::run(spec, cluster).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    } else {
+        eprintln!("work directory: {}", work_dir.display());
     }
     bench::print(&result?, json);
     Ok(())

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::CertificateDer;
 
@@ -73,7 +73,7 @@ impl Drop for TempDir {
 /// not trust each other's certificates need names of their own, so that a certificate of the
 /// other has an unknown issuer rather than a known issuer with a bad signature.
 pub struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
+    ca: Issuer<'static, KeyPair>,
     /// The CA's certificate, PEM.
     pub ca_pem: String,
 }
@@ -93,10 +93,18 @@ impl Pki {
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key"))
-            .expect("ca certificate");
-        let ca_pem = ca.pem();
-        Pki { ca, ca_pem }
+        let key = KeyPair::generate().expect("key");
+        let ca_pem = params.self_signed(&key).expect("ca certificate").pem();
+        Pki { ca: Issuer::new(params, key), ca_pem }
+    }
+
+    /// An existing CA (a real test cluster's, whose apiserver trusts it for client
+    /// certificates): its certificate and its PKCS#8 private key, PEM. `None` if either does
+    /// not parse or the key is of a kind rcgen cannot sign with.
+    pub fn from_pem(ca_cert_pem: &str, ca_key_pem: &str) -> Option<Pki> {
+        let key = KeyPair::from_pem(ca_key_pem).ok()?;
+        let ca = Issuer::from_ca_cert_pem(ca_cert_pem, key).ok()?;
+        Some(Pki { ca, ca_pem: ca_cert_pem.to_string() })
     }
 
     /// A serving certificate for the loopback addresses (127.0.0.1 and localhost).
@@ -168,5 +176,35 @@ impl Issued {
         std::fs::write(&cert, &self.cert_pem)?;
         std::fs::write(&key, &self.key_pem)?;
         Ok((cert, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CA read back from its PEM signs client certificates that chain to it, with the CN and
+    /// O the apiserver's x509 authenticator reads as user and groups.
+    #[test]
+    fn an_existing_ca_signs_client_certificates_that_chain_to_it() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "harness-ca");
+        let key = KeyPair::generate().expect("key");
+        let ca_pem = params.self_signed(&key).expect("ca").pem();
+
+        assert!(Pki::from_pem(&ca_pem, "not a key").is_none());
+        assert!(Pki::from_pem("not a certificate", &key.serialize_pem()).is_none());
+        let pki = Pki::from_pem(&ca_pem, &key.serialize_pem()).expect("the CA parses");
+        let issued = pki.client("system:node:n-7", &["system:nodes"]);
+
+        let ca_der = rustls_pemfile::certs(&mut ca_pem.as_bytes()).next().unwrap().unwrap();
+        let (_, ca) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
+        let (_, cert) = x509_parser::parse_x509_certificate(&issued.der).unwrap();
+        assert_eq!(cert.issuer(), ca.subject());
+        cert.verify_signature(Some(ca.public_key())).expect("signed by the CA's key");
+        let cn: Vec<_> = cert.subject().iter_common_name().map(|a| a.as_str().unwrap()).collect();
+        let o: Vec<_> = cert.subject().iter_organization().map(|a| a.as_str().unwrap()).collect();
+        assert_eq!((cn, o), (vec!["system:node:n-7"], vec!["system:nodes"]));
     }
 }

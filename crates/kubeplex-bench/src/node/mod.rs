@@ -10,15 +10,15 @@
 //! Each mode starts a fresh fake apiserver in this process with the same cluster, so the two
 //! are measured from the same start. Everything is bounded: nodes, the run's length, every loop.
 
-mod agents;
+pub(crate) mod agents;
 mod churn;
-mod cluster;
+pub(crate) mod cluster;
 mod informer;
 mod kubelet;
-mod pki;
-mod report;
+pub(crate) mod pki;
+pub(crate) mod report;
 mod shared;
-mod tier;
+pub(crate) mod tier;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

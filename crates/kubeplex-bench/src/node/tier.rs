@@ -125,6 +125,17 @@ impl Tier {
         token: &str,
     ) -> anyhow::Result<Tier> {
         let kubeconfig = prepare(config, dir, pki, upstream, token, "kubeplex-pool-upstream")?;
+        Tier::start_pool_with(config, replicas, dir, &kubeconfig).await
+    }
+
+    /// [`Tier::start_pool`] toward the apiserver of `kubeconfig` (a real one's, with the pool's
+    /// identity), the serving certificate and client CA already in `dir` ([`prepare_dir`]).
+    pub async fn start_pool_with(
+        config: &TierConfig,
+        replicas: usize,
+        dir: &Path,
+        kubeconfig: &Path,
+    ) -> anyhow::Result<Tier> {
         let mut tier = Tier { nodes: Vec::with_capacity(replicas) };
         for i in 0..replicas {
             let name = format!("pool-{i}");
@@ -133,7 +144,7 @@ impl Tier {
                 &config.pool_config,
                 name,
                 dir,
-                &kubeconfig,
+                kubeconfig,
                 Vec::new(),
             )?);
         }
@@ -222,6 +233,13 @@ fn prepare(
     token: &str,
     name: &str,
 ) -> anyhow::Result<PathBuf> {
+    prepare_dir(config, dir, pki)?;
+    super::pki::write_kubeconfig(dir, name, upstream, None, super::pki::token_user(token))
+}
+
+/// Checks the binary, and writes the serving certificate (signed by `pki`, for 127.0.0.1) and
+/// the client CA (`pki`'s) into `dir`.
+pub fn prepare_dir(config: &TierConfig, dir: &Path, pki: &Pki) -> anyhow::Result<()> {
     if !config.bin.is_file() {
         bail!(
             "{}: no kubeplex binary (build it: cargo build --release -p kubeplex, or pass --kubeplex-bin)",
@@ -232,7 +250,7 @@ fn prepare(
     if !dir.join("serving.crt").is_file() {
         pki.server().try_write(dir, "serving")?;
     }
-    super::pki::write_kubeconfig(dir, name, upstream, None, super::pki::token_user(token))
+    Ok(())
 }
 
 impl Kubeplex {
@@ -313,6 +331,11 @@ impl Kubeplex {
             lines.into_iter().rev().collect::<Vec<_>>().join(" | "),
             self.log.display()
         )
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// The admin listener's `/metrics` text.

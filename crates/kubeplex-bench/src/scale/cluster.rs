@@ -1,0 +1,472 @@
+//! The cluster a scale run reads, and who reads it: the apiserver (the real one of
+//! `scripts/realcluster`, reached with an admin kubeconfig, or the fake started here), the
+//! identities the emulated nodes present (client certificates signed by the cluster's CA, as
+//! kubelets and kube-proxies have them; bearer tokens on the fake, which has no TLS), and the
+//! objects of the run: `nodes` Nodes, `pods_per_node` pods bound to each (as after the
+//! scheduler's binding), `services` Services without a selector and one EndpointSlice each
+//! whose endpoints spread over the nodes (written by the run's writer, as the EndpointSlice
+//! controller would).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use http::{Method, StatusCode};
+use kubeplex_net::scratch::Pki;
+use kubeplex_sim::auth::{Subject, UserInfo, MASTERS};
+use kubeplex_sim::{Sim, SimBuilder};
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::node::cluster::{
+    kube_proxy_token, kubelet_token, node_name, NODE_TIERS_GROUP, POOL_TOKEN,
+};
+use crate::node::pki::{cert_user, token_user, write_kubeconfig};
+use crate::target::Target;
+
+/// The run's namespace, and the label on everything it creates outside it (its Nodes).
+pub const NAMESPACE: &str = "kubeplex-scale";
+pub const LABEL: &str = "kubeplex-bench.io/scale";
+/// The writer's timestamp on each change (Unix microseconds), read by every watcher.
+pub const STAMP: &str = "kubeplex-bench.io/stamp";
+/// The fake apiserver's admin token (`system:masters`).
+const SIM_ADMIN_TOKEN: &str = "scale-admin";
+/// Requests in flight while the objects are created.
+const SETUP_CONCURRENCY: usize = 32;
+
+/// Who a kubeconfig is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Who {
+    /// Node `i`'s kubelet: `system:node:NAME` in `system:nodes`.
+    Kubelet(usize),
+    /// Node `i`'s kube-proxy: `system:kube-proxy` (bound to `system:node-proxier`).
+    KubeProxy(usize),
+    /// The node tiers' certificate, which the pool authenticates (deploy/base/pool).
+    NodeTier,
+    /// The pool replicas' identity toward the apiserver.
+    Pool,
+}
+
+/// The apiserver of the run and the identities its clients present.
+pub struct Cluster {
+    /// The writer's and the set-up's client (cluster-admin).
+    pub admin: Arc<Target>,
+    /// The apiserver's URL, for the nodes (directly) and the pool.
+    pub server: String,
+    /// The apiserver's CA (PEM), when it serves TLS.
+    server_ca: Option<String>,
+    /// Signs the node identities on the real apiserver (its cluster CA), and the pool's serving
+    /// certificate and the node tiers' client certificate in both cases.
+    pub pki: Pki,
+    /// The fake apiserver, when the run started one (its identities are bearer tokens).
+    pub sim: Option<Arc<Sim>>,
+    /// The pool's user on the real apiserver (its certificate's CN).
+    pool_user: String,
+    /// The control plane's processes whose CPU and memory the report shows (name, pid).
+    pub control_plane: Vec<(String, u32)>,
+    dir: PathBuf,
+    /// Kubeconfigs written so far, by identity.
+    written: std::sync::Mutex<HashMap<(Who, String), PathBuf>>,
+}
+
+impl Cluster {
+    /// The real apiserver of `kubeconfig` (cluster-admin), whose client CA is `ca_cert` /
+    /// `ca_key` (PEM, the key PKCS#8).
+    pub fn real(
+        kubeconfig: &Path,
+        ca_cert: &Path,
+        ca_key: &Path,
+        pool_user: &str,
+        dir: &Path,
+    ) -> anyhow::Result<Cluster> {
+        let admin = Target::open(None, Some(kubeconfig), false)?;
+        let ca_pem = std::fs::read_to_string(ca_cert)
+            .with_context(|| format!("reading {}", ca_cert.display()))?;
+        let key_pem = std::fs::read_to_string(ca_key)
+            .with_context(|| format!("reading {}", ca_key.display()))?;
+        let Some(pki) = Pki::from_pem(&ca_pem, &key_pem) else {
+            bail!(
+                "{} / {}: not a CA certificate and PKCS#8 key",
+                ca_cert.display(),
+                ca_key.display()
+            )
+        };
+        Ok(Cluster {
+            server: admin.url.clone(),
+            admin: Arc::new(admin),
+            server_ca: Some(ca_pem),
+            pki,
+            sim: None,
+            pool_user: pool_user.to_string(),
+            control_plane: processes_named(&["kube-apiserver", "etcd"]),
+            dir: dir.to_path_buf(),
+            written: Default::default(),
+        })
+    }
+
+    /// A fake apiserver started here with the Node and RBAC authorizers, the agents' and
+    /// kubeplex's identities (as the node scenario's), and its Node authorizer's graph lagging
+    /// each binding as a loaded real one's does.
+    pub async fn sim(
+        nodes: usize,
+        daemonset: &Path,
+        pool_manifest: &Path,
+        dir: &Path,
+    ) -> anyhow::Result<Cluster> {
+        let policy = crate::node::cluster::policy(nodes, daemonset, pool_manifest)?
+            .token(SIM_ADMIN_TOKEN, UserInfo::new("scale-admin").with_group(MASTERS))
+            // The apiserver's bootstrap policy binds `system:node-proxier` to the user
+            // `system:kube-proxy` (`bootstrappolicy.ClusterRoleBindings`), whom a node tier
+            // impersonates for a kube-proxy with that certificate.
+            .cluster_role_binding(
+                "system:node-proxier",
+                "system:node-proxier",
+                vec![Subject::user("system:kube-proxy")],
+            );
+        let sim = SimBuilder::new()
+            .auth(policy)
+            .node_graph_lag_measured(std::time::Duration::from_millis(1000))
+            .start()
+            .await?;
+        let url = sim.url();
+        let path = write_kubeconfig(dir, "admin", &url, None, token_user(SIM_ADMIN_TOKEN))?;
+        let admin = Target::open(None, Some(&path), false)?;
+        Ok(Cluster {
+            admin: Arc::new(admin),
+            server: url,
+            server_ca: None,
+            pki: Pki::new("kubeplex-bench-scale-ca"),
+            sim: Some(Arc::new(sim)),
+            pool_user: String::new(),
+            control_plane: vec![("kubeplex-bench (the fake apiserver)".into(), std::process::id())],
+            dir: dir.to_path_buf(),
+            written: Default::default(),
+        })
+    }
+
+    /// A kubeconfig for `who` toward `server` (the apiserver, or a pool replica whose serving
+    /// certificate [`Cluster::pki`] signed).
+    pub fn kubeconfig(&self, who: Who, server: &str) -> anyhow::Result<PathBuf> {
+        let key = (who, server.to_string());
+        if let Some(p) = self.written.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(p.clone());
+        }
+        let to_apiserver = server == self.server;
+        let ca = if to_apiserver { self.server_ca.clone() } else { Some(self.pki.ca_pem.clone()) };
+        let user = match (who, &self.sim) {
+            (Who::NodeTier, _) => {
+                cert_user(&self.pki.client("kubeplex-node-tier", &[NODE_TIERS_GROUP]))
+            }
+            (Who::Kubelet(i), None) => cert_user(
+                &self.pki.client(&format!("system:node:{}", node_name(i)), &["system:nodes"]),
+            ),
+            (Who::KubeProxy(_), None) => cert_user(&self.pki.client("system:kube-proxy", &[])),
+            (Who::Pool, None) => cert_user(&self.pki.client(&self.pool_user, &[])),
+            (Who::Kubelet(i), Some(_)) => token_user(&kubelet_token(i)),
+            (Who::KubeProxy(i), Some(_)) => token_user(&kube_proxy_token(i)),
+            (Who::Pool, Some(_)) => token_user(POOL_TOKEN),
+        };
+        let name = match who {
+            Who::Kubelet(i) => format!("kubelet-{i}"),
+            Who::KubeProxy(i) => format!("kube-proxy-{i}"),
+            Who::NodeTier => "node-tier".into(),
+            Who::Pool => "pool".into(),
+        };
+        let name =
+            format!("{name}-{}", if to_apiserver { "apiserver".into() } else { file_part(server) });
+        let path = write_kubeconfig(&self.dir, &name, server, ca.as_deref(), user)?;
+        self.written.lock().unwrap_or_else(|p| p.into_inner()).insert(key, path.clone());
+        Ok(path)
+    }
+
+    /// The apiserver's `/metrics`.
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        if let Some(sim) = &self.sim {
+            return Ok(sim.metrics_text());
+        }
+        let (status, body) = self.admin.fetch(Method::GET, "/metrics", &[], None).await?;
+        if !status.is_success() {
+            bail!("the apiserver's /metrics: {status}");
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+}
+
+fn file_part(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// The pids of the processes whose command is one of `names` (`/proc/PID/comm`).
+fn processes_named(names: &[&str]) -> Vec<(String, u32)> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if let Some(name) = names.iter().find(|n| comm.trim() == **n) {
+            found.push((name.to_string(), pid));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The shape of the run's cluster.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Shape {
+    pub nodes: usize,
+    pub pods_per_node: usize,
+    pub services: usize,
+    pub endpoints_per_slice: usize,
+}
+
+pub fn pod_name(node: usize, slot: usize) -> String {
+    format!("p-{node}-{slot}")
+}
+
+pub fn service_name(s: usize) -> String {
+    format!("svc-{s}")
+}
+
+/// A pod's address: unique per (node, slot).
+fn pod_ip(node: usize, slot: usize) -> String {
+    let n = node * 64 + slot;
+    format!("10.{}.{}.{}", 64 + (n >> 16) % 64, (n >> 8) & 255, n & 255)
+}
+
+/// Pod `slot` of `node`, bound to it, stamped with `stamp` (Unix microseconds) if given.
+pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
+    let mut meta = json!({"name": pod_name(node, slot), "namespace": NAMESPACE,
+        "labels": {"app": format!("app-{}", slot % 8)}});
+    if let Some(s) = stamp {
+        meta["annotations"] = json!({STAMP: s.to_string()});
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+        "spec": {
+            "nodeName": node_name(node),
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    })
+}
+
+/// A pod's status once the kubelet has started it.
+pub fn running_status(node: usize, slot: usize) -> Value {
+    let now = crate::node::cluster::chrono_now();
+    json!({"status": {
+        "phase": "Running", "podIP": pod_ip(node, slot), "podIPs": [{"ip": pod_ip(node, slot)}],
+        "hostIP": "10.0.0.1", "startTime": now,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+    }})
+}
+
+fn node(i: usize) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node_name(i), "labels": {LABEL: "true", "kubernetes.io/hostname": node_name(i)}},
+        "spec": {},
+    })
+}
+
+fn service(s: usize) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service_name(s), "namespace": NAMESPACE},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]},
+    })
+}
+
+/// Service `s`'s EndpointSlice: `endpoints_per_slice` pods, spread over the nodes.
+pub fn endpoint_slice(shape: &Shape, s: usize) -> Value {
+    let endpoints: Vec<Value> = (0..shape.endpoints_per_slice)
+        .map(|e| {
+            let node = (s * shape.endpoints_per_slice + e) % shape.nodes.max(1);
+            let slot = (s + e) % shape.pods_per_node.max(1);
+            json!({
+                "addresses": [pod_ip(node, slot)],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": node_name(node),
+                "targetRef": {"kind": "Pod", "namespace": NAMESPACE, "name": pod_name(node, slot)},
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{}-1", service_name(s)), "namespace": NAMESPACE,
+            "labels": {"kubernetes.io/service-name": service_name(s),
+                       "endpointslice.kubernetes.io/managed-by": "kubeplex-bench"}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    })
+}
+
+/// Creates what the run reads (what exists already is left as it is): the namespace, the
+/// Nodes, the pods, the Services and their EndpointSlices. Pods of slots beyond the shape
+/// (an earlier, larger run) are deleted.
+pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
+    let admin = &cluster.admin;
+    create(
+        admin,
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": {LABEL: "true"}}}),
+    )
+    .await?;
+    let ns = format!("/api/v1/namespaces/{NAMESPACE}");
+    let mut creates: Vec<(String, Value)> = Vec::new();
+    creates.extend((0..shape.nodes).map(|i| ("/api/v1/nodes".to_string(), node(i))));
+    for s in 0..shape.services {
+        creates.push((format!("{ns}/services"), service(s)));
+        creates.push((
+            format!("/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"),
+            endpoint_slice(shape, s),
+        ));
+    }
+    for i in 0..shape.nodes {
+        for k in 0..shape.pods_per_node {
+            creates.push((format!("{ns}/pods"), pod(i, k, None)));
+        }
+    }
+    let created = create_all(admin, creates).await?;
+    // Pods an earlier run left beyond this shape.
+    let (status, body) = admin.fetch(Method::GET, &format!("{ns}/pods"), &[], None).await?;
+    if !status.is_success() {
+        bail!("listing the run's pods: {status}");
+    }
+    let list: Value = serde_json::from_slice(&body)?;
+    let wanted: std::collections::HashSet<String> = (0..shape.nodes)
+        .flat_map(|i| (0..shape.pods_per_node).map(move |k| pod_name(i, k)))
+        .collect();
+    for p in list["items"].as_array().into_iter().flatten() {
+        let name = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        if !wanted.contains(name) {
+            let path = format!("{ns}/pods/{name}?gracePeriodSeconds=0");
+            let _ = admin.fetch(Method::DELETE, &path, &[], None).await;
+        }
+    }
+    Ok(created)
+}
+
+async fn create(admin: &Target, path: &str, object: Value) -> anyhow::Result<bool> {
+    let (status, body) =
+        admin.fetch(Method::POST, path, &[], Some(serde_json::to_vec(&object)?)).await?;
+    match status {
+        s if s.is_success() => Ok(true),
+        StatusCode::CONFLICT => Ok(false),
+        s => bail!("POST {path}: {s}: {}", String::from_utf8_lossy(&body)),
+    }
+}
+
+/// Creates every object, `SETUP_CONCURRENCY` at a time; how many were new.
+async fn create_all(admin: &Arc<Target>, objects: Vec<(String, Value)>) -> anyhow::Result<usize> {
+    let gate = Arc::new(Semaphore::new(SETUP_CONCURRENCY));
+    let mut tasks = JoinSet::new();
+    let mut created = 0;
+    for (path, object) in objects {
+        let permit = gate.clone().acquire_owned().await?;
+        let admin = admin.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            create(&admin, &path, object).await
+        });
+        while let Some(done) = tasks.try_join_next() {
+            created += usize::from(done??);
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        created += usize::from(done??);
+    }
+    Ok(created)
+}
+
+/// Deletes the run's namespace and Nodes (and their Leases).
+pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
+    let admin = &cluster.admin;
+    let _ =
+        admin.fetch(Method::DELETE, &format!("/api/v1/namespaces/{NAMESPACE}"), &[], None).await?;
+    let (status, body) = admin
+        .fetch(Method::GET, &format!("/api/v1/nodes?labelSelector={LABEL}%3Dtrue"), &[], None)
+        .await?;
+    if !status.is_success() {
+        bail!("listing the run's nodes: {status}");
+    }
+    let list: Value = serde_json::from_slice(&body)?;
+    for n in list["items"].as_array().into_iter().flatten() {
+        let name = n.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let _ = admin.fetch(Method::DELETE, &format!("/api/v1/nodes/{name}"), &[], None).await;
+        let lease =
+            format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}");
+        let _ = admin.fetch(Method::DELETE, &lease, &[], None).await;
+    }
+    Ok(())
+}
+
+/// What the apiserver holds now, as the watchers should: for each scope, `namespace/name` →
+/// resourceVersion.
+pub struct Truth {
+    pods_by_node: HashMap<String, BTreeMap<String, u64>>,
+    nodes: BTreeMap<String, u64>,
+    /// The cluster-wide scopes, by collection and selectors.
+    whole: HashMap<String, BTreeMap<String, u64>>,
+}
+
+impl Truth {
+    /// Lists the pods and nodes once, and each of `scopes` (paths with their selectors).
+    pub async fn read(admin: &Target, scopes: &[String]) -> anyhow::Result<Truth> {
+        let mut pods_by_node: HashMap<String, BTreeMap<String, u64>> = HashMap::new();
+        for p in list(admin, "/api/v1/pods").await? {
+            let node = p.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            pods_by_node.entry(node.to_string()).or_default().insert(key(&p), rv(&p));
+        }
+        let nodes = list(admin, "/api/v1/nodes").await?.iter().map(|n| (key(n), rv(n))).collect();
+        let mut whole = HashMap::new();
+        for s in scopes {
+            let items = list(admin, s).await?.iter().map(|o| (key(o), rv(o))).collect();
+            whole.insert(s.clone(), items);
+        }
+        Ok(Truth { pods_by_node, nodes, whole })
+    }
+
+    pub fn node_pods(&self, node: &str) -> BTreeMap<String, u64> {
+        self.pods_by_node.get(node).cloned().unwrap_or_default()
+    }
+
+    pub fn node(&self, node: &str) -> BTreeMap<String, u64> {
+        let key = format!("/{node}");
+        self.nodes.get(&key).map(|rv| [(key, *rv)].into()).unwrap_or_default()
+    }
+
+    pub fn whole(&self, scope: &str) -> Option<&BTreeMap<String, u64>> {
+        self.whole.get(scope)
+    }
+}
+
+async fn list(admin: &Target, path: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, body) = admin.fetch(Method::GET, path, &[], None).await?;
+    if !status.is_success() {
+        bail!("GET {path}: {status}");
+    }
+    let mut v: Value = serde_json::from_slice(&body)?;
+    Ok(match v.get_mut("items").map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    })
+}
+
+fn key(o: &Value) -> String {
+    let m = &o["metadata"];
+    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
+}
+
+fn rv(o: &Value) -> u64 {
+    o.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}

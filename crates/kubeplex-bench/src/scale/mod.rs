@@ -1,0 +1,291 @@
+//! `scale`: a pool tier serving thousands of nodes (issue 30). N emulated nodes, many per
+//! process, each one HTTP/2 connection per agent (or per node tier) as real ones hold them,
+//! against an apiserver — the real one of `scripts/realcluster` (`--kubeconfig` with its CA to
+//! sign the nodes' certificates), or the fake started here (`--sim`, the tests') — first
+//! directly ([`node`]: what the kubelet and kube-proxy send), then through pool replicas (real
+//! kubeplex processes with the shipped pool configuration; what each node's node tier sends
+//! its pool), while a writer changes endpoint slices, services and pods ([`writer`]).
+//!
+//! Each mode reports what the apiserver served (requests by verb and resource, watch events and
+//! bytes, open watches, its and etcd's CPU-seconds and RSS), the pool replicas' CPU-seconds and
+//! RSS, the time until every node's watches synced, the time from a change to each node seeing
+//! it, and whether every watcher's objects equal the apiserver's at the end. Every loop is
+//! bounded in count and time; the nodes at most [`MAX_NODES`].
+
+pub mod cluster;
+mod node;
+mod report;
+mod watcher;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::node::report::Counters;
+use crate::node::tier::{prepare_dir, Tier, TierConfig};
+use crate::target::{cpu_seconds, rss_bytes, Target};
+use cluster::{Cluster, Shape, Truth, Who};
+pub use report::{ModeReport, ScaleReport};
+use watcher::Scope;
+
+/// The most nodes a run emulates.
+pub const MAX_NODES: usize = 5_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Direct,
+    Pool,
+    /// Direct, then through the pool.
+    Both,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScaleSpec {
+    pub shape: Shape,
+    pub mode: Mode,
+    pub replicas: usize,
+    /// How long the writer writes, once every node has synced.
+    pub duration: Duration,
+    /// Changes a second.
+    pub write_rate: f64,
+    /// After the writer stops, before the views are compared.
+    pub settle: Duration,
+    /// The nodes start spread over this long (0: all at once).
+    pub ramp: Duration,
+    /// How long the nodes may take to sync before the writer starts anyway.
+    pub sync_timeout: Duration,
+    pub tier: TierConfig,
+    pub work_dir: PathBuf,
+}
+
+/// Runs the scenario in the spec's mode(s) against `cluster`.
+pub async fn run(spec: ScaleSpec, cluster: Cluster) -> anyhow::Result<ScaleReport> {
+    anyhow::ensure!(spec.shape.nodes <= MAX_NODES, "at most {MAX_NODES} nodes");
+    std::fs::create_dir_all(&spec.work_dir)?;
+    let cluster = Arc::new(cluster);
+    let t = Instant::now();
+    let created =
+        cluster::ensure(&cluster, &spec.shape).await.context("creating the cluster's objects")?;
+    tracing::info!(created, seconds = t.elapsed().as_secs_f64(), "the cluster's objects are there");
+    let modes: &[bool] = match spec.mode {
+        Mode::Direct => &[false],
+        Mode::Pool => &[true],
+        Mode::Both => &[false, true],
+    };
+    let mut reports = Vec::new();
+    for &pool in modes {
+        let name = if pool { "pool" } else { "direct" };
+        reports.push(
+            run_mode(&spec, &cluster, pool).await.with_context(|| format!("the {name} run"))?,
+        );
+        // The apiserver drops the ended watches and their caches' readers before the next.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Ok(ScaleReport {
+        shape: spec.shape,
+        write_rate: spec.write_rate,
+        seconds: spec.duration.as_secs_f64(),
+        modes: reports,
+    })
+}
+
+/// The CPU-seconds of each process.
+fn cpu(procs: &[(String, u32)]) -> Vec<f64> {
+    procs.iter().map(|(_, pid)| cpu_seconds(*pid).unwrap_or(0.0)).collect()
+}
+
+async fn run_mode(
+    spec: &ScaleSpec,
+    cluster: &Arc<Cluster>,
+    pool: bool,
+) -> anyhow::Result<ModeReport> {
+    let mode = if pool { "pool" } else { "direct" };
+    let dir = spec.work_dir.join(mode);
+    std::fs::create_dir_all(&dir)?;
+    let n = spec.shape.nodes;
+    let before = Counters::read(&cluster.metrics().await?);
+    let cpu_before = cpu(&cluster.control_plane);
+    let started = Instant::now();
+
+    // The pool replicas, in front of the apiserver with the pool's identity.
+    let mut replicas = if pool {
+        prepare_dir(&spec.tier, &dir, &cluster.pki)?;
+        let kubeconfig = cluster.kubeconfig(Who::Pool, &cluster.server)?;
+        Some(Tier::start_pool_with(&spec.tier, spec.replicas, &dir, &kubeconfig).await?)
+    } else {
+        None
+    };
+    let pool_ready_s = started.elapsed().as_secs_f64();
+    let replica_pids: Vec<(String, u32)> = replicas
+        .as_ref()
+        .map(|r| r.nodes.iter().filter_map(|k| Some((k.node.clone(), k.pid()?))).collect())
+        .unwrap_or_default();
+
+    // Each node's connections: its own Target (one connection each).
+    let mut conns = Vec::with_capacity(n);
+    for i in 0..n {
+        conns.push(match &replicas {
+            Some(r) => {
+                let server = format!("https://{}", r.nodes[i % r.nodes.len()].addr);
+                node::Conns::Pool {
+                    tier: Arc::new(Target::open(
+                        None,
+                        Some(&cluster.kubeconfig(Who::NodeTier, &server)?),
+                        false,
+                    )?),
+                }
+            }
+            None => node::Conns::Direct {
+                kubelet: Arc::new(Target::open(
+                    None,
+                    Some(&cluster.kubeconfig(Who::Kubelet(i), &cluster.server)?),
+                    false,
+                )?),
+                kube_proxy: Arc::new(Target::open(
+                    None,
+                    Some(&cluster.kubeconfig(Who::KubeProxy(i), &cluster.server)?),
+                    false,
+                )?),
+            },
+        });
+    }
+    let classes: Arc<Mutex<node::Classes>> = Default::default();
+    let views: node::Views = Default::default();
+    let writes = Arc::new(node::Writes::default());
+    let mut nodes = JoinSet::new();
+    let since = Instant::now();
+    let step = spec.ramp.checked_div(n.max(1) as u32).unwrap_or_default();
+    for (i, c) in conns.into_iter().enumerate() {
+        let start = since + step * i as u32;
+        let (classes, views, writes) = (classes.clone(), views.clone(), writes.clone());
+        nodes.spawn(async move {
+            tokio::time::sleep_until(start).await;
+            node::run(i, c, classes, views, writes, since).await
+        });
+    }
+    let watches = n * node::watches_per_node(pool);
+    let synced = || -> u64 {
+        classes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|c| c.synced.load(Ordering::Relaxed))
+            .sum()
+    };
+    let mut open_max = 0.0f64;
+    let deadline = Instant::now() + spec.sync_timeout;
+    while synced() < watches as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let all_synced_s = (synced() == watches as u64).then(|| since.elapsed().as_secs_f64());
+    if all_synced_s.is_none() {
+        tracing::warn!(
+            synced = synced(),
+            watches,
+            "not every watch synced in time; writing anyway"
+        );
+    }
+    // Sampled before the writer starts: the apiserver's figures of the start-up.
+    let at_sync_text = cluster.metrics().await?;
+    let at_sync = Counters::read(&at_sync_text);
+    open_max = open_max.max(at_sync.open_watches);
+    let cpu_at_sync = cpu(&cluster.control_plane);
+    let replicas_cpu_at_sync = cpu(&replica_pids);
+
+    let counts = Arc::new(writer::WriteCounts::default());
+    let until = Instant::now() + spec.duration;
+    let mut writer = tokio::spawn(writer::run(
+        cluster.clone(),
+        spec.shape,
+        spec.write_rate,
+        until,
+        counts.clone(),
+    ));
+    let mut sample = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = &mut writer => break,
+            _ = sample.tick() => {
+                if let Ok(text) = cluster.metrics().await {
+                    open_max = open_max.max(Counters::read(&text).open_watches);
+                }
+            }
+        }
+    }
+    tokio::time::sleep(spec.settle).await;
+    let steady_end = Counters::read(&cluster.metrics().await?);
+    let cpu_steady_end = cpu(&cluster.control_plane);
+    let replicas_cpu_end = cpu(&replica_pids);
+    let replicas_rss: Vec<u64> =
+        replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
+
+    // The views against the apiserver's objects.
+    let scopes = node::whole_scopes(pool);
+    let truth =
+        Truth::read(&cluster.admin, &scopes).await.context("reading the apiserver's objects")?;
+    let mut checked = 0u64;
+    let mut wrong = 0u64;
+    let mut examples = Vec::new();
+    for (scope, view) in views.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let v = view.lock().unwrap_or_else(|p| p.into_inner());
+        let want = match scope {
+            Scope::NodePods(node) => truth.node_pods(node),
+            Scope::Node(node) => truth.node(node),
+            Scope::Whole(path) => truth.whole(path).cloned().unwrap_or_default(),
+        };
+        checked += 1;
+        if !v.synced || v.items != want {
+            wrong += 1;
+            if examples.len() < 5 {
+                let missing = want.keys().filter(|k| !v.items.contains_key(*k)).count();
+                let extra = v.items.keys().filter(|k| !want.contains_key(*k)).count();
+                let stale =
+                    want.iter().filter(|(k, rv)| v.items.get(*k).is_some_and(|r| r != *rv)).count();
+                examples.push(format!(
+                    "{scope:?}: synced {}, {missing} missing, {extra} extra, {stale} at another RV",
+                    v.synced
+                ));
+            }
+        }
+    }
+
+    nodes.shutdown().await;
+    if let Some(r) = replicas.as_mut() {
+        r.stop().await;
+    }
+    // Ended watches are counted when they end.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = Counters::read(&cluster.metrics().await?);
+    let cpu_after = cpu(&cluster.control_plane);
+    let control_plane_rss: Vec<u64> =
+        cluster.control_plane.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
+    let classes = classes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok(report::mode_report(report::Readings {
+        mode,
+        nodes: n,
+        watches,
+        pool_ready_s,
+        all_synced_s,
+        before,
+        at_sync,
+        steady_end,
+        after,
+        open_max,
+        control_plane: cluster.control_plane.clone(),
+        cpu: [cpu_before, cpu_at_sync, cpu_steady_end, cpu_after],
+        control_plane_rss,
+        replicas: replica_pids,
+        replicas_cpu: [replicas_cpu_at_sync, replicas_cpu_end],
+        replicas_rss,
+        classes,
+        writes,
+        counts,
+        views: (checked, wrong, examples),
+    }))
+}

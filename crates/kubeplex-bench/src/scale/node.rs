@@ -1,0 +1,427 @@
+//! One emulated node: what its agents send the apiserver (directly), or what its node tier
+//! sends its pool (through the pool).
+//!
+//! Directly — as the 1.36 agents do (docs/design.md §7; `node::kubelet`, `node::agents`):
+//! - the kubelet (its client certificate, one HTTP/2 connection): WatchLists of its pods
+//!   (`spec.nodeName=NODE`), its Node (`metadata.name=NODE`), services (`spec.clusterIP!=None`),
+//!   runtimeclasses and csidrivers; its Lease renewed every 10 s; for each new pod bound to it,
+//!   the status manager's GET of the pod and its status patch;
+//! - kube-proxy (`system:kube-proxy`, a connection of its own): services and endpointslices with
+//!   its label selector, servicecidrs, its Node.
+//!
+//! Through the pool — what a node tier with the shipped configuration (`config/node.yaml`) sends
+//! upstream for those agents, on one HTTP/2 connection with the node tiers' certificate: the
+//! list+watch of each cache (its pods, its Node, services, kube-proxy's endpointslices); the
+//! watches it has no cache for (runtimeclasses, csidrivers, servicecidrs) and the kubelet's
+//! writes and reads by name, passed on as the agent (`Impersonate-User`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::cluster::{running_status, NAMESPACE};
+use super::watcher::{self, ClassStats, Scope, View, WatchSpec};
+use crate::node::agents::KUBE_PROXY_SELECTOR;
+use crate::node::cluster::node_name;
+use crate::target::Target;
+
+const KUBELET: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";
+const KUBE_PROXY: &str = "kube-proxy/v1.36.2 (linux/amd64) kubernetes/0000000";
+const NODE_TIER: &str = "kubeplex/node-tier";
+/// The kubelet renews its Lease every `nodeLeaseDurationSeconds` (40) / 4.
+const LEASE_EVERY: Duration = Duration::from_secs(10);
+/// A refused or failed GET/PATCH of a new pod is tried again after this (doubling), this many
+/// times: the status manager's next sync comes soon after a refusal.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+const ATTEMPTS: u32 = 6;
+
+/// Whom node `i` talks to.
+pub enum Conns {
+    Direct {
+        kubelet: Arc<Target>,
+        kube_proxy: Arc<Target>,
+    },
+    /// Its node tier's connection to a pool replica.
+    Pool {
+        tier: Arc<Target>,
+    },
+}
+
+/// The writes and named reads of every node's kubelet.
+#[derive(Default)]
+pub struct Writes {
+    pub lease_ok: AtomicU64,
+    pub lease_failed: AtomicU64,
+    pub pod_get_ok: AtomicU64,
+    pub pod_status_ok: AtomicU64,
+    pub pod_failed: AtomicU64,
+    /// Answered 403 on the way (then retried).
+    pub refused: AtomicU64,
+}
+
+/// The watch classes a node runs, by name, with their counts.
+pub type Classes = BTreeMap<&'static str, Arc<ClassStats>>;
+
+/// What a run checks at the end: each watcher's view and its scope.
+pub type Views = Arc<Mutex<Vec<(Scope, Arc<Mutex<View>>)>>>;
+
+/// The watches of node `i` in this mode: (who sends it, spec).
+fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
+    let node = node_name(i);
+    let imp_kubelet = vec![
+        ("Impersonate-User", format!("system:node:{node}")),
+        ("Impersonate-Group", "system:nodes".to_string()),
+    ];
+    let imp_proxy = vec![("Impersonate-User", "system:kube-proxy".to_string())];
+    let kp = || vec![("labelSelector", KUBE_PROXY_SELECTOR.to_string())];
+    let path = |collection: &str, sel: &[(&str, String)]| -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in sel {
+            q.append_pair(k, v);
+        }
+        let q = q.finish();
+        if q.is_empty() {
+            collection.to_string()
+        } else {
+            format!("{collection}?{q}")
+        }
+    };
+    let spec = |class,
+                collection: &'static str,
+                selectors: Vec<(&'static str, String)>,
+                scope,
+                imp: &Vec<_>,
+                ua| WatchSpec {
+        class,
+        collection,
+        selectors,
+        scope,
+        impersonate: if pool { imp.clone() } else { Vec::new() },
+        user_agent: if pool && imp.is_empty() { NODE_TIER } else { ua },
+    };
+    let none = Vec::new();
+    let pods = vec![("fieldSelector", format!("spec.nodeName={node}"))];
+    let own = vec![("fieldSelector", format!("metadata.name={node}"))];
+    let quiet = |class, collection: &'static str, imp: &Vec<_>, ua| {
+        spec(class, collection, vec![], Scope::Whole(collection.to_string()), imp, ua)
+    };
+    // `true`: the kubelet's connection (directly), `false`: kube-proxy's.
+    let mut all = vec![
+        (
+            true,
+            spec(
+                "kubelet: its pods",
+                "/api/v1/pods",
+                pods,
+                Scope::NodePods(node.clone()),
+                &none,
+                KUBELET,
+            ),
+        ),
+        (
+            true,
+            quiet(
+                "kubelet: runtimeclasses",
+                "/apis/node.k8s.io/v1/runtimeclasses",
+                &imp_kubelet,
+                KUBELET,
+            ),
+        ),
+        (
+            true,
+            quiet(
+                "kubelet: csidrivers",
+                "/apis/storage.k8s.io/v1/csidrivers",
+                &imp_kubelet,
+                KUBELET,
+            ),
+        ),
+        (
+            false,
+            quiet(
+                "kube-proxy: servicecidrs",
+                "/apis/networking.k8s.io/v1/servicecidrs",
+                &imp_proxy,
+                KUBE_PROXY,
+            ),
+        ),
+        (
+            false,
+            spec(
+                "kube-proxy: endpointslices",
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                kp(),
+                Scope::Whole(path("/apis/discovery.k8s.io/v1/endpointslices", &kp())),
+                &none,
+                KUBE_PROXY,
+            ),
+        ),
+    ];
+    if pool {
+        // The node tier's caches: one Node and one services watch for both agents.
+        all.push((
+            true,
+            spec("node tier: its Node", "/api/v1/nodes", own, Scope::Node(node), &none, NODE_TIER),
+        ));
+        all.push((
+            true,
+            spec(
+                "node tier: services",
+                "/api/v1/services",
+                vec![],
+                Scope::Whole("/api/v1/services".into()),
+                &none,
+                NODE_TIER,
+            ),
+        ));
+    } else {
+        let ip = vec![("fieldSelector", "spec.clusterIP!=None".to_string())];
+        all.push((
+            true,
+            spec(
+                "kubelet: its Node",
+                "/api/v1/nodes",
+                own.clone(),
+                Scope::Node(node.clone()),
+                &none,
+                KUBELET,
+            ),
+        ));
+        all.push((
+            true,
+            spec(
+                "kubelet: services",
+                "/api/v1/services",
+                ip.clone(),
+                Scope::Whole(path("/api/v1/services", &ip)),
+                &none,
+                KUBELET,
+            ),
+        ));
+        all.push((
+            false,
+            spec(
+                "kube-proxy: its Node",
+                "/api/v1/nodes",
+                own,
+                Scope::Node(node),
+                &none,
+                KUBE_PROXY,
+            ),
+        ));
+        all.push((
+            false,
+            spec(
+                "kube-proxy: services",
+                "/api/v1/services",
+                kp(),
+                Scope::Whole(path("/api/v1/services", &kp())),
+                &none,
+                KUBE_PROXY,
+            ),
+        ));
+    }
+    all
+}
+
+/// The cluster-wide scopes the nodes' watches check against (paths with their selectors).
+pub fn whole_scopes(pool: bool) -> Vec<String> {
+    let mut scopes: Vec<String> = watches(0, pool)
+        .into_iter()
+        .filter_map(|(_, w)| match w.scope {
+            Scope::Whole(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    scopes.sort();
+    scopes.dedup();
+    scopes
+}
+
+/// How many watches a node keeps open in this mode.
+pub fn watches_per_node(pool: bool) -> usize {
+    watches(0, pool).len()
+}
+
+/// Runs node `i` until the caller drops it.
+pub async fn run(
+    i: usize,
+    conns: Conns,
+    classes: Arc<Mutex<Classes>>,
+    views: Views,
+    writes: Arc<Writes>,
+    since: Instant,
+) {
+    let pool = matches!(conns, Conns::Pool { .. });
+    let (kubelet, kube_proxy) = match &conns {
+        Conns::Direct { kubelet, kube_proxy } => (kubelet.clone(), kube_proxy.clone()),
+        Conns::Pool { tier } => (tier.clone(), tier.clone()),
+    };
+    let mut tasks = JoinSet::new();
+    let (added_tx, added_rx) = mpsc::channel(256);
+    for (on_kubelet, spec) in watches(i, pool) {
+        let stats = classes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(spec.class)
+            .or_default()
+            .clone();
+        let view = Arc::new(Mutex::new(View::default()));
+        views.lock().unwrap_or_else(|p| p.into_inner()).push((spec.scope.clone(), view.clone()));
+        let target = if on_kubelet { kubelet.clone() } else { kube_proxy.clone() };
+        let added = matches!(spec.scope, Scope::NodePods(_)).then(|| added_tx.clone());
+        tasks.spawn(watcher::run(target, spec, stats, view, since, added));
+    }
+    drop(added_tx);
+    let imp: Vec<(&'static str, String)> = if pool {
+        vec![
+            ("Impersonate-User", format!("system:node:{}", node_name(i))),
+            ("Impersonate-Group", "system:nodes".to_string()),
+        ]
+    } else {
+        Vec::new()
+    };
+    tasks.spawn(lease(i, kubelet.clone(), imp.clone(), writes.clone()));
+    tasks.spawn(status_manager(i, kubelet, imp, writes, added_rx));
+    while tasks.join_next().await.is_some() {}
+}
+
+fn headers<'a>(
+    imp: &'a [(&'static str, String)],
+    extra: &[(&'static str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut h: Vec<(&str, &str)> = vec![("User-Agent", KUBELET)];
+    h.extend(extra.iter().copied());
+    h.extend(imp.iter().map(|(k, v)| (*k, v.as_str())));
+    h
+}
+
+/// The kubelet's Lease: read (created if missing), then renewed every 10 s, from an offset of
+/// its own in the period (kubelets start at different times).
+async fn lease(
+    i: usize,
+    target: Arc<Target>,
+    imp: Vec<(&'static str, String)>,
+    writes: Arc<Writes>,
+) {
+    let node = node_name(i);
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}");
+    let h = headers(&imp, &[("Accept", "application/json")]);
+    let offset = Duration::from_millis(rand::random_range(0..LEASE_EVERY.as_millis() as u64));
+    tokio::time::sleep(offset).await;
+    let mut tick = tokio::time::interval(LEASE_EVERY);
+    let mut current: Option<serde_json::Value> = None;
+    // Bounded: a day of renewals.
+    for _ in 0..8_640 {
+        tick.tick().await;
+        let now = crate::node::cluster::chrono_now();
+        let ok = match current.take() {
+            None => {
+                let got = target.fetch(Method::GET, &path, &h, None).await;
+                match got {
+                    Ok((s, body)) if s.is_success() => {
+                        current = serde_json::from_slice(&body).ok();
+                        true
+                    }
+                    Ok((StatusCode::NOT_FOUND, _)) => {
+                        let lease = json!({
+                            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                            "metadata": {"name": node, "namespace": "kube-node-lease"},
+                            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now},
+                        });
+                        let create =
+                            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+                        let body = serde_json::to_vec(&lease).unwrap_or_default();
+                        match target.fetch(Method::POST, create, &h, Some(body)).await {
+                            Ok((s, body)) if s.is_success() => {
+                                current = serde_json::from_slice(&body).ok();
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                    _ => false,
+                }
+            }
+            Some(mut lease) => {
+                lease["spec"]["renewTime"] = json!(now);
+                let body = serde_json::to_vec(&lease).unwrap_or_default();
+                match target.fetch(Method::PUT, &path, &h, Some(body)).await {
+                    Ok((s, body)) if s.is_success() => {
+                        current = serde_json::from_slice(&body).ok();
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        let counter = if ok { &writes.lease_ok } else { &writes.lease_failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// For each new pod of the node: the status manager's GET of it, then its status patch (the
+/// container started), each retried while refused (the Node authorizer's graph catching up
+/// with the binding).
+async fn status_manager(
+    i: usize,
+    target: Arc<Target>,
+    imp: Vec<(&'static str, String)>,
+    writes: Arc<Writes>,
+    mut added: mpsc::Receiver<String>,
+) {
+    while let Some(key) = added.recv().await {
+        let Some((ns, name)) = key.split_once('/') else { continue };
+        let Some(slot) = name.rsplit('-').next().and_then(|s| s.parse::<usize>().ok()) else {
+            continue;
+        };
+        if ns != NAMESPACE {
+            continue;
+        }
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+        let get = headers(&imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
+        let patch = headers(
+            &imp,
+            &[("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")],
+        );
+        let body = serde_json::to_vec(&running_status(i, slot)).unwrap_or_default();
+        let mut ok = false;
+        let mut wait = RETRY_AFTER;
+        for _ in 0..ATTEMPTS {
+            match target.fetch(Method::GET, &path, &get, None).await {
+                Ok((s, _)) if s.is_success() => {
+                    writes.pod_get_ok.fetch_add(1, Ordering::Relaxed);
+                    let status_path = format!("{path}/status");
+                    if let Ok((s, _)) =
+                        target.fetch(Method::PATCH, &status_path, &patch, Some(body.clone())).await
+                    {
+                        if s.is_success() {
+                            writes.pod_status_ok.fetch_add(1, Ordering::Relaxed);
+                            ok = true;
+                            break;
+                        }
+                        if s == StatusCode::FORBIDDEN {
+                            writes.refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                Ok((StatusCode::FORBIDDEN, _)) => {
+                    writes.refused.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        if !ok {
+            writes.pod_failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! A scale run's figures, per mode, side by side.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::cluster::Shape;
+use super::node::{Classes, Writes};
+use super::writer::WriteCounts;
+use crate::hist::{Histogram, Summary};
+use crate::node::report::{Counters, Served};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleReport {
+    pub shape: Shape,
+    pub write_rate: f64,
+    pub seconds: f64,
+    pub modes: Vec<ModeReport>,
+}
+
+/// A process's CPU-seconds in the start-up (until every watch synced), in the steady run
+/// (the writer's seconds and the settling), and in all; its RSS at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct Process {
+    pub name: String,
+    pub cpu_startup_s: f64,
+    pub cpu_steady_s: f64,
+    pub cpu_total_s: f64,
+    pub rss_mib: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassReport {
+    pub class: &'static str,
+    pub watchers: u64,
+    pub synced: u64,
+    pub requests: u64,
+    pub initial_events: u64,
+    pub events: u64,
+    pub errors: u64,
+    pub refused: u64,
+    pub restarts: u64,
+    pub out_of_order: u64,
+    pub sync_time: Summary,
+    pub delivery: Summary,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KubeletWrites {
+    pub lease_ok: u64,
+    pub lease_failed: u64,
+    pub pod_get_ok: u64,
+    pub pod_status_ok: u64,
+    pub pod_failed: u64,
+    pub refused: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Written {
+    pub endpointslices: u64,
+    pub services: u64,
+    pub pods_replaced: u64,
+    pub failed: u64,
+    pub skipped: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeReport {
+    pub mode: &'static str,
+    pub nodes: usize,
+    /// Watches the nodes keep open (their agents', or their node tiers').
+    pub watches: usize,
+    /// The pool replicas ready (their caches loaded), from the mode's start.
+    pub pool_ready_s: f64,
+    /// Every node's every watch synced, from the nodes' start.
+    pub all_synced_s: Option<f64>,
+    /// The apiserver during the start-up (the pool's and the nodes'), in the steady run, and
+    /// in all (after every watch ended: the watches are counted when they end).
+    pub startup: Served,
+    pub steady: Served,
+    pub total: Served,
+    /// Open long-running requests (watches) at the apiserver, the most sampled.
+    pub apiserver_open_watches_max: i64,
+    pub control_plane: Vec<Process>,
+    pub replicas: Vec<Process>,
+    pub classes: Vec<ClassReport>,
+    /// The writer's stamp → a node seeing it, by what changed.
+    pub delivery: BTreeMap<String, Summary>,
+    pub kubelet_writes: KubeletWrites,
+    pub written: Written,
+    pub views_checked: u64,
+    pub views_wrong: u64,
+    pub views_examples: Vec<String>,
+}
+
+/// What [`super::run_mode`] read.
+pub(super) struct Readings {
+    pub mode: &'static str,
+    pub nodes: usize,
+    pub watches: usize,
+    pub pool_ready_s: f64,
+    pub all_synced_s: Option<f64>,
+    pub before: Counters,
+    pub at_sync: Counters,
+    pub steady_end: Counters,
+    pub after: Counters,
+    pub open_max: f64,
+    pub control_plane: Vec<(String, u32)>,
+    /// CPU-seconds before, at sync, at the steady run's end, after.
+    pub cpu: [Vec<f64>; 4],
+    pub control_plane_rss: Vec<u64>,
+    pub replicas: Vec<(String, u32)>,
+    /// Replicas' CPU-seconds (from their start) at sync and at the end.
+    pub replicas_cpu: [Vec<f64>; 2],
+    pub replicas_rss: Vec<u64>,
+    pub classes: Classes,
+    pub writes: Arc<Writes>,
+    pub counts: Arc<WriteCounts>,
+    pub views: (u64, u64, Vec<String>),
+}
+
+fn at(v: &[f64], i: usize) -> f64 {
+    v.get(i).copied().unwrap_or(0.0)
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+pub(super) fn mode_report(r: Readings) -> ModeReport {
+    let [c0, c1, c2, c3] = &r.cpu;
+    let control_plane = r
+        .control_plane
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| Process {
+            name: name.clone(),
+            cpu_startup_s: at(c1, i) - at(c0, i),
+            cpu_steady_s: at(c2, i) - at(c1, i),
+            cpu_total_s: at(c3, i) - at(c0, i),
+            rss_mib: r.control_plane_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
+        })
+        .collect();
+    let [p1, p2] = &r.replicas_cpu;
+    let replicas = r
+        .replicas
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| Process {
+            name: name.clone(),
+            cpu_startup_s: at(p1, i),
+            cpu_steady_s: at(p2, i) - at(p1, i),
+            cpu_total_s: at(p2, i),
+            rss_mib: r.replicas_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
+        })
+        .collect();
+    let mut delivery: BTreeMap<String, Histogram> = BTreeMap::new();
+    let classes = r
+        .classes
+        .iter()
+        .map(|(class, s)| {
+            let d = s.delivery.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let what = if class.contains("pods") {
+                "pods"
+            } else if class.contains("endpointslices") {
+                "endpointslices"
+            } else if class.contains("services") {
+                "services"
+            } else {
+                "other"
+            };
+            delivery.entry(what.into()).or_default().merge(&d);
+            let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            ClassReport {
+                class,
+                watchers: load(&s.watchers),
+                synced: load(&s.synced),
+                requests: load(&s.requests),
+                initial_events: load(&s.initial_events),
+                events: load(&s.events),
+                errors: load(&s.errors),
+                refused: load(&s.refused),
+                restarts: load(&s.restarts),
+                out_of_order: load(&s.out_of_order),
+                sync_time: s.sync_time.lock().unwrap_or_else(|p| p.into_inner()).summary(),
+                delivery: d.summary(),
+            }
+        })
+        .collect();
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let w = &r.writes;
+    let c = &r.counts;
+    ModeReport {
+        mode: r.mode,
+        nodes: r.nodes,
+        watches: r.watches,
+        pool_ready_s: r.pool_ready_s,
+        all_synced_s: r.all_synced_s,
+        startup: Served::between(&r.before, &r.at_sync),
+        steady: Served::between(&r.at_sync, &r.steady_end),
+        total: Served::between(&r.before, &r.after),
+        apiserver_open_watches_max: r.open_max as i64,
+        control_plane,
+        replicas,
+        classes,
+        delivery: delivery
+            .into_iter()
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(k, h)| (k, h.summary()))
+            .collect(),
+        kubelet_writes: KubeletWrites {
+            lease_ok: load(&w.lease_ok),
+            lease_failed: load(&w.lease_failed),
+            pod_get_ok: load(&w.pod_get_ok),
+            pod_status_ok: load(&w.pod_status_ok),
+            pod_failed: load(&w.pod_failed),
+            refused: load(&w.refused),
+        },
+        written: Written {
+            endpointslices: load(&c.endpointslices),
+            services: load(&c.services),
+            pods_replaced: load(&c.pods_replaced),
+            failed: load(&c.failed),
+            skipped: load(&c.skipped),
+        },
+        views_checked: r.views.0,
+        views_wrong: r.views.1,
+        views_examples: r.views.2,
+    }
+}
+
+impl fmt::Display for ScaleReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shape;
+        writeln!(
+            f,
+            "scale: {} nodes, {} pods each, {} services ({} endpoints each); {:.1} writes/s for {:.0} s",
+            s.nodes, s.pods_per_node, s.services, s.endpoints_per_slice, self.write_rate, self.seconds
+        )?;
+        let modes = &self.modes;
+        let row =
+            |f: &mut fmt::Formatter<'_>, label: &str, cell: &dyn Fn(&ModeReport) -> String| {
+                let cells: Vec<String> = modes.iter().map(cell).collect();
+                writeln!(f, "| {label} | {} |", cells.join(" | "))
+            };
+        let head: Vec<&str> = modes.iter().map(|m| m.mode).collect();
+        writeln!(f, "| | {} |", head.join(" | "))?;
+        writeln!(f, "|---|{}", "---|".repeat(modes.len()))?;
+        row(f, "watches the nodes keep open", &|m| m.watches.to_string())?;
+        row(f, "all watches synced", &|m| {
+            m.all_synced_s.map_or("no".into(), |s| format!("{s:.1} s"))
+        })?;
+        row(f, "apiserver open watches, most", &|m| m.apiserver_open_watches_max.to_string())?;
+        for (label, pick) in [("start-up", 0), ("steady", 1)] {
+            let served =
+                |m: &ModeReport| if pick == 0 { m.startup.clone() } else { m.steady.clone() };
+            row(f, &format!("apiserver LIST / WATCH / GET, {label}"), &|m| {
+                let s = served(m);
+                format!("{} / {} / {}", s.list, s.watch, s.get)
+            })?;
+            row(f, &format!("apiserver watch events / MB sent, {label}"), &|m| {
+                let s = served(m);
+                format!("{} / {:.1}", s.watch_events, s.watch_event_bytes as f64 / 1e6)
+            })?;
+        }
+        row(f, "apiserver writes (all, steady)", &|m| m.steady.writes.to_string())?;
+        for (label, pick) in [("start-up", 0), ("steady", 1), ("total", 2)] {
+            row(f, &format!("control plane CPU-s, {label}"), &|m| {
+                let parts: Vec<String> = m
+                    .control_plane
+                    .iter()
+                    .map(|p| {
+                        let v = [p.cpu_startup_s, p.cpu_steady_s, p.cpu_total_s][pick];
+                        format!("{} {v:.1}", p.name)
+                    })
+                    .collect();
+                parts.join(", ")
+            })?;
+            row(f, &format!("pool replicas CPU-s, {label}"), &|m| {
+                let v: f64 = m
+                    .replicas
+                    .iter()
+                    .map(|p| [p.cpu_startup_s, p.cpu_steady_s, p.cpu_total_s][pick])
+                    .sum();
+                if m.replicas.is_empty() {
+                    "—".into()
+                } else {
+                    format!("{v:.1}")
+                }
+            })?;
+        }
+        row(f, "RSS (MiB)", &|m| {
+            let parts: Vec<String> = m
+                .control_plane
+                .iter()
+                .chain(&m.replicas)
+                .map(|p| format!("{} {:.0}", p.name, p.rss_mib))
+                .collect();
+            parts.join(", ")
+        })?;
+        for what in ["endpointslices", "services", "pods"] {
+            row(f, &format!("write → node sees it, {what}: p50 / p99 / max ms (n)"), &|m| {
+                m.delivery.get(what).map_or("—".into(), |d| {
+                    format!("{:.0} / {:.0} / {:.0} ({})", d.p50_ms, d.p99_ms, d.max_ms, d.count)
+                })
+            })?;
+        }
+        row(f, "events the nodes read (after sync)", &|m| {
+            m.classes.iter().map(|c| c.events).sum::<u64>().to_string()
+        })?;
+        row(f, "watch errors / refused / restarts / out of order", &|m| {
+            let sum = |g: fn(&ClassReport) -> u64| m.classes.iter().map(g).sum::<u64>();
+            format!(
+                "{} / {} / {} / {}",
+                sum(|c| c.errors),
+                sum(|c| c.refused),
+                sum(|c| c.restarts),
+                sum(|c| c.out_of_order)
+            )
+        })?;
+        row(f, "kubelet leases ok / failed; new pods' GET, status ok / failed (refused)", &|m| {
+            let k = &m.kubelet_writes;
+            format!(
+                "{} / {}; {}, {} / {} ({})",
+                k.lease_ok, k.lease_failed, k.pod_get_ok, k.pod_status_ok, k.pod_failed, k.refused
+            )
+        })?;
+        row(f, "writer: slices, services, pods replaced (failed, skipped)", &|m| {
+            let w = &m.written;
+            format!(
+                "{}, {}, {} ({}, {})",
+                w.endpointslices, w.services, w.pods_replaced, w.failed, w.skipped
+            )
+        })?;
+        row(f, "views equal to the apiserver's", &|m| {
+            format!("{} of {}", m.views_checked - m.views_wrong, m.views_checked)
+        })?;
+        for m in modes {
+            for e in &m.views_examples {
+                writeln!(f, "  {}: differs: {e}", m.mode)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,262 @@
+//! One emulated client's watch, as client-go ≥ 1.35 keeps it: a WatchList (a consistent read
+//! of the scope as ADDED events, ended by the initial-events-end bookmark), then the stream,
+//! resumed from the last resourceVersion when the server ends it, started over after 410
+//! Expired or a cut before the initial events ended. Protobuf, as the kubelet and kube-proxy
+//! read.
+//!
+//! It keeps what a user would check: the scope's objects and their resourceVersions (compared
+//! with the apiserver's at the end), events out of resourceVersion order or repeated, and the
+//! time from the writer's stamp on an object to the event that brings it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::cluster::STAMP;
+use crate::hist::Histogram;
+use crate::informer::{Informer, Start, Stream, ACCEPT_PROTOBUF};
+use crate::target::Target;
+
+/// Requests one watcher sends in a run, at most.
+const MAX_REQUESTS: u64 = 1_000;
+/// client-go's reflector backs off at least this long after a failed watch.
+const BACKOFF: Duration = Duration::from_millis(800);
+
+/// What the watch's objects are checked against at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Pods with `spec.nodeName=NODE`.
+    NodePods(String),
+    /// The Node `NODE` (`metadata.name=NODE`).
+    Node(String),
+    /// Everything the path (collection and selectors) lists.
+    Whole(String),
+}
+
+/// One watch of one client.
+pub struct WatchSpec {
+    /// Counted under this name (the agent and what it reads).
+    pub class: &'static str,
+    pub collection: &'static str,
+    pub selectors: Vec<(&'static str, String)>,
+    pub scope: Scope,
+    /// `Impersonate-*` headers: a node tier passing its agent's watch on.
+    pub impersonate: Vec<(&'static str, String)>,
+    pub user_agent: &'static str,
+}
+
+impl WatchSpec {
+    fn informer(&self) -> Informer {
+        Informer {
+            collection: self.collection.to_string(),
+            selectors: self.selectors.clone(),
+            protobuf: true,
+            start: Start::WatchList,
+            user_agent: self.user_agent,
+        }
+    }
+}
+
+/// Counts shared by every watcher of one class.
+#[derive(Default)]
+pub struct ClassStats {
+    pub watchers: AtomicU64,
+    pub synced: AtomicU64,
+    pub requests: AtomicU64,
+    /// Events read after the initial state (ADDED, MODIFIED, DELETED).
+    pub events: AtomicU64,
+    pub initial_events: AtomicU64,
+    pub errors: AtomicU64,
+    /// Answered 403.
+    pub refused: AtomicU64,
+    /// Started over (410 Expired, or cut before its initial events ended).
+    pub restarts: AtomicU64,
+    /// Events whose resourceVersion was not above the last one the stream showed.
+    pub out_of_order: AtomicU64,
+    /// The run's start → the first initial-events-end bookmark.
+    pub sync_time: Mutex<Histogram>,
+    /// The writer's stamp → the event that brought it.
+    pub delivery: Mutex<Histogram>,
+}
+
+/// A watcher's objects: `namespace/name` → resourceVersion.
+#[derive(Default)]
+pub struct View {
+    pub synced: bool,
+    pub items: BTreeMap<String, u64>,
+}
+
+/// Runs the watch until the caller drops it. New objects seen after the initial state go to
+/// `added` (a kubelet learning of a new pod), if given.
+pub async fn run(
+    target: Arc<Target>,
+    spec: WatchSpec,
+    stats: Arc<ClassStats>,
+    view: Arc<Mutex<View>>,
+    since: Instant,
+    added: Option<mpsc::Sender<String>>,
+) {
+    stats.watchers.fetch_add(1, Ordering::Relaxed);
+    let informer = spec.informer();
+    let headers: Vec<(&str, &str)> = [("Accept", ACCEPT_PROTOBUF), ("User-Agent", spec.user_agent)]
+        .into_iter()
+        .chain(spec.impersonate.iter().map(|(k, v)| (*k, v.as_str())))
+        .collect();
+    // client-go draws each watch's timeout from [5, 10) minutes.
+    let timeout = rand::random_range(300..600u64).to_string();
+    let mut first_sync = true;
+    let mut stamps: HashMap<String, u64> = HashMap::new();
+    let mut from: Option<u64> = None;
+    for _ in 0..MAX_REQUESTS {
+        let from_s = from.map(|rv| rv.to_string());
+        let path = match &from_s {
+            None => informer.path(&[
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersionMatch", "NotOlderThan"),
+                ("sendInitialEvents", "true"),
+                ("timeoutSeconds", &timeout),
+                ("watch", "true"),
+            ]),
+            Some(rv) => informer.path(&[
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersion", rv),
+                ("timeoutSeconds", &timeout),
+                ("watch", "true"),
+            ]),
+        };
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        let resp = match target.send(Method::GET, &path, &headers, None).await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => {
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+                if r.status() == StatusCode::FORBIDDEN {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                }
+                if r.status() == StatusCode::GONE {
+                    from = None;
+                }
+                tokio::time::sleep(BACKOFF).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, path, "watch failed");
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(BACKOFF).await;
+                continue;
+            }
+        };
+        let mut stream = Stream::new(resp.into_body(), true);
+        // A WatchList's initial state, until its bookmark.
+        let mut initial: Option<BTreeMap<String, u64>> = from.is_none().then(BTreeMap::new);
+        let mut last = from.unwrap_or(0);
+        let mut expired = false;
+        loop {
+            let event = match stream.next().await {
+                Ok(Some(e)) => e,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, path, "watch stream broke");
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            };
+            let rv = event.rv.as_deref().and_then(|r| r.parse::<u64>().ok());
+            match event.kind.as_str() {
+                "ERROR" => {
+                    expired = true;
+                    break;
+                }
+                "BOOKMARK" => {
+                    if let Some(rv) = rv {
+                        last = last.max(rv);
+                    }
+                    if event.initial_end {
+                        if let Some(items) = initial.take() {
+                            let mut v = view.lock().unwrap_or_else(|p| p.into_inner());
+                            v.items = items;
+                            v.synced = true;
+                            if std::mem::take(&mut first_sync) {
+                                stats.synced.fetch_add(1, Ordering::Relaxed);
+                                lock(&stats.sync_time).record(since.elapsed());
+                            }
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let rv = rv.unwrap_or(0);
+            if let Some(items) = initial.as_mut() {
+                stats.initial_events.fetch_add(1, Ordering::Relaxed);
+                // A stamp already in the state is no delivery (a later change without a new
+                // stamp carries it along).
+                if let Some(stamp) = stamp_of(&event.object) {
+                    stamps.insert(event.key.clone(), stamp);
+                }
+                items.insert(event.key, rv);
+                last = last.max(rv);
+                continue;
+            }
+            stats.events.fetch_add(1, Ordering::Relaxed);
+            if rv <= last {
+                stats.out_of_order.fetch_add(1, Ordering::Relaxed);
+            }
+            last = last.max(rv);
+            if let Some(stamp) = stamp_of(&event.object) {
+                if stamps.insert(event.key.clone(), stamp) != Some(stamp) {
+                    lock(&stats.delivery).record(since_stamp(stamp));
+                }
+            }
+            let mut v = view.lock().unwrap_or_else(|p| p.into_inner());
+            if event.kind == "DELETED" {
+                v.items.remove(&event.key);
+            } else {
+                let new = v.items.insert(event.key.clone(), rv).is_none();
+                drop(v);
+                if let (true, Some(tx)) = (new, &added) {
+                    let _ = tx.try_send(event.key);
+                }
+            }
+        }
+        if expired || initial.is_some() {
+            // 410 Expired, or cut before its initial state ended: start over.
+            stats.restarts.fetch_add(1, Ordering::Relaxed);
+            from = None;
+            tokio::time::sleep(BACKOFF).await;
+        } else {
+            from = Some(last);
+        }
+    }
+}
+
+fn lock(h: &Mutex<Histogram>) -> std::sync::MutexGuard<'_, Histogram> {
+    h.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Now in Unix microseconds.
+pub fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn since_stamp(stamp: u64) -> Duration {
+    Duration::from_micros(now_micros().saturating_sub(stamp))
+}
+
+/// The writer's stamp in an object's bytes, JSON or protobuf: the annotation's key, then (past
+/// the JSON quotes and colon, or protobuf's tag and length) its digits.
+pub fn stamp_of(object: &[u8]) -> Option<u64> {
+    let key = STAMP.as_bytes();
+    let at = object.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &object[at..];
+    let start = rest.iter().take(4).position(u8::is_ascii_digit)?;
+    let digits: &[u8] = &rest[start..];
+    let end = digits.iter().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len()).min(20);
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+}

@@ -1,0 +1,99 @@
+//! A small run of `kubeplex-bench scale` against its fake apiserver (8 emulated nodes, a few
+//! seconds of writes), directly and through two pool replicas with the shipped pool
+//! configuration: every node's every watch syncs, every watcher ends with the apiserver's
+//! objects at their resourceVersions, no event comes out of order, each new pod's kubelet writes
+//! its status — and through the pool the apiserver holds one watch per resource per replica
+//! whatever the number of nodes, and sends each change once per replica.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod support;
+
+use support::{kubeplex_bin, root};
+
+const NODES: u64 = 8;
+const REPLICAS: u64 = 2;
+/// What a node reads through its node tier: pods, nodes, services, endpointslices (its
+/// caches) and runtimeclasses, csidrivers, servicecidrs (passed on).
+const RESOURCES: u64 = 7;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_every_change() {
+    let bin = kubeplex_bin().await;
+    let root = root();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
+    cmd.arg("--json")
+        .args(["scale", "--sim", "--nodes", &NODES.to_string(), "--pods-per-node", "3"])
+        .args(["--services", "6", "--endpoints-per-slice", "4", "--duration", "4"])
+        .args(["--write-rate", "10", "--settle", "2", "--sync-timeout", "60"])
+        .args(["--mode", "both", "--replicas", &REPLICAS.to_string()])
+        .arg("--kubeplex-bin")
+        .arg(&bin)
+        .arg("--pool-config")
+        .arg(root.join("deploy/base/pool/kubeplex.yaml"))
+        .arg("--daemonset")
+        .arg(root.join("deploy/base/node/daemonset.yaml"))
+        .arg("--pool-manifest")
+        .arg(root.join("deploy/base/pool/pool.yaml"));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(240), cmd.output())
+        .await
+        .expect("kubeplex-bench finished in time")
+        .expect("kubeplex-bench ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubeplex-bench scale failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON report");
+    let modes = report["modes"].as_array().expect("modes");
+    assert_eq!(
+        modes.iter().map(|m| m["mode"].as_str()).collect::<Vec<_>>(),
+        [Some("direct"), Some("pool")]
+    );
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    for m in modes {
+        let mode = m["mode"].as_str().unwrap_or("?");
+        assert!(m["all_synced_s"].is_number(), "{mode}: not every watch synced: {m}");
+        assert_eq!(n(&m["views_wrong"]), 0, "{mode}: {}", m["views_examples"]);
+        assert_eq!(n(&m["views_checked"]), n(&m["watches"]), "{mode}");
+        for class in m["classes"].as_array().expect("classes") {
+            assert_eq!(n(&class["out_of_order"]), 0, "{mode}: {class}");
+            assert_eq!(n(&class["synced"]), n(&class["watchers"]), "{mode}: {class}");
+        }
+        for what in ["endpointslices", "services", "pods"] {
+            assert!(n(&m["delivery"][what]["count"]) > 0, "{mode}: no delivery of {what}: {m}");
+        }
+        let replaced = n(&m["written"]["pods_replaced"]);
+        assert!(replaced > 0, "{mode}: {m}");
+        assert_eq!(
+            n(&m["kubelet_writes"]["pod_status_ok"]),
+            replaced,
+            "{mode}: every new pod's status"
+        );
+    }
+    let (direct, pool) = (&modes[0], &modes[1]);
+    // Directly, every node's every watch is the apiserver's.
+    assert!(n(&direct["apiserver_open_watches_max"]) >= n(&direct["watches"]), "{direct}");
+    // Through the pool: one per resource per replica, whatever the nodes.
+    let open = n(&pool["apiserver_open_watches_max"]);
+    assert!(
+        open <= REPLICAS * RESOURCES && open < n(&direct["apiserver_open_watches_max"]),
+        "{open} open watches through the pool: {pool}"
+    );
+    // Each change once per replica: the pods cache gets a replaced pod's deletion, its
+    // creation and its status; the others one event per change.
+    let w = &pool["written"];
+    let changes = n(&w["endpointslices"]) + n(&w["services"]) + 3 * n(&w["pods_replaced"]);
+    let events = n(&pool["steady"]["watch_events"]);
+    assert!(
+        events as f64 <= 1.1 * (REPLICAS * changes) as f64,
+        "{events} watch events for {changes} changes through {REPLICAS} replicas"
+    );
+    assert!(events < n(&direct["steady"]["watch_events"]), "{pool}\n{direct}");
+    eprintln!("{stdout}");
+}
