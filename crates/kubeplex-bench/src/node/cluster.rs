@@ -350,6 +350,12 @@ pub fn chrono_now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Now as a `metav1.MicroTime` (a Lease's `renewTime`): RFC 3339 with exactly six fractional
+/// digits, which the real apiserver requires (it answers 400 to a time without them).
+pub fn micro_now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
 /// The ConfigMaps and Secrets a pod references, `(configmaps, secrets)` — what the kubelet's
 /// managers watch one by one (volumes, projected sources, env, envFrom, image pull secrets).
 pub fn references(pod: &Value) -> (Vec<String>, Vec<String>) {

@@ -420,7 +420,7 @@ async fn lease(node: String, target: Arc<Target>, shared: Arc<Shared>, duration:
     let renewals = duration.as_secs() / LEASE_EVERY.as_secs() + 2;
     for _ in 0..renewals {
         tick.tick().await;
-        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let now = super::cluster::micro_now();
         let result = match current.take() {
             None => match target.fetch(Method::GET, &path, &headers, None).await {
                 Ok((s, body)) if s.is_success() => Ok((s, body)),

@@ -110,6 +110,7 @@ async fn run_mode(
     std::fs::create_dir_all(&dir)?;
     let n = spec.shape.nodes;
     let before = Counters::read(&cluster.metrics().await?);
+    let open_before = before.open_watches;
     let cpu_before = cpu(&cluster.control_plane);
     let started = Instant::now();
 
@@ -276,7 +277,7 @@ async fn run_mode(
         at_sync,
         steady_end,
         after,
-        open_max,
+        open_max: open_max - open_before,
         control_plane: cluster.control_plane.clone(),
         cpu: [cpu_before, cpu_at_sync, cpu_steady_end, cpu_after],
         control_plane_rss,

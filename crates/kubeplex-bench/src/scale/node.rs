@@ -321,7 +321,7 @@ async fn lease(
     // Bounded: a day of renewals.
     for _ in 0..8_640 {
         tick.tick().await;
-        let now = crate::node::cluster::chrono_now();
+        let now = crate::node::cluster::micro_now();
         let ok = match current.take() {
             None => {
                 let got = target.fetch(Method::GET, &path, &h, None).await;

@@ -82,7 +82,8 @@ pub struct ModeReport {
     pub startup: Served,
     pub steady: Served,
     pub total: Served,
-    /// Open long-running requests (watches) at the apiserver, the most sampled.
+    /// Open long-running requests (watches) at the apiserver, the most sampled, above those
+    /// open before the mode started (the control plane's own).
     pub apiserver_open_watches_max: i64,
     pub control_plane: Vec<Process>,
     pub replicas: Vec<Process>,
@@ -251,7 +252,9 @@ impl fmt::Display for ScaleReport {
         row(f, "all watches synced", &|m| {
             m.all_synced_s.map_or("no".into(), |s| format!("{s:.1} s"))
         })?;
-        row(f, "apiserver open watches, most", &|m| m.apiserver_open_watches_max.to_string())?;
+        row(f, "apiserver open watches, most (above the control plane's)", &|m| {
+            m.apiserver_open_watches_max.to_string()
+        })?;
         for (label, pick) in [("start-up", 0), ("steady", 1)] {
             let served =
                 |m: &ModeReport| if pick == 0 { m.startup.clone() } else { m.steady.clone() };
@@ -264,6 +267,11 @@ impl fmt::Display for ScaleReport {
                 format!("{} / {:.1}", s.watch_events, s.watch_event_bytes as f64 / 1e6)
             })?;
         }
+        row(f, "apiserver watch events by resource, steady", &|m| {
+            let parts: Vec<String> =
+                m.steady.watch_events_by_resource.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            parts.join(", ")
+        })?;
         row(f, "apiserver writes (all, steady)", &|m| m.steady.writes.to_string())?;
         for (label, pick) in [("start-up", 0), ("steady", 1), ("total", 2)] {
             row(f, &format!("control plane CPU-s, {label}"), &|m| {
