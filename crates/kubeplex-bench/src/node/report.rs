@@ -13,7 +13,7 @@ use crate::hist::Summary;
 use crate::mix::ClassReport;
 
 /// The series of a Prometheus text page: `(name, labels)` → value.
-pub(super) fn series(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+pub(crate) fn series(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((head, value)) = line.rsplit_once(' ') else { continue };

@@ -84,8 +84,8 @@ pub async fn run(spec: ScaleSpec, cluster: Cluster) -> anyhow::Result<ScaleRepor
         reports.push(
             run_mode(&spec, &cluster, pool).await.with_context(|| format!("the {name} run"))?,
         );
-        // The apiserver drops the ended watches and their caches' readers before the next.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The apiserver done with the last mode's watches before the next starts.
+        wait_quiet(&cluster).await;
     }
     Ok(ScaleReport {
         shape: spec.shape,
@@ -93,6 +93,25 @@ pub async fn run(spec: ScaleSpec, cluster: Cluster) -> anyhow::Result<ScaleRepor
         seconds: spec.duration.as_secs_f64(),
         modes: reports,
     })
+}
+
+/// Waits (up to 2 minutes) until the control plane uses under 0.3 cores over 5 s: a mode
+/// started while the apiserver still works off the last one's would be measured on a busy one.
+async fn wait_quiet(cluster: &Cluster) {
+    if cluster.sim.is_some() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let before: f64 = cpu(&cluster.control_plane).iter().sum();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let used: f64 = cpu(&cluster.control_plane).iter().sum::<f64>() - before;
+        if used < 1.5 {
+            return;
+        }
+        tracing::info!(cores = used / 5.0, "waiting for the control plane to be quiet");
+    }
 }
 
 /// The CPU-seconds of each process.
@@ -113,6 +132,7 @@ async fn run_mode(
     let open_before = before.open_watches;
     let cpu_before = cpu(&cluster.control_plane);
     let started = Instant::now();
+    tracing::info!(mode, nodes = n, "starting");
 
     // The pool replicas, in front of the apiserver with the pool's identity.
     let mut replicas = if pool {
@@ -181,8 +201,13 @@ async fn run_mode(
     };
     let mut open_max = 0.0f64;
     let deadline = Instant::now() + spec.sync_timeout;
+    let mut told = Instant::now();
     while synced() < watches as u64 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
+        if told.elapsed() >= Duration::from_secs(10) {
+            told = Instant::now();
+            tracing::info!(mode, synced = synced(), watches, "nodes syncing");
+        }
     }
     let all_synced_s = (synced() == watches as u64).then(|| since.elapsed().as_secs_f64());
     if all_synced_s.is_none() {
@@ -198,6 +223,7 @@ async fn run_mode(
     open_max = open_max.max(at_sync.open_watches);
     let cpu_at_sync = cpu(&cluster.control_plane);
     let replicas_cpu_at_sync = cpu(&replica_pids);
+    let replica_events_at_sync = replica_events(replicas.as_ref(), None).await;
 
     let counts = Arc::new(writer::WriteCounts::default());
     let until = Instant::now() + spec.duration;
@@ -225,6 +251,7 @@ async fn run_mode(
     let replicas_cpu_end = cpu(&replica_pids);
     let replicas_rss: Vec<u64> =
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
+    let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
 
     // The views against the apiserver's objects.
     let scopes = node::whole_scopes(pool);
@@ -288,5 +315,25 @@ async fn run_mode(
         writes,
         counts,
         views: (checked, wrong, examples),
+        pool_events_received: replica_events_end - replica_events_at_sync,
     }))
+}
+
+/// The watch events the pool replicas received from the apiserver so far
+/// (`kubeplex_watch_events_received_total`); with `dir`, each replica's `/metrics` is kept
+/// there too.
+async fn replica_events(replicas: Option<&Tier>, dir: Option<&std::path::Path>) -> u64 {
+    let mut sum = 0.0;
+    for k in replicas.iter().flat_map(|r| &r.nodes) {
+        let Ok(text) = k.metrics().await else { continue };
+        if let Some(dir) = dir {
+            let _ = std::fs::write(dir.join(format!("{}-metrics.txt", k.node)), &text);
+        }
+        for (name, _, value) in crate::node::report::series(&text) {
+            if name == "kubeplex_watch_events_received_total" {
+                sum += value;
+            }
+        }
+    }
+    sum as u64
 }

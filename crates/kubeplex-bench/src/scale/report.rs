@@ -44,6 +44,7 @@ pub struct ClassReport {
     pub refused: u64,
     pub restarts: u64,
     pub out_of_order: u64,
+    pub failures: BTreeMap<String, u64>,
     pub sync_time: Summary,
     pub delivery: Summary,
 }
@@ -92,6 +93,9 @@ pub struct ModeReport {
     pub delivery: BTreeMap<String, Summary>,
     pub kubelet_writes: KubeletWrites,
     pub written: Written,
+    /// The watch events the apiserver sent for the nodes' reads after start-up: to the nodes
+    /// (counted by them) directly, to the pool replicas (counted by them) through the pool.
+    pub node_read_events: u64,
     pub views_checked: u64,
     pub views_wrong: u64,
     pub views_examples: Vec<String>,
@@ -121,6 +125,7 @@ pub(super) struct Readings {
     pub writes: Arc<Writes>,
     pub counts: Arc<WriteCounts>,
     pub views: (u64, u64, Vec<String>),
+    pub pool_events_received: u64,
 }
 
 fn at(v: &[f64], i: usize) -> f64 {
@@ -184,6 +189,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
                 refused: load(&s.refused),
                 restarts: load(&s.restarts),
                 out_of_order: load(&s.out_of_order),
+                failures: s.failures.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 sync_time: s.sync_time.lock().unwrap_or_else(|p| p.into_inner()).summary(),
                 delivery: d.summary(),
             }
@@ -224,6 +230,11 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             pods_replaced: load(&c.pods_replaced),
             failed: load(&c.failed),
             skipped: load(&c.skipped),
+        },
+        node_read_events: if r.replicas.is_empty() {
+            r.classes.values().map(|c| load(&c.events)).sum()
+        } else {
+            r.pool_events_received
         },
         views_checked: r.views.0,
         views_wrong: r.views.1,
@@ -267,6 +278,9 @@ impl fmt::Display for ScaleReport {
                 format!("{} / {:.1}", s.watch_events, s.watch_event_bytes as f64 / 1e6)
             })?;
         }
+        row(f, "watch events the apiserver sent for node reads, steady", &|m| {
+            m.node_read_events.to_string()
+        })?;
         row(f, "apiserver watch events by resource, steady", &|m| {
             let parts: Vec<String> =
                 m.steady.watch_events_by_resource.iter().map(|(r, n)| format!("{r} {n}")).collect();
@@ -326,6 +340,29 @@ impl fmt::Display for ScaleReport {
                 sum(|c| c.restarts),
                 sum(|c| c.out_of_order)
             )
+        })?;
+        row(f, "watch failures by answer", &|m| {
+            let mut all: BTreeMap<&str, u64> = BTreeMap::new();
+            for c in &m.classes {
+                for (k, n) in &c.failures {
+                    *all.entry(k).or_default() += n;
+                }
+            }
+            let parts: Vec<String> = all.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            parts.join(", ")
+        })?;
+        row(f, "watchers synced, by class", &|m| {
+            let parts: Vec<String> = m
+                .classes
+                .iter()
+                .filter(|c| c.synced < c.watchers)
+                .map(|c| format!("{} {} of {}", c.class, c.synced, c.watchers))
+                .collect();
+            if parts.is_empty() {
+                "all".into()
+            } else {
+                parts.join(", ")
+            }
         })?;
         row(f, "kubelet leases ok / failed; new pods' GET, status ok / failed (refused)", &|m| {
             let k = &m.kubelet_writes;

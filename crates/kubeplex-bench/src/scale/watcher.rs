@@ -74,6 +74,8 @@ pub struct ClassStats {
     pub errors: AtomicU64,
     /// Answered 403.
     pub refused: AtomicU64,
+    /// Failed requests by status code, or `transport` (no answer), or `stream` (cut short).
+    pub failures: Mutex<BTreeMap<String, u64>>,
     /// Started over (410 Expired, or cut before its initial events ended).
     pub restarts: AtomicU64,
     /// Events whose resourceVersion was not above the last one the stream showed.
@@ -82,6 +84,17 @@ pub struct ClassStats {
     pub sync_time: Mutex<Histogram>,
     /// The writer's stamp → the event that brought it.
     pub delivery: Mutex<Histogram>,
+}
+
+impl ClassStats {
+    fn failed(&self, why: &str) {
+        *self
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(why.to_string())
+            .or_default() += 1;
+    }
 }
 
 /// A watcher's objects: `namespace/name` → resourceVersion.
@@ -134,6 +147,7 @@ pub async fn run(
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
+                stats.failed(r.status().as_str());
                 if r.status() == StatusCode::FORBIDDEN {
                     stats.refused.fetch_add(1, Ordering::Relaxed);
                 }
@@ -146,6 +160,7 @@ pub async fn run(
             Err(e) => {
                 tracing::debug!(error = %e, path, "watch failed");
                 stats.errors.fetch_add(1, Ordering::Relaxed);
+                stats.failed("transport");
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
@@ -162,6 +177,7 @@ pub async fn run(
                 Err(e) => {
                     tracing::debug!(error = %e, path, "watch stream broke");
                     stats.errors.fetch_add(1, Ordering::Relaxed);
+                    stats.failed("stream");
                     break;
                 }
             };
