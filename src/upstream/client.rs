@@ -8,7 +8,6 @@ use std::time::Instant;
 use http::header::{AUTHORIZATION, HOST, UPGRADE};
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, StatusCode, Uri, Version};
-use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -21,6 +20,7 @@ use super::config::{ClientCertPem, UpstreamConfig};
 use super::credentials::{AuthError, Credentials, Current};
 pub use super::failover::ServedBy;
 use super::failover::{self, Failover};
+use super::streams::{ResponseBody, Spread};
 use super::tls::{self, TlsError};
 
 /// A streaming request body, as the server hands them over.
@@ -124,7 +124,9 @@ struct Transport {
 /// attach, port-forward), which exist only in HTTP/1.1.
 #[derive(Clone)]
 struct Pools {
-    multiplexed: HttpClient,
+    /// Each of its clients one HTTP/2 connection (or HTTP/1.1 ones), under the apiserver's
+    /// stream limit ([`Spread`]).
+    multiplexed: Arc<Spread<HttpClient>>,
     http1: HttpClient,
 }
 
@@ -222,7 +224,7 @@ impl Upstream {
     pub async fn send(
         &self,
         req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, ClientError> {
+    ) -> Result<Response<ResponseBody>, ClientError> {
         let current = self.inner.credentials.current().await?;
         let response = self
             .inner
@@ -249,7 +251,7 @@ impl Upstream {
     pub async fn send_as_is(
         &self,
         req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, ClientError> {
+    ) -> Result<Response<ResponseBody>, ClientError> {
         self.inner.with_failover(req, |endpoint, req| Ok((endpoint.as_is.clone(), req))).await
     }
 }
@@ -266,7 +268,7 @@ impl Inner {
             &Endpoint,
             Request<UpstreamBody>,
         ) -> Result<(Pools, Request<UpstreamBody>), ClientError>,
-    ) -> Result<Response<Incoming>, ClientError> {
+    ) -> Result<Response<ResponseBody>, ClientError> {
         // Kept only where there is a next upstream to send it to.
         let (mut req, again) =
             if self.endpoints.len() > 1 { replayable(req).await? } else { (req, None) };
@@ -298,15 +300,20 @@ impl Inner {
         &self,
         pools: &Pools,
         req: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, ClientError> {
-        let client =
-            if req.headers().contains_key(UPGRADE) { &pools.http1 } else { &pools.multiplexed };
+    ) -> Result<Response<ResponseBody>, ClientError> {
+        let (client, slot) = if req.headers().contains_key(UPGRADE) {
+            (pools.http1.clone(), None)
+        } else {
+            let (client, slot) = pools.multiplexed.pick();
+            (client, Some(slot))
+        };
         let url = req.uri().to_string();
         let response = client.request(req).await.map_err(|source| ClientError::Request {
             url,
             detail: error_chain(&source),
             source,
         })?;
+        let response = response.map(|body| ResponseBody::new(body, slot));
         if !matches!(response.status().as_u16(), 502..=504) {
             *self.answered.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         }
@@ -442,8 +449,19 @@ fn build_pools(
     config: &UpstreamConfig,
     cert: Option<&ClientCertPem>,
 ) -> Result<Pools, ClientError> {
+    // Built once here to report a bad configuration; more alike as requests need them. One
+    // that cannot be built then (a CA file gone meanwhile) shares the first's connection.
+    let first = build_client(config, cert, true)?;
+    let (settings, own_cert) = (config.clone(), cert.cloned());
+    let shared = first.clone();
+    let make = move || {
+        build_client(&settings, own_cert.as_ref(), true).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot open another upstream connection; sharing one");
+            shared.clone()
+        })
+    };
     Ok(Pools {
-        multiplexed: build_client(config, cert, true)?,
+        multiplexed: Arc::new(Spread::with_first(first, make)),
         http1: build_client(config, cert, false)?,
     })
 }

@@ -4,11 +4,11 @@
 //! compresses a streaming list with one gzip member per flush. Bodies are read decompressed,
 //! bounded by the decompressed size.
 
+use super::streams::ResponseBody;
 use bytes::Bytes;
 use http::header::{HeaderValue, ACCEPT_ENCODING};
 use http::{HeaderMap, Response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use crate::wire::gzip::{self, Gunzip, GunzipError};
 
@@ -30,7 +30,7 @@ pub enum BodyError {
 
 /// A whole body, decompressed if the upstream compressed it; more than `limit` bytes either
 /// way (as sent, or decompressed) is refused.
-pub async fn read(resp: Response<Incoming>, limit: usize) -> Result<Bytes, BodyError> {
+pub async fn read(resp: Response<ResponseBody>, limit: usize) -> Result<Bytes, BodyError> {
     let gzipped = gzip::is_gzip(resp.headers());
     let body = http_body_util::Limited::new(resp.into_body(), limit)
         .collect()
@@ -48,12 +48,12 @@ pub async fn read(resp: Response<Incoming>, limit: usize) -> Result<Bytes, BodyE
 
 /// A streamed body's data, decompressed as it arrives if the upstream compressed it.
 pub struct Chunks {
-    body: Incoming,
+    body: ResponseBody,
     gunzip: Option<Gunzip>,
 }
 
 impl Chunks {
-    pub fn new(resp: Response<Incoming>) -> Chunks {
+    pub fn new(resp: Response<ResponseBody>) -> Chunks {
         // A watch stream has no end to bound it: each chunk's output is bounded by the chunk
         // (deflate's ratio), and the reader bounds each event it assembles.
         let gunzip = gzip::is_gzip(resp.headers()).then(|| Gunzip::new(usize::MAX));

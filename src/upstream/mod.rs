@@ -20,6 +20,7 @@ mod exec;
 mod failover;
 mod kubeconfig;
 mod resolve;
+pub mod streams;
 mod tls;
 
 #[cfg(test)]
@@ -33,4 +34,5 @@ pub use config::{
 };
 pub use credentials::AuthError;
 pub use exec::ExecError;
+pub use streams::ResponseBody;
 pub use tls::TlsError;

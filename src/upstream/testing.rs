@@ -49,6 +49,9 @@ impl Pki {
     }
 }
 
+/// Streams one HTTP/2 connection may carry at once, as the kube-apiserver allows.
+pub const APISERVER_MAX_STREAMS: u32 = 100;
+
 /// What the fake endpoint saw of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
@@ -149,7 +152,10 @@ where
         let seen = seen.clone();
         async move { Ok::<_, Infallible>(answer(req, seen, client_cert, connection).await) }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // The kube-apiserver's limit of concurrent streams per HTTP/2 connection
+    // (k8s.io/apiserver `secure_serving.go`: 100 unless --http2-max-streams-per-connection).
+    builder.http2().max_concurrent_streams(APISERVER_MAX_STREAMS);
     let _ = builder.serve_connection_with_upgrades(io, service).await;
 }
 

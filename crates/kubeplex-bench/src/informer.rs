@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use http::Method;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use kubeplex::upstream::ResponseBody;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -311,14 +311,14 @@ pub(crate) struct Event {
 
 /// A watch body split into events: JSON lines, or length-prefixed protobuf frames.
 pub(crate) struct Stream {
-    body: Incoming,
+    body: ResponseBody,
     protobuf: bool,
     lines: Vec<u8>,
     frames: proto::WatchFrameDecoder,
 }
 
 impl Stream {
-    pub(crate) fn new(body: Incoming, protobuf: bool) -> Self {
+    pub(crate) fn new(body: ResponseBody, protobuf: bool) -> Self {
         Stream {
             body,
             protobuf,

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use kubeplex::upstream::ResponseBody;
 
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
@@ -54,7 +54,7 @@ impl Target {
         path: &str,
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
-    ) -> anyhow::Result<http::Response<Incoming>> {
+    ) -> anyhow::Result<http::Response<ResponseBody>> {
         let mut req = Request::builder().method(method).uri(path);
         for (k, v) in headers {
             req = req.header(*k, *v);

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::Method;
+use http_body_util::combinators::BoxBody;
 use http_body_util::BodyExt;
 use serde::Serialize;
 use serde_json::json;
@@ -54,18 +55,22 @@ enum Conn {
 }
 
 impl Conn {
-    async fn watch(&self, path: &str) -> anyhow::Result<http::Response<hyper::body::Incoming>> {
+    async fn watch(
+        &self,
+        path: &str,
+    ) -> anyhow::Result<http::Response<BoxBody<bytes::Bytes, hyper::Error>>> {
         match self {
-            Conn::Own(target) => {
-                target.send(Method::GET, path, &[("Accept", "application/json")], None).await
-            }
+            Conn::Own(target) => Ok(target
+                .send(Method::GET, path, &[("Accept", "application/json")], None)
+                .await?
+                .map(BodyExt::boxed)),
             Conn::Shared { sender, base } => {
                 let req = http::Request::get(format!("{base}{path}"))
                     .header("accept", "application/json")
                     .body(http_body_util::Empty::new())?;
                 let mut sender = sender.clone();
                 sender.ready().await?;
-                Ok(sender.send_request(req).await?)
+                Ok(sender.send_request(req).await?.map(BodyExt::boxed))
             }
         }
     }

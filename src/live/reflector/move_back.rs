@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use crate::upstream::ResponseBody;
 use bytes::Bytes;
-use hyper::body::Incoming;
 
 use crate::upstream::{compressed, ServedBy};
 use crate::wire::list_watch;
@@ -57,6 +57,6 @@ fn starts_with_error(encoding: Encoding, data: &[u8], max_frame: usize) -> bool 
 }
 
 /// The upstream that answered (`upstream::failover`): 0 is the most preferred.
-pub(super) fn served_by(resp: &http::Response<Incoming>) -> usize {
+pub(super) fn served_by(resp: &http::Response<ResponseBody>) -> usize {
     resp.extensions().get::<ServedBy>().map_or(0, |s| s.0)
 }

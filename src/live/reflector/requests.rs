@@ -7,10 +7,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::upstream::ResponseBody;
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 
 use super::error::ReflectError;
 use super::stream::Reloads;
@@ -24,7 +24,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     pub(super) async fn get(
         &self,
         path_and_query: &str,
-    ) -> Result<http::Response<Incoming>, ReflectError> {
+    ) -> Result<http::Response<ResponseBody>, ReflectError> {
         let accept = self.encoding.media_type();
         let body: UpstreamBody = Empty::new().map_err(|never| match never {}).boxed();
         let mut req = Request::builder()
@@ -168,6 +168,6 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
 
 /// Reads a whole body (decompressed if the upstream compressed it), refusing more than `limit`
 /// bytes.
-async fn collect(resp: http::Response<Incoming>, limit: usize) -> Result<Bytes, ReflectError> {
+async fn collect(resp: http::Response<ResponseBody>, limit: usize) -> Result<Bytes, ReflectError> {
     compressed::read(resp, limit).await.map_err(|e| ReflectError::Transport(e.to_string()))
 }

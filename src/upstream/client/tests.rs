@@ -10,7 +10,7 @@ use crate::upstream::config::{
     AuthConfig, CertFiles, ConfigSource, ExecConfig, PreferredServer, ServerUrl, TlsConfig,
     DEFAULT_CONNECT_TIMEOUT,
 };
-use crate::upstream::testing::{FakeServer, Pki, TempDir};
+use crate::upstream::testing::{FakeServer, Pki, TempDir, APISERVER_MAX_STREAMS};
 
 /// Fails the test instead of hanging on a missing answer.
 async fn within<T>(fut: impl Future<Output = T>) -> T {
@@ -52,7 +52,7 @@ fn empty() -> UpstreamBody {
     Full::new(Bytes::new()).map_err(|never| match never {}).boxed()
 }
 
-async fn ok_body(response: Response<Incoming>) -> String {
+async fn ok_body(response: Response<ResponseBody>) -> String {
     assert_eq!(response.status(), StatusCode::OK);
     let body = within(response.into_body().collect()).await.unwrap().to_bytes();
     String::from_utf8(body.to_vec()).unwrap()
@@ -98,6 +98,55 @@ async fn long_watches_share_one_http2_connection_with_token_and_client_cert() {
         targets,
         ["/api/v1/pods?watch=1&i=0", "/api/v1/pods?watch=1&i=1", "/api/v1/pods?watch=1&i=2"]
     );
+    drop(open);
+}
+
+/// Watches hold their streams for as long as they run, and the apiserver lets a connection
+/// carry 100 at once: past that, kubeplex opens another connection (as client-go does) rather
+/// than make every later request wait for a watch to end.
+#[tokio::test]
+async fn past_the_apiservers_stream_limit_requests_go_on_another_connection() {
+    let pki = Pki::new();
+    let server = tls_server(&pki).await;
+    let url = format!("https://127.0.0.1:{}", server.addr.port());
+    let upstream = Upstream::new(config(&url, trusting(&pki), AuthConfig::None)).unwrap();
+    let watches = 150;
+    let sends = (0..watches).map(|i| {
+        let upstream = upstream.clone();
+        async move { upstream.send(get(&format!("/api/v1/pods?watch=1&i={i}"))).await }
+    });
+    let mut open = Vec::new();
+    for response in within(futures_join(sends)).await {
+        let mut body = response.unwrap().into_body();
+        within(body.frame()).await.unwrap().unwrap();
+        open.push(body);
+    }
+    // A read while every watch runs is answered at once.
+    let version = within(upstream.send(get("/version"))).await.unwrap();
+    assert_eq!(ok_body(version).await, "ok");
+
+    let seen = server.seen();
+    let mut per_connection = std::collections::BTreeMap::<usize, usize>::new();
+    for s in seen.iter().filter(|s| s.target.contains("watch=1")) {
+        assert_eq!(s.version, Version::HTTP_2);
+        *per_connection.entry(s.connection).or_default() += 1;
+    }
+    assert_eq!(per_connection.values().sum::<usize>(), watches);
+    assert!(per_connection.len() >= 2, "{per_connection:?}");
+    assert!(
+        per_connection.values().all(|n| *n <= APISERVER_MAX_STREAMS as usize),
+        "{per_connection:?}"
+    );
+    // Once watches end, their streams are free again: no connection more.
+    let connections = per_connection.len();
+    open.truncate(10);
+    for i in 0..20 {
+        let r = within(upstream.send(get(&format!("/api/v1/pods?i={i}")))).await.unwrap();
+        assert_eq!(ok_body(r).await, "ok");
+    }
+    let used: std::collections::BTreeSet<usize> =
+        server.seen().iter().map(|s| s.connection).collect();
+    assert_eq!(used.len(), connections, "{used:?}");
     drop(open);
 }
 
