@@ -447,16 +447,32 @@ impl Truth {
     }
 }
 
+/// Every object `path` lists, in pages as client-go's pager reads them (a whole list of 150,000
+/// pods at once is more than the apiserver answers in time on a busy machine).
 async fn list(admin: &Target, path: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, body) = admin.fetch(Method::GET, path, &[], None).await?;
-    if !status.is_success() {
-        bail!("GET {path}: {status}");
+    const PAGE: usize = 5_000;
+    const MAX_PAGES: usize = 1_000;
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let mut items = Vec::new();
+    let mut next = format!("{path}{sep}limit={PAGE}");
+    for _ in 0..MAX_PAGES {
+        let (status, body) = admin.fetch(Method::GET, &next, &[], None).await?;
+        if !status.is_success() {
+            bail!("GET {next}: {status}");
+        }
+        let mut v: Value = serde_json::from_slice(&body)?;
+        if let Some(Value::Array(page)) = v.get_mut("items").map(Value::take) {
+            items.extend(page);
+        }
+        match v.pointer("/metadata/continue").and_then(Value::as_str).filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let token: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+                next = format!("{path}{sep}limit={PAGE}&continue={token}");
+            }
+            None => return Ok(items),
+        }
     }
-    let mut v: Value = serde_json::from_slice(&body)?;
-    Ok(match v.get_mut("items").map(Value::take) {
-        Some(Value::Array(items)) => items,
-        _ => Vec::new(),
-    })
+    bail!("GET {path}: more than {MAX_PAGES} pages")
 }
 
 fn key(o: &Value) -> String {
