@@ -6,14 +6,13 @@
 //! without watchers once the agents run (config/node.yaml starts no cache nobody reads), and
 //! the node tiers went back to the killed replica once it returned.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
 mod support;
 
-use support::{kubeplex_bin, root};
+use support::{json_report, kubeplex_bin, root};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_scenario_runs_directly_through_a_node_tier_and_through_a_pool_tier() {
@@ -34,18 +33,7 @@ async fn the_node_scenario_runs_directly_through_a_node_tier_and_through_a_pool_
         .arg("--pool-manifest")
         .arg(root.join("deploy/base/pool/pool.yaml"))
         .args(["--mode", "all"]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
-        .await
-        .expect("kubeplex-bench finished in time")
-        .expect("kubeplex-bench ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "kubeplex-bench nodes failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON report");
+    let report = json_report(cmd, Duration::from_secs(180)).await;
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
         modes.iter().map(|m| m["mode"].as_str()).collect::<Vec<_>>(),

@@ -5,14 +5,13 @@
 //! its status — and through the pool the apiserver holds one watch per resource per replica
 //! whatever the number of nodes, and sends each change once per replica.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
 mod support;
 
-use support::{kubeplex_bin, root};
+use support::{json_report, kubeplex_bin, root};
 
 const NODES: u64 = 8;
 const REPLICAS: u64 = 2;
@@ -38,18 +37,7 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
         .arg(root.join("deploy/base/node/daemonset.yaml"))
         .arg("--pool-manifest")
         .arg(root.join("deploy/base/pool/pool.yaml"));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(240), cmd.output())
-        .await
-        .expect("kubeplex-bench finished in time")
-        .expect("kubeplex-bench ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "kubeplex-bench scale failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON report");
+    let report = json_report(cmd, Duration::from_secs(240)).await;
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
         modes.iter().map(|m| m["mode"].as_str()).collect::<Vec<_>>(),
@@ -95,5 +83,5 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
         "{events} watch events for {changes} changes through {REPLICAS} replicas"
     );
     assert!(events < n(&direct["steady"]["watch_events"]), "{pool}\n{direct}");
-    eprintln!("{stdout}");
+    eprintln!("{report}");
 }

@@ -69,3 +69,21 @@ fn newest_source(root: &Path) -> Option<std::time::SystemTime> {
     }
     newest
 }
+
+/// Runs `cmd` (kubeplex-bench with `--json`) to its end within `within`; its one JSON report.
+pub async fn json_report(mut cmd: tokio::process::Command, within: Duration) -> serde_json::Value {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(within, cmd.output())
+        .await
+        .expect("kubeplex-bench finished in time")
+        .expect("kubeplex-bench ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubeplex-bench failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON report")
+}
