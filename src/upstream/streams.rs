@@ -87,12 +87,12 @@ impl<C: Clone> Spread<C> {
 #[derive(Debug)]
 pub struct ResponseBody {
     inner: Incoming,
-    _slot: Option<Slot>,
+    slot: Option<Slot>,
 }
 
 impl ResponseBody {
     pub(super) fn new(inner: Incoming, slot: Option<Slot>) -> ResponseBody {
-        ResponseBody { inner, _slot: slot }
+        ResponseBody { inner, slot }
     }
 }
 
@@ -104,7 +104,13 @@ impl Body for ResponseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        // The stream is over once the body ends or fails: its place is free at once, whoever
+        // still holds the response.
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.slot = None;
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
