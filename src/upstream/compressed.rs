@@ -4,12 +4,12 @@
 //! compresses a streaming list with one gzip member per flush. Bodies are read decompressed,
 //! bounded by the decompressed size.
 
-use super::streams::ResponseBody;
 use bytes::Bytes;
 use http::header::{HeaderValue, ACCEPT_ENCODING};
 use http::{HeaderMap, Response};
 use http_body_util::BodyExt;
 
+use super::streams::ResponseBody;
 use crate::wire::gzip::{self, Gunzip, GunzipError};
 
 /// The header a request sends to accept a compressed answer.

@@ -8,9 +8,8 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use kubeplex::upstream::ResponseBody;
 
-use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex::upstream::{ResponseBody, Upstream, UpstreamConfig};
 
 /// An apiserver (or kubeplex) to send requests to, with the credentials its kubeconfig names.
 pub struct Target {

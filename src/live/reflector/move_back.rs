@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use crate::upstream::ResponseBody;
 use bytes::Bytes;
 
-use crate::upstream::{compressed, ServedBy};
+use crate::upstream::{compressed, ResponseBody, ServedBy};
 use crate::wire::list_watch;
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::Encoding;

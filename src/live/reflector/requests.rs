@@ -7,7 +7,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::upstream::ResponseBody;
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
@@ -17,7 +16,7 @@ use super::stream::Reloads;
 use super::{Ended, Reflector, LIST_PAGE_SIZE, MAX_LIST_PAGE_BYTES, WATCH_TIMEOUT_SECONDS};
 use crate::cache::CachedObject;
 use crate::live::feed::Feed;
-use crate::upstream::{compressed, UpstreamBody};
+use crate::upstream::{compressed, ResponseBody, UpstreamBody};
 use crate::wire::list_watch::{self, ListPage};
 
 impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
