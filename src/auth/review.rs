@@ -288,28 +288,40 @@ impl Reviews {
         body: &serde_json::Value,
     ) -> Result<T, ReviewError> {
         let started = Instant::now();
-        let bytes = serde_json::to_vec(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(path)
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
-            .body(Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed())
-            .map_err(|e| ReviewError::Transport(e.to_string()))?;
-        let sent = tokio::time::timeout(self.config.timeout, self.upstream.send(req)).await;
-        let resp = match sent {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => {
-                self.reached(false);
-                return Err(ReviewError::Transport(e.to_string()));
-            }
-            Err(_) => {
-                self.reached(false);
-                return Err(ReviewError::Transport(format!(
-                    "no answer within {:?}",
-                    self.config.timeout
-                )));
+        let bytes =
+            Bytes::from(serde_json::to_vec(body).map_err(|e| ReviewError::Decode(e.to_string()))?);
+        let deadline = tokio::time::Instant::now() + self.config.timeout;
+        // A review is a question, safe to ask twice: one whose connection broke under it (an
+        // upstream connection closed mid-request) is asked once more, on a fresh one, within
+        // the same time — as client-go's review webhooks retry a failed call. A second failure
+        // is the answer.
+        let mut attempts = 0;
+        let resp = loop {
+            attempts += 1;
+            let req = Request::builder()
+                .method(Method::POST)
+                .uri(path)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "application/json")
+                .header(header::USER_AGENT, concat!("kubeplex/", env!("CARGO_PKG_VERSION")))
+                .body(Full::new(bytes.clone()).map_err(|never| match never {}).boxed())
+                .map_err(|e| ReviewError::Transport(e.to_string()))?;
+            match tokio::time::timeout_at(deadline, self.upstream.send(req)).await {
+                Ok(Ok(resp)) => break resp,
+                Ok(Err(e)) if attempts < 2 => {
+                    tracing::debug!(error = %e, kind, "review request failed; asking again");
+                }
+                Ok(Err(e)) => {
+                    self.reached(false);
+                    return Err(ReviewError::Transport(e.to_string()));
+                }
+                Err(_) => {
+                    self.reached(false);
+                    return Err(ReviewError::Transport(format!(
+                        "no answer within {:?}",
+                        self.config.timeout
+                    )));
+                }
             }
         };
         self.reached(!matches!(resp.status().as_u16(), 502..=504));

@@ -252,6 +252,44 @@ async fn a_failed_review_is_an_error_and_is_not_cached() {
     assert_eq!(decisions(&metrics, "access", "error", "review"), 2);
 }
 
+/// A review whose connection breaks under it is asked again on a fresh one: the first
+/// connection to the upstream is closed once the request has been read.
+#[tokio::test]
+async fn a_review_whose_connection_broke_is_asked_again() {
+    let server = ReviewServer::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = listener.local_addr().unwrap();
+    let behind = server.addr;
+    let relay = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut first = true;
+        while let Ok((mut conn, _)) = listener.accept().await {
+            if std::mem::take(&mut first) {
+                let mut head = [0u8; 64];
+                let _ = conn.read(&mut head).await;
+                drop(conn);
+                continue;
+            }
+            tokio::spawn(async move {
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(behind).await else { return };
+                let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+            });
+        }
+    });
+    let mut broken = ReviewServer::start().await;
+    broken.addr = front;
+    let (reviews, metrics, _dir) = broken.reviews(ReviewConfig::default());
+    let decision = reviews.authorize(&reader(), &list_configmaps("fx2")).await;
+    assert!(decision.as_ref().is_ok_and(|d| d.allowed), "{decision:?}");
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        1,
+        "answered once, on the second connection"
+    );
+    assert_eq!(decisions(&metrics, "access", "error", "review"), 0);
+    relay.abort();
+}
+
 #[tokio::test]
 async fn the_caches_are_bounded() {
     let server = ReviewServer::start().await;
