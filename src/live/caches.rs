@@ -178,6 +178,26 @@ pub struct Caches {
 }
 
 impl Caches {
+    /// An empty cache of `info` in `encoding` for `scope`, with this set's limits and metrics
+    /// (a cache of its own or a rendered one alike).
+    fn new_cache(
+        &self,
+        info: &Arc<ResourceInfo>,
+        encoding: Encoding,
+        scope: Scope,
+    ) -> Arc<ResourceCache> {
+        Arc::new(
+            ResourceCache::new(
+                info.clone(),
+                encoding,
+                self.config.limits,
+                self.config.watch,
+                self.metrics.clone(),
+            )
+            .scoped(scope),
+        )
+    }
+
     pub fn new(
         upstream: Arc<Upstream>,
         metrics: CacheMetrics,
@@ -390,16 +410,7 @@ impl Caches {
             attach.run(&live);
             return Some(live);
         }
-        let cache = Arc::new(
-            ResourceCache::new(
-                info.clone(),
-                encoding,
-                self.config.limits,
-                self.config.watch,
-                self.metrics.clone(),
-            )
-            .scoped(scope),
-        );
+        let cache = self.new_cache(info, encoding, scope);
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let (reload, reloads) = tokio::sync::watch::channel(0);
         let freshness = Arc::new(Freshness::new(

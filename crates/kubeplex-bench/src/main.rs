@@ -142,21 +142,8 @@ struct ScaleArgs {
     /// Delete the run's namespace and nodes, and stop.
     #[arg(long)]
     cleanup: bool,
-    #[arg(long, default_value = "target/release/kubeplex")]
-    kubeplex_bin: PathBuf,
-    #[arg(long, default_value = "deploy/base/pool/kubeplex.yaml")]
-    pool_config: PathBuf,
-    /// The fake's RBAC, as the node scenario reads it.
-    #[arg(long, default_value = "deploy/base/node/daemonset.yaml")]
-    daemonset: PathBuf,
-    #[arg(long, default_value = "deploy/base/pool/pool.yaml")]
-    pool_manifest: PathBuf,
-    /// Certificates, kubeconfigs and kubeplex logs (default: a new temporary directory,
-    /// removed at the end unless --keep).
-    #[arg(long)]
-    work_dir: Option<PathBuf>,
-    #[arg(long)]
-    keep: bool,
+    #[command(flatten)]
+    files: TierFiles,
 }
 
 #[derive(Args)]
@@ -192,13 +179,20 @@ struct NodesArgs {
     /// After the controllers stop, before the clients' views are compared (seconds).
     #[arg(long, default_value = "3", value_parser = seconds)]
     settle: Duration,
-    /// The kubeplex binary the node tier runs.
-    #[arg(long, default_value = "target/release/kubeplex")]
-    kubeplex_bin: PathBuf,
     /// The node configuration each kubeplex runs with (its caches among the rest).
     #[arg(long, default_value = "config/node.yaml")]
     node_config: PathBuf,
-    /// The node DaemonSet manifest: kubeplex's RBAC is read from it.
+    #[command(flatten)]
+    files: TierFiles,
+}
+
+/// What the scenarios that start kubeplex tiers read, and where they write.
+#[derive(Args)]
+struct TierFiles {
+    /// The kubeplex binary the tiers run.
+    #[arg(long, default_value = "target/release/kubeplex")]
+    kubeplex_bin: PathBuf,
+    /// The node DaemonSet manifest: kubeplex's RBAC is read from it (for the fake apiserver).
     #[arg(long, default_value = "deploy/base/node/daemonset.yaml")]
     daemonset: PathBuf,
     /// The pool tier's configuration (the pool mode).
@@ -500,7 +494,7 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
     );
     anyhow::ensure!(a.apps > 0 && a.apps <= 10_000, "--apps must be 1 to 10000");
     anyhow::ensure!(a.pods_per_node <= 1_000, "--pods-per-node must be at most 1000");
-    let (work_dir, temporary) = match a.work_dir {
+    let (work_dir, temporary) = match a.files.work_dir {
         Some(d) => (d, false),
         None => (
             std::env::temp_dir().join(format!("kubeplex-bench-nodes-{}", std::process::id())),
@@ -519,12 +513,12 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
         settle: a.settle,
         mode: a.mode,
         tier: node::TierConfig {
-            bin: a.kubeplex_bin,
+            bin: a.files.kubeplex_bin,
             config: a.node_config,
-            pool_config: a.pool_config,
+            pool_config: a.files.pool_config,
         },
-        daemonset: a.daemonset,
-        pool_manifest: a.pool_manifest,
+        daemonset: a.files.daemonset,
+        pool_manifest: a.files.pool_manifest,
         work_dir: work_dir.clone(),
     };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -534,7 +528,7 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         _ = terminate.recv() => Err(anyhow::anyhow!("terminated")),
     };
-    if temporary && !a.keep {
+    if temporary && !a.files.keep {
         let _ = std::fs::remove_dir_all(&work_dir);
     } else {
         eprintln!("certificates, kubeconfigs and kubeplex logs: {}", work_dir.display());
@@ -546,16 +540,17 @@ async fn nodes(a: NodesArgs, json: bool) -> anyhow::Result<()> {
 async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     use kubeplex_bench::scale::{self, cluster};
     anyhow::ensure!(a.nodes <= scale::MAX_NODES, "at most {} nodes", scale::MAX_NODES);
-    let (work_dir, temporary) = match a.work_dir {
+    let (work_dir, temporary) = match a.files.work_dir {
         Some(d) => (d, false),
         None => (
             std::env::temp_dir().join(format!("kubeplex-bench-scale-{}", std::process::id())),
-            !a.keep,
+            !a.files.keep,
         ),
     };
     std::fs::create_dir_all(&work_dir)?;
     let cluster = if a.sim {
-        cluster::Cluster::sim(a.nodes, &a.daemonset, &a.pool_manifest, &work_dir).await?
+        cluster::Cluster::sim(a.nodes, &a.files.daemonset, &a.files.pool_manifest, &work_dir)
+            .await?
     } else {
         let (Some(kc), Some(cert), Some(key)) =
             (kubeconfig.as_deref(), a.ca_cert.as_deref(), a.ca_key.as_deref())
@@ -584,9 +579,9 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
         ramp: a.ramp,
         sync_timeout: a.sync_timeout,
         tier: node::TierConfig {
-            bin: a.kubeplex_bin,
+            bin: a.files.kubeplex_bin,
             config: "config/node.yaml".into(),
-            pool_config: a.pool_config,
+            pool_config: a.files.pool_config,
         },
         work_dir: work_dir.clone(),
     };

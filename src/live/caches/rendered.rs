@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{key_of, CacheKey, Caches, Live};
-use crate::cache::resource::ResourceCache;
 use crate::cache::transcode::Transcoder;
 use crate::cache::{Encoding, Scope};
 use crate::live::freshness::Freshness;
@@ -66,16 +65,7 @@ impl Caches {
         if self.stashed.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
             return None;
         }
-        let cache = Arc::new(
-            ResourceCache::new(
-                info.clone(),
-                encoding,
-                self.config.limits,
-                self.config.watch,
-                self.metrics.clone(),
-            )
-            .scoped(scope.clone()),
-        );
+        let cache = self.new_cache(info, encoding, scope.clone());
         // Its proofs are its own (their lists and probes ask only what its readers would); a
         // reload they ask for is the source's, whose load it receives.
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());

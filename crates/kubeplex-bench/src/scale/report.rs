@@ -135,6 +135,7 @@ fn at(v: &[f64], i: usize) -> f64 {
 const MIB: f64 = 1024.0 * 1024.0;
 
 pub(super) fn mode_report(r: Readings) -> ModeReport {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let [c0, c1, c2, c3] = &r.cpu;
     let control_plane = r
         .control_plane
@@ -177,7 +178,6 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
                 "other"
             };
             delivery.entry(what.into()).or_default().merge(&d);
-            let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
             ClassReport {
                 class,
                 watchers: load(&s.watchers),
@@ -195,7 +195,6 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             }
         })
         .collect();
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let w = &r.writes;
     let c = &r.counts;
     ModeReport {
