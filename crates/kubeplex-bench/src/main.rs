@@ -127,6 +127,14 @@ struct ScaleArgs {
     ramp: Duration,
     #[arg(long, default_value = "180", value_parser = seconds)]
     sync_timeout: Duration,
+    /// Through the pool, after the steady run: every node tier started again within this
+    /// many seconds (a DaemonSet rollout).
+    #[arg(long, value_parser = seconds)]
+    rollout: Option<Duration>,
+    /// Through the pool, after that: pool replica 0 killed and started again after this many
+    /// seconds.
+    #[arg(long, value_parser = seconds)]
+    kill_replica: Option<Duration>,
     /// Start a fake apiserver here instead of --kubeconfig's.
     #[arg(long)]
     sim: bool,
@@ -578,6 +586,8 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
         settle: a.settle,
         ramp: a.ramp,
         sync_timeout: a.sync_timeout,
+        rollout: a.rollout,
+        kill_replica: a.kill_replica,
         tier: node::TierConfig {
             bin: a.files.kubeplex_bin,
             config: "config/node.yaml".into(),

@@ -85,3 +85,57 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
     assert!(events < n(&direct["steady"]["watch_events"]), "{pool}\n{direct}");
     eprintln!("{report}");
 }
+
+/// Through the pool, every node tier started again within a few seconds (a DaemonSet rollout),
+/// then pool replica 0 killed and started again, while the writer writes: every watcher still
+/// ends with the apiserver's objects, no event out of order or repeated; the killed replica's
+/// node tiers move to the other one and come back to it; its restart costs the apiserver its
+/// own loads (one per resource), nothing per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_tiers_rolled_and_a_replica_restarted_lose_no_event_and_come_back() {
+    let bin = kubeplex_bin().await;
+    let root = root();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
+    cmd.arg("--json")
+        .args(["scale", "--sim", "--nodes", &NODES.to_string(), "--pods-per-node", "3"])
+        .args(["--services", "6", "--endpoints-per-slice", "4", "--duration", "2"])
+        .args(["--write-rate", "10", "--settle", "2", "--sync-timeout", "60"])
+        .args(["--mode", "pool", "--replicas", &REPLICAS.to_string()])
+        .args(["--rollout", "3", "--kill-replica", "2"])
+        .arg("--kubeplex-bin")
+        .arg(&bin)
+        .arg("--pool-config")
+        .arg(root.join("deploy/base/pool/kubeplex.yaml"))
+        .arg("--daemonset")
+        .arg(root.join("deploy/base/node/daemonset.yaml"))
+        .arg("--pool-manifest")
+        .arg(root.join("deploy/base/pool/pool.yaml"));
+    let report = json_report(cmd, Duration::from_secs(300)).await;
+    let pool = &report["modes"][0];
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    assert_eq!(n(&pool["views_wrong"]), 0, "{}", pool["views_examples"]);
+    assert_eq!(n(&pool["views_checked"]), NODES * RESOURCES);
+    let d = pool["disruptions"].as_array().expect("disruptions");
+    assert_eq!(d.len(), 2, "{pool}");
+    let (rollout, restart) = (&d[0], &d[1]);
+    for phase in d {
+        assert_eq!(n(&phase["out_of_order"]), 0, "{phase}");
+        assert!(n(&phase["delivery"]["count"]) > 0, "no change seen meanwhile: {phase}");
+        assert_eq!(phase["home"], serde_json::json!([NODES, NODES]), "{phase}");
+        assert!(phase["done_s"].is_number(), "{phase}");
+    }
+    // Every node tier loaded its caches again from its replica: nothing listed or watched at
+    // the apiserver but the proofs, which the pool counts as its own.
+    let served = &rollout["served"];
+    assert_eq!(n(&served["watch"]), 0, "{rollout}");
+    assert_eq!(n(&served["list"]), n(&rollout["pool_calls"]["proof_list"]), "{rollout}");
+    // The killed replica's node tiers (every other one) went to the other replica and back.
+    assert_eq!(n(&restart["moved_away"]), NODES / REPLICAS, "{restart}");
+    assert_eq!(n(&restart["moved_back"]), NODES / REPLICAS, "{restart}");
+    // Its restart cost the apiserver its own loads, one per resource; the node tiers' return
+    // resumed or loaded not older than their RVs, from its cache.
+    let served = &restart["served"];
+    assert!(n(&served["list"]) + n(&served["watch"]) <= RESOURCES, "{restart}");
+    assert!(n(&served["list"]) + n(&served["watch"]) <= n(&restart["bound"]), "{restart}");
+    eprintln!("{report}");
+}

@@ -13,6 +13,8 @@
 //! bounded in count and time; the nodes at most [`MAX_NODES`].
 
 pub mod cluster;
+mod disrupt;
+mod link;
 mod node;
 mod report;
 mod watcher;
@@ -60,6 +62,12 @@ pub struct ScaleSpec {
     pub ramp: Duration,
     /// How long the nodes may take to sync before the writer starts anyway.
     pub sync_timeout: Duration,
+    /// Through the pool, after the steady run: every node tier started again, spread over
+    /// this long (a DaemonSet rollout).
+    pub rollout: Option<Duration>,
+    /// Through the pool, after that: pool replica 0 killed, and started again after this long
+    /// (a replica's pod replaced).
+    pub kill_replica: Option<Duration>,
     pub tier: TierConfig,
     pub work_dir: PathBuf,
 }
@@ -148,33 +156,11 @@ async fn run_mode(
         .map(|r| r.nodes.iter().filter_map(|k| Some((k.node.clone(), k.pid()?))).collect())
         .unwrap_or_default();
 
-    // Each node's connections: its own Target (one connection each).
+    // Each node's connections: Targets of its own (one connection each).
+    let moves = Arc::new(link::Moves::default());
     let mut conns = Vec::with_capacity(n);
     for i in 0..n {
-        conns.push(match &replicas {
-            Some(r) => {
-                let server = format!("https://{}", r.nodes[i % r.nodes.len()].addr);
-                node::Conns::Pool {
-                    tier: Arc::new(Target::open(
-                        None,
-                        Some(&cluster.kubeconfig(Who::NodeTier, &server)?),
-                        false,
-                    )?),
-                }
-            }
-            None => node::Conns::Direct {
-                kubelet: Arc::new(Target::open(
-                    None,
-                    Some(&cluster.kubeconfig(Who::Kubelet(i), &cluster.server)?),
-                    false,
-                )?),
-                kube_proxy: Arc::new(Target::open(
-                    None,
-                    Some(&cluster.kubeconfig(Who::KubeProxy(i), &cluster.server)?),
-                    false,
-                )?),
-            },
-        });
+        conns.push(connect(cluster, replicas.as_ref(), i, &moves)?);
     }
     let classes: Arc<Mutex<node::Classes>> = Default::default();
     let views: node::Views = Default::default();
@@ -182,23 +168,19 @@ async fn run_mode(
     let mut nodes = JoinSet::new();
     let since = Instant::now();
     let step = spec.ramp.checked_div(n.max(1) as u32).unwrap_or_default();
+    let mut links = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
     for (i, c) in conns.into_iter().enumerate() {
         let start = since + step * i as u32;
+        links.push(c.link());
         let (classes, views, writes) = (classes.clone(), views.clone(), writes.clone());
-        nodes.spawn(async move {
+        handles.push(nodes.spawn(async move {
             tokio::time::sleep_until(start).await;
-            node::run(i, c, classes, views, writes, since).await
-        });
+            node::run(i, c, classes, views, writes, since, false).await
+        }));
     }
     let watches = n * node::watches_per_node(pool);
-    let synced = || -> u64 {
-        classes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|c| c.synced.load(Ordering::Relaxed))
-            .sum()
-    };
+    let synced = || synced_watches(&classes);
     let mut open_max = 0.0f64;
     let deadline = Instant::now() + spec.sync_timeout;
     let mut told = Instant::now();
@@ -253,14 +235,43 @@ async fn run_mode(
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
     let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
 
+    // Through the pool: the node tiers' rollout, then a replica's restart.
+    let mut disruptions = Vec::new();
+    if let Some(r) = replicas.as_mut() {
+        let mut run = disrupt::Run {
+            spec,
+            cluster,
+            replicas: r,
+            nodes: &mut nodes,
+            handles: &mut handles,
+            links: &mut links,
+            moves: &moves,
+            classes: &classes,
+            views: &views,
+            writes: &writes,
+            counts: &counts,
+            since,
+        };
+        if let Some(within) = spec.rollout {
+            disruptions.push(run.rollout(within).await?);
+        }
+        if let Some(down) = spec.kill_replica {
+            disruptions.push(run.kill_replica(down).await?);
+        }
+    }
+
     // The views against the apiserver's objects.
     let scopes = node::whole_scopes(pool);
+    // A disruption's phase may have left writes in the objects still on their way.
+    if !disruptions.is_empty() {
+        tokio::time::sleep(spec.settle).await;
+    }
     let truth =
         Truth::read(&cluster.admin, &scopes).await.context("reading the apiserver's objects")?;
     let mut checked = 0u64;
     let mut wrong = 0u64;
     let mut examples = Vec::new();
-    for (scope, view) in views.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+    for (scope, view) in views.lock().unwrap_or_else(|p| p.into_inner()).values() {
         let v = view.lock().unwrap_or_else(|p| p.into_inner());
         let want = match scope {
             Scope::NodePods(node) => truth.node_pods(node),
@@ -316,7 +327,49 @@ async fn run_mode(
         counts,
         views: (checked, wrong, examples),
         pool_events_received: replica_events_end - replica_events_at_sync,
+        disruptions,
     }))
+}
+
+/// Node `i`'s connections: directly, its agents' own; through the pool, its node tier's to the
+/// replicas, its own (`i` mod replicas) first, as a Service spreads them.
+fn connect(
+    cluster: &Cluster,
+    replicas: Option<&Tier>,
+    i: usize,
+    moves: &Arc<link::Moves>,
+) -> anyhow::Result<node::Conns> {
+    let open = |who, server: &str| -> anyhow::Result<Arc<Target>> {
+        Ok(Arc::new(Target::open(None, Some(&cluster.kubeconfig(who, server)?), false)?))
+    };
+    Ok(match replicas {
+        Some(r) => {
+            let k = r.nodes.len().max(1);
+            let mut targets = Vec::with_capacity(k);
+            for j in 0..k {
+                let server = format!("https://{}", r.nodes[(i + j) % k].addr);
+                targets.push(open(Who::NodeTier, &server)?);
+            }
+            node::Conns::Pool { tier: link::Link::new(targets, moves.clone()) }
+        }
+        None => node::Conns::Direct {
+            kubelet: link::Link::new(vec![open(Who::Kubelet(i), &cluster.server)?], moves.clone()),
+            kube_proxy: link::Link::new(
+                vec![open(Who::KubeProxy(i), &cluster.server)?],
+                moves.clone(),
+            ),
+        },
+    })
+}
+
+/// Watches that synced at least once (a restarted node's count again).
+fn synced_watches(classes: &Mutex<node::Classes>) -> u64 {
+    classes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .map(|c| c.synced.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// The watch events the pool replicas received from the apiserver so far

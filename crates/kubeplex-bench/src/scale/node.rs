@@ -27,10 +27,10 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::cluster::{running_status, NAMESPACE};
+use super::link::Link;
 use super::watcher::{self, ClassStats, Scope, View, WatchSpec};
 use crate::node::agents::KUBE_PROXY_SELECTOR;
 use crate::node::cluster::node_name;
-use crate::target::Target;
 
 const KUBELET: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";
 const KUBE_PROXY: &str = "kube-proxy/v1.36.2 (linux/amd64) kubernetes/0000000";
@@ -45,13 +45,23 @@ const ATTEMPTS: u32 = 6;
 /// Whom node `i` talks to.
 pub enum Conns {
     Direct {
-        kubelet: Arc<Target>,
-        kube_proxy: Arc<Target>,
+        kubelet: Arc<Link>,
+        kube_proxy: Arc<Link>,
     },
-    /// Its node tier's connection to a pool replica.
+    /// Its node tier's connection to the pool replicas.
     Pool {
-        tier: Arc<Target>,
+        tier: Arc<Link>,
     },
+}
+
+impl Conns {
+    /// The link whose moves the run follows: the node tier's, or the kubelet's.
+    pub fn link(&self) -> Arc<Link> {
+        match self {
+            Conns::Direct { kubelet, .. } => kubelet.clone(),
+            Conns::Pool { tier } => tier.clone(),
+        }
+    }
 }
 
 /// The writes and named reads of every node's kubelet.
@@ -69,8 +79,9 @@ pub struct Writes {
 /// The watch classes a node runs, by name, with their counts.
 pub type Classes = BTreeMap<&'static str, Arc<ClassStats>>;
 
-/// What a run checks at the end: each watcher's view and its scope.
-pub type Views = Arc<Mutex<Vec<(Scope, Arc<Mutex<View>>)>>>;
+/// What a run checks at the end: each watcher's view and its scope, by (node, watch): a node
+/// started again replaces its own.
+pub type Views = Arc<Mutex<BTreeMap<(usize, usize), (Scope, Arc<Mutex<View>>)>>>;
 
 /// The watches of node `i` in this mode: (who sends it, spec).
 fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
@@ -105,6 +116,9 @@ fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
         scope,
         impersonate: if pool { imp.clone() } else { Vec::new() },
         user_agent: if pool && imp.is_empty() { NODE_TIER } else { ua },
+        node_tier: pool,
+        // What a node tier passes on, it passes on as its agent.
+        cached: pool && imp.is_empty(),
     };
     let none = Vec::new();
     let pods = vec![("fieldSelector", format!("spec.nodeName={node}"))];
@@ -250,7 +264,9 @@ pub fn watches_per_node(pool: bool) -> usize {
     watches(0, pool).len()
 }
 
-/// Runs node `i` until the caller drops it.
+/// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
+/// the pool) — the watches it caches are loaded afresh, those it passes on resume from the
+/// RV their agents saw (their views so far).
 pub async fn run(
     i: usize,
     conns: Conns,
@@ -258,6 +274,7 @@ pub async fn run(
     views: Views,
     writes: Arc<Writes>,
     since: Instant,
+    restarted: bool,
 ) {
     let pool = matches!(conns, Conns::Pool { .. });
     let (kubelet, kube_proxy) = match &conns {
@@ -265,19 +282,29 @@ pub async fn run(
         Conns::Pool { tier } => (tier.clone(), tier.clone()),
     };
     let mut tasks = JoinSet::new();
+    tasks.spawn(kubelet.clone().move_back());
     let (added_tx, added_rx) = mpsc::channel(256);
-    for (on_kubelet, spec) in watches(i, pool) {
+    for (w, (on_kubelet, spec)) in watches(i, pool).into_iter().enumerate() {
         let stats = classes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(spec.class)
             .or_default()
             .clone();
-        let view = Arc::new(Mutex::new(View::default()));
-        views.lock().unwrap_or_else(|p| p.into_inner()).push((spec.scope.clone(), view.clone()));
-        let target = if on_kubelet { kubelet.clone() } else { kube_proxy.clone() };
+        let mut all = views.lock().unwrap_or_else(|p| p.into_inner());
+        // An agent whose node tier started again resumes its watch from what it saw.
+        let resume = all
+            .get(&(i, w))
+            .filter(|_| restarted && !spec.cached)
+            .map(|(_, v)| v.clone())
+            .filter(|v| v.lock().unwrap_or_else(|p| p.into_inner()).synced);
+        let from = resume.as_ref().map(|v| v.lock().unwrap_or_else(|p| p.into_inner()).rv);
+        let view = resume.unwrap_or_default();
+        all.insert((i, w), (spec.scope.clone(), view.clone()));
+        drop(all);
+        let link = if on_kubelet { kubelet.clone() } else { kube_proxy.clone() };
         let added = matches!(spec.scope, Scope::NodePods(_)).then(|| added_tx.clone());
-        tasks.spawn(watcher::run(target, spec, stats, view, since, added));
+        tasks.spawn(watcher::run(link, spec, stats, view, since, added, from));
     }
     drop(added_tx);
     let imp: Vec<(&'static str, String)> = if pool {
@@ -305,12 +332,7 @@ fn headers<'a>(
 
 /// The kubelet's Lease: read (created if missing), then renewed every 10 s, from an offset of
 /// its own in the period (kubelets start at different times).
-async fn lease(
-    i: usize,
-    target: Arc<Target>,
-    imp: Vec<(&'static str, String)>,
-    writes: Arc<Writes>,
-) {
+async fn lease(i: usize, link: Arc<Link>, imp: Vec<(&'static str, String)>, writes: Arc<Writes>) {
     let node = node_name(i);
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}");
     let h = headers(&imp, &[("Accept", "application/json")]);
@@ -321,6 +343,7 @@ async fn lease(
     // Bounded: a day of renewals.
     for _ in 0..8_640 {
         tick.tick().await;
+        let (upstream, target) = link.current();
         let now = crate::node::cluster::micro_now();
         let ok = match current.take() {
             None => {
@@ -347,7 +370,11 @@ async fn lease(
                             _ => false,
                         }
                     }
-                    _ => false,
+                    Ok(_) => false,
+                    Err(_) => {
+                        link.failed(upstream);
+                        false
+                    }
                 }
             }
             Some(mut lease) => {
@@ -358,7 +385,11 @@ async fn lease(
                         current = serde_json::from_slice(&body).ok();
                         true
                     }
-                    _ => false,
+                    Ok(_) => false,
+                    Err(_) => {
+                        link.failed(upstream);
+                        false
+                    }
                 }
             }
         };
@@ -372,7 +403,7 @@ async fn lease(
 /// with the binding).
 async fn status_manager(
     i: usize,
-    target: Arc<Target>,
+    link: Arc<Link>,
     imp: Vec<(&'static str, String)>,
     writes: Arc<Writes>,
     mut added: mpsc::Receiver<String>,
@@ -395,6 +426,7 @@ async fn status_manager(
         let mut ok = false;
         let mut wait = RETRY_AFTER;
         for _ in 0..ATTEMPTS {
+            let (upstream, target) = link.current();
             match target.fetch(Method::GET, &path, &get, None).await {
                 Ok((s, _)) if s.is_success() => {
                     writes.pod_get_ok.fetch_add(1, Ordering::Relaxed);
@@ -415,7 +447,8 @@ async fn status_manager(
                 Ok((StatusCode::FORBIDDEN, _)) => {
                     writes.refused.fetch_add(1, Ordering::Relaxed);
                 }
-                _ => {}
+                Ok(_) => {}
+                Err(_) => link.failed(upstream),
             }
             tokio::time::sleep(wait).await;
             wait *= 2;

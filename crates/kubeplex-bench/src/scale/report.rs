@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::cluster::Shape;
+use super::disrupt::Disruption;
 use super::node::{Classes, Writes};
 use super::writer::WriteCounts;
 use crate::hist::{Histogram, Summary};
@@ -99,6 +100,9 @@ pub struct ModeReport {
     pub views_checked: u64,
     pub views_wrong: u64,
     pub views_examples: Vec<String>,
+    /// Through the pool: the rollout and the replica's restart, after the steady run (the
+    /// classes' counts and the views cover them too; their delivery times are their own).
+    pub disruptions: Vec<Disruption>,
 }
 
 /// What [`super::run_mode`] read.
@@ -126,6 +130,7 @@ pub(super) struct Readings {
     pub counts: Arc<WriteCounts>,
     pub views: (u64, u64, Vec<String>),
     pub pool_events_received: u64,
+    pub disruptions: Vec<Disruption>,
 }
 
 fn at(v: &[f64], i: usize) -> f64 {
@@ -238,6 +243,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
         views_checked: r.views.0,
         views_wrong: r.views.1,
         views_examples: r.views.2,
+        disruptions: r.disruptions,
     }
 }
 
@@ -385,6 +391,62 @@ impl fmt::Display for ScaleReport {
                 writeln!(f, "  {}: differs: {e}", m.mode)?;
             }
         }
+        for d in self.modes.iter().flat_map(|m| &m.disruptions) {
+            writeln!(f, "{d}")?;
+        }
         Ok(())
+    }
+}
+
+impl fmt::Display for Disruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.served;
+        let secs = |v: Option<f64>| v.map_or("no".into(), |v| format!("{v:.1} s"));
+        writeln!(f, "{} ({:.0} s):", self.name, self.seconds)?;
+        writeln!(
+            f,
+            "  apiserver LIST / WATCH / GET: {} / {} / {} (bound on lists and proofs: {}); writes {}, reviews {}",
+            s.list,
+            s.watch,
+            s.get,
+            self.bound,
+            s.writes,
+            s.subject_access_reviews + s.token_reviews
+        )?;
+        let calls: Vec<String> = self.pool_calls.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(f, "  pool upstream calls: {}", calls.join(", "))?;
+        writeln!(
+            f,
+            "  apiserver watch events / MB sent: {} / {:.1}",
+            s.watch_events,
+            s.watch_event_bytes as f64 / 1e6
+        )?;
+        if let Some(r) = self.replica_ready_s {
+            writeln!(f, "  replica ready {r:.1} s after its start")?;
+        }
+        writeln!(
+            f,
+            "  done (synced again / back home): {}; node tiers home {} of {}; moved away {}, back {}",
+            secs(self.done_s),
+            self.home.0,
+            self.home.1,
+            self.moved_away,
+            self.moved_back
+        )?;
+        let failures: Vec<String> =
+            self.watch_failures.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(
+            f,
+            "  watch failures: {}; restarts {}; out of order {}",
+            if failures.is_empty() { "none".into() } else { failures.join(", ") },
+            self.restarts,
+            self.out_of_order
+        )?;
+        let d = &self.delivery;
+        write!(
+            f,
+            "  write → node sees it: p50 / p99 / max {:.0} / {:.0} / {:.0} ms ({})",
+            d.p50_ms, d.p99_ms, d.max_ms, d.count
+        )
     }
 }

@@ -7,6 +7,12 @@
 //! It keeps what a user would check: the scope's objects and their resourceVersions (compared
 //! with the apiserver's at the end), events out of resourceVersion order or repeated, and the
 //! time from the writer's stamp on an object to the event that brings it.
+//!
+//! A node tier's watch (through the pool) follows kubeplex's reflector instead where they
+//! differ: it goes where its node's [`Link`] points, resumes there from its newest RV when the
+//! link moves, and after 410 loads the state *not older than* that RV rather than a consistent
+//! one (`live::reflector`: a pool that just restarted has no history from it, and answers such
+//! a load from its cache without a freshness proof).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +24,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::cluster::STAMP;
+use super::link::Link;
 use crate::hist::Histogram;
 use crate::informer::{Informer, Start, Stream, ACCEPT_PROTOBUF};
-use crate::target::Target;
 
 /// Requests one watcher sends in a run, at most.
 const MAX_REQUESTS: u64 = 1_000;
@@ -48,6 +54,11 @@ pub struct WatchSpec {
     /// `Impersonate-*` headers: a node tier passing its agent's watch on.
     pub impersonate: Vec<(&'static str, String)>,
     pub user_agent: &'static str,
+    /// A node tier's watch (through the pool): after 410, a load not older than its RV.
+    pub node_tier: bool,
+    /// A node tier keeps a cache of it (through the pool): a node tier started again loads
+    /// it afresh, where a watch it passes on resumes from its agent's RV.
+    pub cached: bool,
 }
 
 impl WatchSpec {
@@ -102,19 +113,25 @@ impl ClassStats {
 pub struct View {
     pub synced: bool,
     pub items: BTreeMap<String, u64>,
+    /// The newest resourceVersion the watch saw (events and bookmarks).
+    pub rv: u64,
 }
 
-/// Runs the watch until the caller drops it. New objects seen after the initial state go to
-/// `added` (a kubelet learning of a new pod), if given.
+/// Runs the watch until the caller drops it, from `resume` if given (a watcher whose `view`
+/// already holds the state at that RV: an agent reconnecting), else with a WatchList. New
+/// objects seen after the initial state go to `added` (a kubelet learning of a new pod), if
+/// given.
 pub async fn run(
-    target: Arc<Target>,
+    link: Arc<Link>,
     spec: WatchSpec,
     stats: Arc<ClassStats>,
     view: Arc<Mutex<View>>,
     since: Instant,
     added: Option<mpsc::Sender<String>>,
+    resume: Option<u64>,
 ) {
     stats.watchers.fetch_add(1, Ordering::Relaxed);
+    let mut moves = link.moves();
     let informer = spec.informer();
     let headers: Vec<(&str, &str)> = [("Accept", ACCEPT_PROTOBUF), ("User-Agent", spec.user_agent)]
         .into_iter()
@@ -123,19 +140,34 @@ pub async fn run(
     // client-go draws each watch's timeout from [5, 10) minutes.
     let timeout = rand::random_range(300..600u64).to_string();
     let mut first_sync = true;
+    if resume.is_some() {
+        first_sync = false;
+        stats.synced.fetch_add(1, Ordering::Relaxed);
+    }
     let mut stamps: HashMap<String, u64> = HashMap::new();
-    let mut from: Option<u64> = None;
+    let mut from: Option<u64> = resume;
+    // After 410, a node tier's load not older than its last RV.
+    let mut not_older_than: Option<u64> = None;
     for _ in 0..MAX_REQUESTS {
         let from_s = from.map(|rv| rv.to_string());
-        let path = match &from_s {
-            None => informer.path(&[
+        let floor = not_older_than.take().filter(|rv| *rv > 0).map(|rv| rv.to_string());
+        let path = match (&from_s, &floor) {
+            (None, Some(rv)) => informer.path(&[
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersion", rv),
+                ("resourceVersionMatch", "NotOlderThan"),
+                ("sendInitialEvents", "true"),
+                ("timeoutSeconds", &timeout),
+                ("watch", "true"),
+            ]),
+            (None, None) => informer.path(&[
                 ("allowWatchBookmarks", "true"),
                 ("resourceVersionMatch", "NotOlderThan"),
                 ("sendInitialEvents", "true"),
                 ("timeoutSeconds", &timeout),
                 ("watch", "true"),
             ]),
-            Some(rv) => informer.path(&[
+            (Some(rv), _) => informer.path(&[
                 ("allowWatchBookmarks", "true"),
                 ("resourceVersion", rv),
                 ("timeoutSeconds", &timeout),
@@ -143,6 +175,8 @@ pub async fn run(
             ]),
         };
         stats.requests.fetch_add(1, Ordering::Relaxed);
+        moves.borrow_and_update();
+        let (upstream, target) = link.current();
         let resp = match target.send(Method::GET, &path, &headers, None).await {
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {
@@ -152,6 +186,9 @@ pub async fn run(
                     stats.refused.fetch_add(1, Ordering::Relaxed);
                 }
                 if r.status() == StatusCode::GONE {
+                    if spec.node_tier {
+                        not_older_than = from.or(Some(last_seen(&view)));
+                    }
                     from = None;
                 }
                 tokio::time::sleep(BACKOFF).await;
@@ -161,6 +198,7 @@ pub async fn run(
                 tracing::debug!(error = %e, path, "watch failed");
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 stats.failed("transport");
+                link.failed(upstream);
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
@@ -171,7 +209,12 @@ pub async fn run(
         let mut last = from.unwrap_or(0);
         let mut expired = false;
         loop {
-            let event = match stream.next().await {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                // The node tier moved to another upstream: the watch resumes there.
+                _ = moves.changed() => break,
+            };
+            let event = match next {
                 Ok(Some(e)) => e,
                 Ok(None) => break,
                 Err(e) => {
@@ -191,11 +234,15 @@ pub async fn run(
                     if let Some(rv) = rv {
                         last = last.max(rv);
                     }
+                    if initial.is_none() {
+                        lock_view(&view).rv = last;
+                    }
                     if event.initial_end {
                         if let Some(items) = initial.take() {
-                            let mut v = view.lock().unwrap_or_else(|p| p.into_inner());
+                            let mut v = lock_view(&view);
                             v.items = items;
                             v.synced = true;
+                            v.rv = last;
                             if std::mem::take(&mut first_sync) {
                                 stats.synced.fetch_add(1, Ordering::Relaxed);
                                 lock(&stats.sync_time).record(since.elapsed());
@@ -228,7 +275,8 @@ pub async fn run(
                     lock(&stats.delivery).record(since_stamp(stamp));
                 }
             }
-            let mut v = view.lock().unwrap_or_else(|p| p.into_inner());
+            let mut v = lock_view(&view);
+            v.rv = last;
             if event.kind == "DELETED" {
                 v.items.remove(&event.key);
             } else {
@@ -242,12 +290,23 @@ pub async fn run(
         if expired || initial.is_some() {
             // 410 Expired, or cut before its initial state ended: start over.
             stats.restarts.fetch_add(1, Ordering::Relaxed);
+            if spec.node_tier && expired {
+                not_older_than = Some(last);
+            }
             from = None;
             tokio::time::sleep(BACKOFF).await;
         } else {
             from = Some(last);
         }
     }
+}
+
+fn lock_view(v: &Mutex<View>) -> std::sync::MutexGuard<'_, View> {
+    v.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn last_seen(v: &Mutex<View>) -> u64 {
+    lock_view(v).rv
 }
 
 fn lock(h: &Mutex<Histogram>) -> std::sync::MutexGuard<'_, Histogram> {

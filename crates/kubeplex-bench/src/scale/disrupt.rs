@@ -1,0 +1,289 @@
+//! Disruptions through the pool (issue 30), each while the writer goes on writing, with what the
+//! apiserver served during it:
+//! - **a rollout**: every node tier started again within a window, one after another, spread
+//!   evenly (a DaemonSet rolled): its connection closed, a new one opened (a TLS handshake),
+//!   its caches loaded afresh from its replica, the watches it passes on resumed from the RV
+//!   its agents saw;
+//! - **a replica's restart**: pool replica 0 killed (SIGKILL: a node lost, no draining) and
+//!   started again after a while: its node tiers move to the next replica (their `upstreams`),
+//!   resume there from their RVs, and go back once it accepts connections again.
+//!
+//! The bound each must keep (issue 30): the apiserver's list and proof requests during it at
+//! most 2 × replicas × the resources the nodes read; every view still equal to the apiserver's,
+//! no event out of RV order or repeated.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+
+use super::link::{Link, Moves};
+use super::node::{self, Classes, Views, Writes};
+use super::writer::{self, WriteCounts};
+use super::{connect, synced_watches, Cluster, ScaleSpec};
+use crate::hist::{Histogram, Summary};
+use crate::node::report::{series, Counters, Served};
+use crate::node::tier::Tier;
+
+/// How long the node tiers are given to be back on their own replica after its return.
+const BACK_WITHIN: Duration = Duration::from_secs(60);
+
+/// What one disruption cost and broke.
+#[derive(Debug, Clone, Serialize)]
+pub struct Disruption {
+    pub name: &'static str,
+    /// From its start until every node synced (the rollout) or was back (the restart).
+    pub seconds: f64,
+    /// What the apiserver served meanwhile (the writer's writes among them).
+    pub served: Served,
+    /// The pool replicas' upstream calls meanwhile, by verb (`kubeplex_upstream_calls_total`:
+    /// loads, watches and freshness proofs; a killed replica's calls before its death are
+    /// lost with it).
+    pub pool_calls: BTreeMap<String, i64>,
+    /// 2 × replicas × the resources the nodes read: the most list and proof requests the
+    /// apiserver may serve during it.
+    pub bound: usize,
+    /// The replica started again, ready (its caches loaded) after its start.
+    pub replica_ready_s: Option<f64>,
+    /// Every restarted node tier's watches synced again (the rollout), or every node tier back
+    /// on its own replica (the restart), from the disruption's start.
+    pub done_s: Option<f64>,
+    /// Node tiers on their own replica at the end, of all.
+    pub home: (usize, usize),
+    pub moved_away: u64,
+    pub moved_back: u64,
+    /// Watch failures meanwhile, by answer (`transport`, `stream`, a status).
+    pub watch_failures: BTreeMap<String, u64>,
+    /// Watches started over (410, or cut in their initial state) meanwhile.
+    pub restarts: u64,
+    pub out_of_order: u64,
+    /// The writer's stamp → a node seeing it, meanwhile.
+    pub delivery: Summary,
+}
+
+/// A run's state that the disruptions act on.
+pub(super) struct Run<'a> {
+    pub spec: &'a ScaleSpec,
+    pub cluster: &'a Arc<Cluster>,
+    pub replicas: &'a mut Tier,
+    pub nodes: &'a mut JoinSet<()>,
+    pub handles: &'a mut Vec<AbortHandle>,
+    pub links: &'a mut Vec<Arc<Link>>,
+    pub moves: &'a Arc<Moves>,
+    pub classes: &'a Arc<Mutex<Classes>>,
+    pub views: &'a Views,
+    pub writes: &'a Arc<Writes>,
+    pub counts: &'a Arc<WriteCounts>,
+    pub since: Instant,
+}
+
+/// The figures a disruption is measured between.
+struct Snapshot {
+    at: Instant,
+    apiserver: Counters,
+    /// Each replica's process and its calls so far.
+    pool_calls: Vec<(Option<u32>, BTreeMap<String, f64>)>,
+    failures: BTreeMap<String, u64>,
+    restarts: u64,
+    out_of_order: u64,
+    moved: (u64, u64),
+}
+
+impl Run<'_> {
+    /// Every node tier started again within `within`, while the writer writes.
+    pub async fn rollout(&mut self, within: Duration) -> anyhow::Result<Disruption> {
+        tracing::info!(seconds = within.as_secs_f64(), "rolling every node tier");
+        let steady = self.take_delivery();
+        let start = self.snapshot().await;
+        let writer = self.write_for(within);
+        let n = self.links.len();
+        let expected = synced_watches(self.classes) + (n * node::watches_per_node(true)) as u64;
+        let step = within.checked_div(n.max(1) as u32).unwrap_or_default();
+        for i in 0..n {
+            tokio::time::sleep_until(start.at + step * i as u32).await;
+            self.handles[i].abort();
+            let conns = connect(self.cluster, Some(self.replicas), i, self.moves)?;
+            self.links[i] = conns.link();
+            let (classes, views, writes) =
+                (self.classes.clone(), self.views.clone(), self.writes.clone());
+            let since = self.since;
+            self.handles[i] = self.nodes.spawn(async move {
+                node::run(i, conns, classes, views, writes, since, true).await
+            });
+        }
+        let done = self.wait(|| synced_watches(self.classes) >= expected).await;
+        let _ = writer.await;
+        tokio::time::sleep(self.spec.settle).await;
+        let mut d = self.measured("node tiers rolled", &start, steady).await;
+        d.done_s = done.map(|t| t.as_secs_f64());
+        Ok(d)
+    }
+
+    /// Replica 0 killed, started again after `down`, while the writer writes.
+    pub async fn kill_replica(&mut self, down: Duration) -> anyhow::Result<Disruption> {
+        tracing::info!(down_s = down.as_secs_f64(), "killing pool replica 0");
+        let steady = self.take_delivery();
+        let start = self.snapshot().await;
+        let writer = self.write_for(down + Duration::from_secs(20));
+        self.replicas.kill(0).await;
+        tokio::time::sleep(down).await;
+        let restarted = Instant::now();
+        self.replicas.restart(0).await?;
+        let ready = restarted.elapsed();
+        let links = self.links.clone();
+        let back = tokio::time::timeout(BACK_WITHIN, async {
+            while !links.iter().all(|l| l.home()) {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+        .await
+        .ok()
+        .map(|_| start.at.elapsed());
+        let _ = writer.await;
+        tokio::time::sleep(self.spec.settle).await;
+        let mut d = self.measured("pool replica restarted", &start, steady).await;
+        d.replica_ready_s = Some(ready.as_secs_f64());
+        d.done_s = back.map(|t| t.as_secs_f64());
+        Ok(d)
+    }
+
+    fn write_for(&self, long: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(writer::run(
+            self.cluster.clone(),
+            self.spec.shape,
+            self.spec.write_rate,
+            Instant::now() + long,
+            self.counts.clone(),
+        ))
+    }
+
+    /// Waits until `done` (at most the run's sync timeout); how long it took.
+    async fn wait(&self, done: impl Fn() -> bool) -> Option<Duration> {
+        let from = Instant::now();
+        let deadline = from + self.spec.sync_timeout;
+        while Instant::now() < deadline {
+            if done() {
+                return Some(from.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        None
+    }
+
+    async fn snapshot(&self) -> Snapshot {
+        let apiserver = match self.cluster.metrics().await {
+            Ok(text) => Counters::read(&text),
+            Err(_) => Counters::default(),
+        };
+        let mut pool_calls = Vec::new();
+        for k in &self.replicas.nodes {
+            pool_calls.push((k.pid(), calls_by_verb(&k.metrics().await.unwrap_or_default())));
+        }
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut failures: BTreeMap<String, u64> = BTreeMap::new();
+        for c in classes.values() {
+            for (k, n) in c.failures.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                *failures.entry(k.clone()).or_default() += n;
+            }
+        }
+        let sum = |f: fn(&super::watcher::ClassStats) -> u64| classes.values().map(|c| f(c)).sum();
+        Snapshot {
+            at: Instant::now(),
+            apiserver,
+            pool_calls,
+            failures,
+            restarts: sum(|c| c.restarts.load(Ordering::Relaxed)),
+            out_of_order: sum(|c| c.out_of_order.load(Ordering::Relaxed)),
+            moved: (
+                self.moves.away.load(Ordering::Relaxed),
+                self.moves.back.load(Ordering::Relaxed),
+            ),
+        }
+    }
+
+    /// The figures between `start` and now; the classes' delivery times given back as they
+    /// were before (`steady`), the disruption's own reported here.
+    async fn measured(
+        &self,
+        name: &'static str,
+        start: &Snapshot,
+        steady: BTreeMap<&'static str, Histogram>,
+    ) -> Disruption {
+        let end = self.snapshot().await;
+        let mut pool_calls: BTreeMap<String, i64> = BTreeMap::new();
+        for (i, (pid, after)) in end.pool_calls.iter().enumerate() {
+            // A replica started again counts from 0.
+            let before = start.pool_calls.get(i).filter(|(was, _)| was == pid).map(|(_, b)| b);
+            for (verb, n) in after {
+                let d = n - before.and_then(|b| b.get(verb)).copied().unwrap_or(0.0);
+                *pool_calls.entry(verb.clone()).or_default() += d as i64;
+            }
+        }
+        let mut watch_failures = end.failures.clone();
+        for (k, n) in &start.failures {
+            if let Some(v) = watch_failures.get_mut(k) {
+                *v = v.saturating_sub(*n);
+            }
+        }
+        watch_failures.retain(|_, n| *n > 0);
+        let during = self.take_delivery();
+        let mut delivery = Histogram::default();
+        for h in during.values() {
+            delivery.merge(h);
+        }
+        self.give_delivery(steady);
+        let resources = node::watches_per_node(true);
+        Disruption {
+            name,
+            seconds: start.at.elapsed().as_secs_f64(),
+            served: Served::between(&start.apiserver, &end.apiserver),
+            pool_calls,
+            bound: 2 * self.replicas.nodes.len() * resources,
+            replica_ready_s: None,
+            done_s: None,
+            home: (self.links.iter().filter(|l| l.home()).count(), self.links.len()),
+            moved_away: end.moved.0 - start.moved.0,
+            moved_back: end.moved.1 - start.moved.1,
+            watch_failures,
+            restarts: end.restarts - start.restarts,
+            out_of_order: end.out_of_order - start.out_of_order,
+            delivery: delivery.summary(),
+        }
+    }
+
+    /// Each class's delivery times so far, leaving them empty.
+    fn take_delivery(&self) -> BTreeMap<&'static str, Histogram> {
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner());
+        classes
+            .iter()
+            .map(|(k, c)| {
+                (*k, std::mem::take(&mut *c.delivery.lock().unwrap_or_else(|p| p.into_inner())))
+            })
+            .collect()
+    }
+
+    fn give_delivery(&self, hists: BTreeMap<&'static str, Histogram>) {
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner());
+        for (k, h) in hists {
+            if let Some(c) = classes.get(k) {
+                *c.delivery.lock().unwrap_or_else(|p| p.into_inner()) = h;
+            }
+        }
+    }
+}
+
+/// `kubeplex_upstream_calls_total` summed by verb.
+fn calls_by_verb(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (name, labels, value) in series(text) {
+        if name == "kubeplex_upstream_calls_total" {
+            let verb = labels.get("verb").cloned().unwrap_or_default();
+            *out.entry(verb).or_default() += value;
+        }
+    }
+    out
+}
