@@ -234,6 +234,7 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
     let registry = prometheus::Registry::new();
     let proxy = Proxy::builder(upstream, config.caches)
         .listen(s.listen)
+        .listen_when_ready(s.listen_when_ready)
         .admin(s.admin_listen)
         .mode(config.mode)
         .guardrails(config.guardrails)

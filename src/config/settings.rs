@@ -101,6 +101,19 @@ pub struct Settings {
         help_heading = "Listener"
     )]
     pub shutdown_grace_period: Duration,
+    /// Listen for clients only once ready (the configured caches synced, as `/readyz` says):
+    /// until then a connection is refused, so that clients with another upstream to go to —
+    /// node tiers in front of pool replicas — use one that can answer from its caches, rather
+    /// than one that would pass their reads on to the apiserver while it loads. The port is
+    /// held from the start.
+    #[arg(
+        long,
+        env = "KUBEPLEX_LISTEN_WHEN_READY",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        help_heading = "Listener"
+    )]
+    pub listen_when_ready: bool,
 
     /// Node mode: serving certificate (PEM chain) of the TLS listener; reloaded when it changes.
     #[arg(long, env = "KUBEPLEX_TLS_CERT_FILE", help_heading = "Node mode")]

@@ -39,6 +39,31 @@ pub(super) fn admin(
     })
 }
 
+/// What `/readyz` checks.
+struct Readiness {
+    draining: bool,
+    /// Discovery answers.
+    upstream: bool,
+    /// The configured caches not synced yet.
+    pending: Vec<String>,
+}
+
+async fn readiness(state: &ProxyState) -> Readiness {
+    Readiness {
+        draining: state.draining.load(std::sync::atomic::Ordering::Acquire),
+        upstream: state.resources.lookup("", "v1", "namespaces").await.is_some(),
+        pending: state.caches.unsynced_pinned(&state.preload_specs),
+    }
+}
+
+/// Whether `/readyz` passes.
+pub(super) async fn is_ready(state: &ProxyState) -> bool {
+    // The local checks first: discovery is asked only once they pass.
+    !state.draining.load(std::sync::atomic::Ordering::Acquire)
+        && state.caches.unsynced_pinned(&state.preload_specs).is_empty()
+        && state.resources.lookup("", "v1", "namespaces").await.is_some()
+}
+
 /// Ready when the upstream answers (passthrough works) and every configured cache has synced
 /// (reads it serves are fast from the first request); not ready once a graceful shutdown has
 /// begun. A stale cache (its upstream watch down: an outage) does not make kubeplex unready —
@@ -48,9 +73,7 @@ pub(super) fn admin(
 async fn readyz(state: &ProxyState, query: Option<&str>) -> Response<Body> {
     let verbose =
         query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
-    let draining = state.draining.load(std::sync::atomic::Ordering::Acquire);
-    let upstream = state.resources.lookup("", "v1", "namespaces").await.is_some();
-    let pending = state.caches.unsynced_pinned(&state.preload_specs);
+    let Readiness { draining, upstream, pending } = readiness(state).await;
     let ready = !draining && upstream && pending.is_empty();
     if !verbose {
         return match (draining, upstream, pending.is_empty()) {

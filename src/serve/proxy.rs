@@ -53,6 +53,7 @@ impl Proxy {
             upstream,
             caches,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listen_when_ready: false,
             admin_listen: None,
             mode: Mode::Sidecar(Http1Server::default()),
             guardrails: Guardrails::default(),
@@ -159,6 +160,7 @@ pub struct ProxyBuilder {
     upstream: Upstream,
     caches: CachesConfig,
     listen: SocketAddr,
+    listen_when_ready: bool,
     admin_listen: Option<SocketAddr>,
     mode: Mode,
     guardrails: Guardrails,
@@ -169,6 +171,15 @@ impl ProxyBuilder {
     /// Where clients connect (default `127.0.0.1:0`, an ephemeral port: [`Proxy::addr`]).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = addr;
+        self
+    }
+
+    /// Whether clients may connect only once the proxy is ready (the configured caches synced,
+    /// as `/readyz` says): the port is held from the start, and listened on then; until then a
+    /// connection is refused, so that a client with another upstream (a node tier in front of
+    /// pool replicas) goes to one that answers from its caches. Default: at once.
+    pub fn listen_when_ready(mut self, when_ready: bool) -> Self {
+        self.listen_when_ready = when_ready;
         self
     }
 
@@ -206,8 +217,16 @@ impl ProxyBuilder {
 
     /// Binds the listeners and starts serving.
     pub async fn start(self) -> Result<Proxy, StartError> {
-        let ProxyBuilder { upstream, caches, listen, admin_listen, mode, guardrails, registry } =
-            self;
+        let ProxyBuilder {
+            upstream,
+            caches,
+            listen,
+            listen_when_ready,
+            admin_listen,
+            mode,
+            guardrails,
+            registry,
+        } = self;
         let guard = guardrails::Limiter::new(guardrails, &registry)?;
         let limits = guardrails.limits(&registry)?;
         upstream.register_metrics(&registry)?;
@@ -273,7 +292,14 @@ impl ProxyBuilder {
         for (info, encoding, scope) in restarted {
             let _ = state.caches.get_or_start(&info, encoding, scope);
         }
-        let (listener, addr) = bind(listen, "listen").await?;
+        let (listener, addr) = if listen_when_ready {
+            let (socket, addr) = hold(listen, "listen")?;
+            (ClientListener::Held { socket, state: state.clone() }, addr)
+        } else {
+            let (listener, addr) = bind(listen, "listen").await?;
+            (ClientListener::Listening(listener), addr)
+        };
+        let listener = listener.accepting();
         let mut tasks = JoinSet::new();
         // Each request goes through a clone of the stack (reference counts only).
         let client = stack::client(state.clone());
@@ -288,26 +314,35 @@ impl ProxyBuilder {
             (Mode::Node(_), Some(tls)) => {
                 // TLS by hyper (HTTP/2 or HTTP/1.1 by ALPN); each request carries the client
                 // certificate's identity in its extensions.
-                tokio::spawn(kubeplex_net::serve_tls_limited(
-                    listener,
-                    tls,
-                    move |req| handle(crate::net::h1::boxed(req)),
-                    drain,
-                    limits,
-                ))
+                tokio::spawn(async move {
+                    let Some(listener) = listener.await else { return };
+                    kubeplex_net::serve_tls_limited(
+                        listener,
+                        tls,
+                        move |req| handle(crate::net::h1::boxed(req)),
+                        drain,
+                        limits,
+                    )
+                    .await
+                })
             }
             (Mode::Sidecar(Http1Server::Lean), _) => {
                 let counters = state.metrics.lean.clone();
-                tokio::spawn(crate::net::serve_lean_until(
-                    listener, handle, counters, drain, limits,
-                ))
+                tokio::spawn(async move {
+                    let Some(listener) = listener.await else { return };
+                    crate::net::serve_lean_until(listener, handle, counters, drain, limits).await
+                })
             }
-            _ => tokio::spawn(crate::net::serve_until(
-                listener,
-                move |req| handle(crate::net::h1::boxed(req)),
-                drain,
-                limits,
-            )),
+            _ => tokio::spawn(async move {
+                let Some(listener) = listener.await else { return };
+                crate::net::serve_until(
+                    listener,
+                    move |req| handle(crate::net::h1::boxed(req)),
+                    drain,
+                    limits,
+                )
+                .await
+            }),
         };
         let admin_addr = match admin_listen {
             Some(a) => {
@@ -348,6 +383,67 @@ async fn bind(
     let bound = TcpListener::bind(addr).await.and_then(|l| Ok((l.local_addr()?, l)));
     let (local, listener) = bound.map_err(|error| BindError { setting, addr, error })?;
     Ok((listener, local))
+}
+
+/// The clients' listener: listening, or its port held until the proxy is ready.
+enum ClientListener {
+    Listening(TcpListener),
+    Held { socket: tokio::net::TcpSocket, state: Arc<ProxyState> },
+}
+
+/// How often a held port checks whether the proxy is ready.
+const READY_CHECK_EVERY: Duration = Duration::from_millis(250);
+/// The backlog of a port listened on late (what `TcpListener::bind` asks).
+const BACKLOG: u32 = 1024;
+
+impl ClientListener {
+    /// The listener, once clients may connect; `None` if the proxy shuts down first, or the
+    /// held port cannot be listened on (logged).
+    async fn accepting(self) -> Option<TcpListener> {
+        let (socket, state) = match self {
+            ClientListener::Listening(l) => return Some(l),
+            ClientListener::Held { socket, state } => (socket, state),
+        };
+        loop {
+            if state.draining.load(std::sync::atomic::Ordering::Acquire) {
+                return None;
+            }
+            if super::admin::is_ready(&state).await {
+                break;
+            }
+            tokio::time::sleep(READY_CHECK_EVERY).await;
+        }
+        match socket.listen(BACKLOG) {
+            Ok(l) => {
+                tracing::info!("ready: listening for clients");
+                Some(l)
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen on the held port");
+                None
+            }
+        }
+    }
+}
+
+/// The port `addr` (set by `setting`) bound but not listened on: connections are refused until
+/// it is.
+fn hold(
+    addr: SocketAddr,
+    setting: &'static str,
+) -> Result<(tokio::net::TcpSocket, SocketAddr), BindError> {
+    let err = |error| BindError { setting, addr, error };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    // As `TcpListener::bind` does: a port in TIME_WAIT after a restart can be bound again.
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    let local = socket.local_addr().map_err(err)?;
+    Ok((socket, local))
 }
 
 /// How long start-up asks discovery about the configured caches before it binds anyway (an

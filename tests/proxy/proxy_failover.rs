@@ -211,3 +211,55 @@ async fn a_write_whose_pool_cannot_be_reached_goes_to_the_apiserver_once() {
     let again = support::request(&addr, http::Method::POST, path, &json, Some(body.to_vec())).await;
     assert_eq!(again.status, 409, "{}", String::from_utf8_lossy(&again.body));
 }
+
+/// A pool replica with `listenWhenReady` refuses connections until its caches are loaded, so
+/// that a node tier coming back to it (its failover probe connects) finds it only once it can
+/// answer from them; one without it accepts at once and passes reads on while it loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_listens_when_ready_refuses_connections_until_its_caches_are_loaded() {
+    let stack = Stack::with_sim(SimBuilder::new(), SHAPE, &[]).await;
+    let config = || {
+        UpstreamConfig::resolve(Some(&stack.dir.join("upstream.kubeconfig")), None).expect("config")
+    };
+    let local: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    // The upstream holds every request: the caches cannot load.
+    stack.sim.stall(true);
+    let start = |when_ready: bool| {
+        Proxy::builder(Upstream::new(config()).expect("client"), default_caches(CACHED))
+            .listen(local)
+            .listen_when_ready(when_ready)
+            .admin(local)
+            .start()
+    };
+    let held = start(true).await.expect("kubeplex");
+    let at_once = start(false).await.expect("kubeplex");
+    let connects = |addr: SocketAddr| async move {
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+            .await
+            .is_ok_and(|c| c.is_ok())
+    };
+    for _ in 0..4 {
+        assert!(!connects(held.addr).await, "listening before its caches loaded");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(connects(at_once.addr).await, "without listenWhenReady it listens at once");
+    // Once the upstream answers and the caches load, it listens and serves them.
+    stack.sim.stall(false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !connects(held.addr).await {
+        assert!(Instant::now() < deadline, "never listened after its caches loaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let admin = held.admin_addr.expect("admin").to_string();
+    assert_eq!(support::get(&admin, "/readyz").await.status, 200);
+    let list = support::get(&held.addr.to_string(), "/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(list.status, 200, "{}", String::from_utf8_lossy(&list.body));
+    let text = String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned();
+    let from_cache = text.lines().any(|l| {
+        l.starts_with("kubeplex_requests_total{")
+            && l.contains("source=\"cache\"")
+            && l.contains("verb=\"LIST\"")
+            && !l.ends_with(" 0")
+    });
+    assert!(from_cache, "the list was not answered from the cache:\n{text}");
+}

@@ -115,7 +115,8 @@ impl Run<'_> {
                 node::run(i, conns, classes, views, writes, since, true).await
             });
         }
-        let done = self.wait(|| synced_watches(self.classes) >= expected).await;
+        let synced = self.wait(|| synced_watches(self.classes) >= expected).await;
+        let done = synced.then(|| start.at.elapsed());
         let _ = writer.await;
         tokio::time::sleep(self.spec.settle).await;
         let mut d = self.measured("node tiers rolled", &start, steady).await;
@@ -161,17 +162,16 @@ impl Run<'_> {
         ))
     }
 
-    /// Waits until `done` (at most the run's sync timeout); how long it took.
-    async fn wait(&self, done: impl Fn() -> bool) -> Option<Duration> {
-        let from = Instant::now();
-        let deadline = from + self.spec.sync_timeout;
+    /// Waits until `done` (at most the run's sync timeout); whether it came.
+    async fn wait(&self, done: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + self.spec.sync_timeout;
         while Instant::now() < deadline {
             if done() {
-                return Some(from.elapsed());
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        None
+        false
     }
 
     async fn snapshot(&self) -> Snapshot {
