@@ -6,11 +6,28 @@ use super::review::{ResourceAttributes, UserInfo};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::FieldSelector;
 
+/// What the upstream's review said of a read from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Granted: the cache may answer it.
+    Granted,
+    /// Refused, or not decided (the review failed): the read is passed through, for the
+    /// upstream's own answer.
+    NotGranted,
+    /// The upstream refused the review with 429: it is overloaded. The read is answered as
+    /// the apiserver answers a request beyond its share — 429 with `Retry-After` — rather than
+    /// passed on to it (a watch or a list passed on costs it far more than the review did;
+    /// at 2,000 node tiers moving to one pool replica at once, ~460 reads whose reviews were
+    /// refused so went to the apiserver as watches).
+    Throttled,
+}
+
 impl NodeAuth {
     /// Whether `user` may be answered the read `attributes` describes ([`read_attributes`])
     /// from the cache: only when the upstream grants it. A denial (fresh or remembered) or a
     /// failed review means the read is passed through, and the upstream answers it — a refusal
-    /// included — as it would directly.
+    /// included — as it would directly; a review the upstream throttled, that the read is
+    /// answered 429 ([`Verdict::Throttled`]).
     ///
     /// `afresh` (a watch, or a read sent again after a refusal): a denial remembered for it is
     /// asked again rather than taken. A watch passed through holds an apiserver watch for its
@@ -22,16 +39,21 @@ impl NodeAuth {
         user: &UserInfo,
         attributes: &ResourceAttributes,
         afresh: bool,
-    ) -> bool {
+    ) -> Verdict {
         let decision = match afresh {
             true => self.reviews.authorize_afresh(user, attributes).await,
             false => self.reviews.authorize(user, attributes).await,
         };
         match decision {
-            Ok(d) => d.allowed,
+            Ok(d) if d.allowed => Verdict::Granted,
+            Ok(_) => Verdict::NotGranted,
+            Err(e) if e.throttled() => {
+                tracing::debug!(error = %e, "access review throttled; answering 429");
+                Verdict::Throttled
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "access review failed; passing the read through");
-                false
+                Verdict::NotGranted
             }
         }
     }

@@ -8,7 +8,9 @@
 
 use http::HeaderMap;
 
+use super::authorize::Verdict;
 use super::node::NodeAuth;
+use super::refusal::Refusal;
 use super::review::{ResourceAttributes, UserInfo};
 
 /// One read's gate: who reads (in node mode), and what.
@@ -36,6 +38,9 @@ pub enum Decision {
     /// Not positively authorized (an impersonation not vouched for, or its check failed): the
     /// read goes upstream.
     Unverified,
+    /// The upstream throttled a review the read needed (429): the read is answered 429, as
+    /// the overloaded apiserver would answer it, not passed on to it.
+    Throttled,
 }
 
 impl Gate<'_> {
@@ -50,15 +55,15 @@ impl Gate<'_> {
                     target = t;
                     &target
                 }
+                Err(Refusal::Throttled) => return Decision::Throttled,
                 _ => return Decision::Unverified,
             },
             None => client,
         };
-        let allowed = node.may_read_cached(user, attributes, self.watch || afresh).await;
-        if allowed {
-            Decision::Granted
-        } else {
-            Decision::Denied
+        match node.may_read_cached(user, attributes, self.watch || afresh).await {
+            Verdict::Granted => Decision::Granted,
+            Verdict::NotGranted => Decision::Denied,
+            Verdict::Throttled => Decision::Throttled,
         }
     }
 }

@@ -35,6 +35,7 @@ impl NodeAuth {
             let refused = match self.reviews.authorize_afresh(client, &attributes).await {
                 Ok(d) if d.allowed => continue,
                 Ok(d) => d.reason,
+                Err(e) if e.throttled() => return Err(Refusal::Throttled),
                 Err(e) => {
                     tracing::warn!(error = %e, "impersonation review failed");
                     return Err(Refusal::Status(Status::service_unavailable(

@@ -15,4 +15,8 @@ pub enum Refusal {
     Forbidden { status: Status, accept: Option<String> },
     /// Any other Status the apiserver's filters answer with (500, 503), as JSON.
     Status(Status),
+    /// The upstream throttled the review that would decide it: answered as the apiserver's
+    /// priority-and-fairness filter answers a request beyond its share (429, `Retry-After`,
+    /// plain text).
+    Throttled,
 }

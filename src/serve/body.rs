@@ -82,6 +82,7 @@ pub fn refused(refusal: &Refusal) -> Response<Body> {
             resp
         }
         Refusal::Status(s) => status(s),
+        Refusal::Throttled => super::guardrails::too_many_requests(),
     }
 }
 

@@ -15,6 +15,7 @@ use super::read::{Attempt, CachedRead};
 use super::request::{impersonates, Classified, Verb};
 use super::state::ProxyState;
 use super::{cached, graph_retry, watch};
+use crate::auth::authorize::Verdict;
 use crate::auth::gate::{Decision, Gate};
 use crate::auth::graph_lag::{window_until, Backoff, GraphRead};
 use crate::auth::review::ResourceAttributes;
@@ -209,6 +210,7 @@ async fn from_cache(
             return None;
         }
         Decision::Unverified => return None,
+        Decision::Throttled => return Some(super::guardrails::too_many_requests()),
     }
     match plan {
         Plan::Watch(plan) => watch::answer(state, &read, plan).await,
@@ -268,7 +270,7 @@ async fn discovery(state: &ProxyState, classified: &Classified) -> Option<Respon
     let document = state.resources.document(group, version).await?;
     if let Some(node) = state.node.as_deref() {
         let get = ResourceAttributes::non_resource("get", &path);
-        if !node.may_read_cached(&identity.user()?, &get, false).await {
+        if node.may_read_cached(&identity.user()?, &get, false).await != Verdict::Granted {
             return None;
         }
     }

@@ -691,3 +691,31 @@ async fn a_read_refused_past_the_window_gets_the_apiservers_refusal_when_the_win
     assert!((1..=2).contains(&ended), "{ended}");
     assert_eq!(node.served("denied").0, 0, "no refusal was kubeplex's own");
 }
+
+/// A review the apiserver throttles (429: priority and fairness, more reviews than their
+/// share) gets the read answered as the apiserver would answer it — 429 with `Retry-After` —
+/// rather than passed on to it as a list or a watch, which would cost it far more; the read
+/// sent again once the review is answered is served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_whose_review_the_apiserver_throttles_is_answered_429_not_passed_on() {
+    let node = Node::start().await;
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::token(VIEWER_TOKEN), true);
+    // The token is known and one namespace's configmaps reviewed.
+    let addr = node.addr();
+    let warm = client.get(&addr, "/api/v1/namespaces/team-0/configmaps?resourceVersion=0").await;
+    assert_eq!(warm.status, 200);
+    let lists = || node.sim_requests("configmaps", "LIST");
+    let before = lists();
+    // Another namespace: a review of its own, which the apiserver throttles.
+    let path = "/api/v1/namespaces/team-1/configmaps?resourceVersion=0";
+    node.sim.throttle_reviews(1);
+    let throttled = client.get(&addr, path).await;
+    assert_eq!(throttled.status, 429, "{}", String::from_utf8_lossy(&throttled.body));
+    assert_eq!(throttled.header("retry-after"), "1");
+    assert_eq!(&throttled.body[..], b"Too many requests, please try again later.\n");
+    assert_eq!(lists(), before, "the read was not passed on to the throttled apiserver");
+    // Sent again, as client-go does after Retry-After: reviewed, and served from the cache.
+    let again = client.get(&addr, path).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(lists(), before, "served from the cache");
+}

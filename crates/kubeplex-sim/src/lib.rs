@@ -386,6 +386,12 @@ impl Sim {
             Some((count, retry_after_seconds));
     }
 
+    /// Refuses the next `count` reviews (TokenReview, SubjectAccessReview) with 429 Too Many
+    /// Requests and `Retry-After: 1`.
+    pub fn throttle_reviews(&self, count: u32) {
+        self.state.faults.throttle_reviews.store(count, std::sync::atomic::Ordering::Release);
+    }
+
     /// While `true`, every request is held before it is handled.
     pub fn stall(&self, stalled: bool) {
         self.state.faults.stalled.send_replace(stalled);

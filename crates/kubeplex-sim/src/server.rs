@@ -80,6 +80,11 @@ pub struct Faults {
     /// The next this-many resource requests are refused with 429 and `Retry-After`, as
     /// priority-and-fairness does under load.
     pub throttle: std::sync::Mutex<Option<(u32, u32)>>,
+    /// The next this-many TokenReviews and SubjectAccessReviews are refused with 429 and
+    /// `Retry-After: 1`, as priority-and-fairness refuses them when a burst of reviews exceeds
+    /// their flow's share (kube-apiserver 1.36 did so for a pool replica reviewing 1,000 node
+    /// tiers that moved to it at once).
+    pub throttle_reviews: std::sync::atomic::AtomicU32,
 }
 
 pub struct SimState {
@@ -342,6 +347,23 @@ async fn resource_request(
         }
     }
     if let Some(review) = review_kind(&rp) {
+        let throttled = state.faults.throttle_reviews.fetch_update(
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+            |left| left.checked_sub(1),
+        );
+        if throttled.is_ok() {
+            let labels = RequestLabels {
+                verb: "THROTTLED",
+                group: rp.group.clone(),
+                version: rp.version.clone(),
+                resource: rp.resource.clone(),
+                subresource: String::new(),
+                scope: "cluster",
+            };
+            state.metrics.observe(&labels, 429);
+            return respond::too_many_requests(1);
+        }
         return review_request(&state, &rp, review, req, identity.map(|(p, _)| p)).await;
     }
     let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {

@@ -256,6 +256,19 @@ impl Node {
         (all, not_ok)
     }
 
+    /// The fake apiserver's `apiserver_request_total` for `resource` and `verb` (`LIST`,
+    /// `WATCH`, `GET`), every status.
+    pub fn sim_requests(&self, resource: &str, verb: &str) -> u64 {
+        let (resource, verb) = (format!("resource=\"{resource}\""), format!("verb=\"{verb}\""));
+        self.sim
+            .metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter(|l| l.contains(&resource) && l.contains(&verb))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
     /// The reviews the fake apiserver answered, of `kind` (`tokenreview`, `subjectaccessreview`).
     pub fn sim_reviews(&self, kind: &str) -> u64 {
         self.sim

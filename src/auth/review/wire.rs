@@ -96,6 +96,12 @@ impl ReviewError {
             ReviewError::Decode(_) => false,
         }
     }
+
+    /// The upstream refused the review with 429 (priority and fairness: more reviews than
+    /// their share): it is overloaded, and a read passed on to it would cost it more.
+    pub fn throttled(&self) -> bool {
+        matches!(self, ReviewError::Status { status: 429 })
+    }
 }
 
 /// The TokenReview that asks who `token` belongs to.

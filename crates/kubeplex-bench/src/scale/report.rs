@@ -292,6 +292,10 @@ impl fmt::Display for ScaleReport {
             parts.join(", ")
         })?;
         row(f, "apiserver writes (all, steady)", &|m| m.steady.writes.to_string())?;
+        row(f, "apiserver reviews (SubjectAccess + Token), start-up / steady", &|m| {
+            let reviews = |s: &Served| s.subject_access_reviews + s.token_reviews;
+            format!("{} / {}", reviews(&m.startup), reviews(&m.steady))
+        })?;
         for (label, pick) in [("start-up", 0), ("steady", 1), ("total", 2)] {
             row(f, &format!("control plane CPU-s, {label}"), &|m| {
                 let parts: Vec<String> = m
