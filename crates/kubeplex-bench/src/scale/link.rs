@@ -59,16 +59,18 @@ impl Link {
     }
 
     /// Upstream `which` could not be reached: if it is still the active one, the next takes
-    /// over.
-    pub fn failed(&self, which: usize) {
+    /// over. Whether another one is active now (the request may be sent again there at once,
+    /// as kubeplex sends a body-less request that found no connection).
+    pub fn failed(&self, which: usize) -> bool {
         if self.targets.len() < 2 {
-            return;
+            return false;
         }
         let next = (which + 1) % self.targets.len();
         if self.active.compare_exchange(which, next, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.counts.away.fetch_add(1, Ordering::Relaxed);
             self.moved.send_modify(|n| *n += 1);
         }
+        self.active.load(Ordering::Acquire) != which
     }
 
     /// Until dropped: while another upstream is active, a TCP connection to the first every

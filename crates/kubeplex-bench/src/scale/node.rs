@@ -448,7 +448,9 @@ async fn status_manager(
                     writes.refused.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(_) => {}
-                Err(_) => link.failed(upstream),
+                Err(_) => {
+                    link.failed(upstream);
+                }
             }
             tokio::time::sleep(wait).await;
             wait *= 2;

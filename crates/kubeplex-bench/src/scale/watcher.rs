@@ -198,8 +198,9 @@ pub async fn run(
                 tracing::debug!(error = %e, path, "watch failed");
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 stats.failed("transport");
-                link.failed(upstream);
-                tokio::time::sleep(BACKOFF).await;
+                if !link.failed(upstream) {
+                    tokio::time::sleep(BACKOFF).await;
+                }
                 continue;
             }
         };
