@@ -82,8 +82,20 @@ pub fn refused(refusal: &Refusal) -> Response<Body> {
             resp
         }
         Refusal::Status(s) => status(s),
-        Refusal::Throttled => super::guardrails::too_many_requests(),
+        Refusal::Throttled => too_many_requests(),
     }
+}
+
+/// The maxinflight filter's `tooManyRequests`: `Retry-After: 1`, then Go's `http.Error`
+/// (plain text, `nosniff`, the message and a newline) — not a Status.
+pub fn too_many_requests() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .header(header::RETRY_AFTER, "1")
+        .body(full(Bytes::from_static(b"Too many requests, please try again later.\n")))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
 #[cfg(test)]

@@ -22,8 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{header, HeaderMap, Method, Response, StatusCode};
+use http::{header, HeaderMap, Method, Response};
 use http_body_util::BodyExt;
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -243,7 +242,7 @@ impl Limiter {
                 Ok(p) => Some(p),
                 Err(_) => {
                     self.dropped.with_label_values(&[kind.as_str()]).inc();
-                    return Err(Box::new(too_many_requests()));
+                    return Err(Box::new(body::too_many_requests()));
                 }
             },
             None => None,
@@ -314,16 +313,4 @@ fn long_running(class: &Class) -> bool {
         }
         _ => false,
     }
-}
-
-/// The maxinflight filter's `tooManyRequests`: `Retry-After: 1`, then Go's `http.Error`
-/// (plain text, `nosniff`, the message and a newline) — not a Status.
-pub fn too_many_requests() -> Response<Body> {
-    Response::builder()
-        .status(StatusCode::TOO_MANY_REQUESTS)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .header("X-Content-Type-Options", "nosniff")
-        .header(header::RETRY_AFTER, "1")
-        .body(body::full(Bytes::from_static(b"Too many requests, please try again later.\n")))
-        .unwrap_or_else(|_| Response::new(body::full(Bytes::new())))
 }

@@ -210,7 +210,7 @@ async fn from_cache(
             return None;
         }
         Decision::Unverified => return None,
-        Decision::Throttled => return Some(super::guardrails::too_many_requests()),
+        Decision::Throttled => return Some(body::too_many_requests()),
     }
     match plan {
         Plan::Watch(plan) => watch::answer(state, &read, plan).await,
