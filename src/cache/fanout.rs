@@ -146,6 +146,8 @@ pub enum Next {
 struct QueueState {
     frames: VecDeque<Queued>,
     closed: Option<Closed>,
+    /// Stopped ([`Queue::stop`]): every event up to this RV was queued.
+    stopped_at: Option<u64>,
     waker: Option<Waker>,
     cap: usize,
 }
@@ -156,7 +158,13 @@ pub struct Queue(Mutex<QueueState>);
 
 impl Queue {
     fn new(cap: usize) -> Self {
-        Queue(Mutex::new(QueueState { frames: VecDeque::new(), closed: None, waker: None, cap }))
+        Queue(Mutex::new(QueueState {
+            frames: VecDeque::new(),
+            closed: None,
+            stopped_at: None,
+            waker: None,
+            cap,
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
@@ -197,10 +205,32 @@ impl Queue {
         }
     }
 
-    /// Takes queued frames, up to about `max_bytes` (at least one).
+    /// Ends the stream because the cache stops (kubeplex shuts down): unlike [`Queue::close`],
+    /// what is queued is still delivered, and the body may then tell its client that every
+    /// event up to `rv` — the cache's last, all queued — was sent ([`Queue::stopped_at`]).
+    pub fn stop(&self, rv: u64) {
+        let mut s = self.lock();
+        if s.closed.is_none() {
+            s.closed = Some(Closed::Stopped);
+            s.stopped_at = Some(rv);
+        }
+        let waker = s.waker.take();
+        drop(s);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The RV every event up to which was queued before the queue was stopped.
+    pub fn stopped_at(&self) -> Option<u64> {
+        self.lock().stopped_at
+    }
+
+    /// Takes queued frames, up to about `max_bytes` (at least one); once closed, what a stop
+    /// left queued first.
     pub fn take(&self, max_bytes: usize, waker: &Waker) -> Next {
         let mut s = self.lock();
-        if let Some(why) = s.closed {
+        if let Some(why) = s.closed.filter(|_| s.frames.is_empty()) {
             return Next::Closed(why);
         }
         if s.frames.is_empty() {
@@ -422,6 +452,19 @@ impl FanOut {
         for entry in self.watchers.values() {
             entry.queue.close(why);
         }
+        self.clear();
+    }
+
+    /// Ends every watcher because the cache stops, each after what is queued for it, with
+    /// every event up to `rv` queued ([`Queue::stop`]).
+    pub fn stop_all(&mut self, rv: u64) {
+        for entry in self.watchers.values() {
+            entry.queue.stop(rv);
+        }
+        self.clear();
+    }
+
+    fn clear(&mut self) {
         self.watchers.clear();
         self.unindexed.clear();
         self.indexed.clear();

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use self::gauges::Gauges;
 use super::clock::unix_now;
-use super::fanout::{Closed, FanOut, Queue, WatchConfig};
+use super::fanout::{FanOut, Queue, WatchConfig};
 use super::frames::Encoder;
 use super::history::Seen;
 use super::index;
@@ -538,7 +538,11 @@ impl ResourceCache {
     /// series; `others`: how many other caches of the same resource and encoding still run
     /// (the series are removed with the last one).
     pub fn close(&self, others: usize) {
-        self.fanout().close_all(Closed::Stopped);
+        // Under the fan-out's lock, as every dispatch: each event up to it is queued.
+        let mut fan = self.fanout();
+        let rv = self.dispatched.load(std::sync::atomic::Ordering::Acquire);
+        fan.stop_all(rv);
+        drop(fan);
         self.gauges.remove(&self.metrics, &self.label, self.encoding, others);
     }
 }

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::disk::{DiskConfig, DiskStates};
+use super::disk::{DiskConfig, DiskStates, StandBy};
 use super::feed::{self, Feed};
 pub use super::freshness::FreshnessConfig;
 use super::freshness::{Clock, Freshness};
@@ -144,10 +144,15 @@ impl Live {
     /// Aborts its tasks and ends its watchers; `others`: how many caches of the same resource
     /// and encoding still run.
     fn stop(&self, others: usize) {
+        self.freeze();
+        self.cache.close(others);
+    }
+
+    /// Aborts its tasks (its reflector first): its state no longer changes, its watchers go on.
+    fn freeze(&self) {
         for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             task.abort();
         }
-        self.cache.close(others);
     }
 }
 
@@ -423,11 +428,18 @@ impl Caches {
         ));
         // The reflector's events are applied to the cache as they are read (`live::feed`);
         // with a state directory, a state read from disk stands by for the first load.
+        // A recent one (a restart) is resumed from instead (`live::reflector::resume`).
         let fed = cache.clone();
+        let mut resume = None;
         let apply: Box<dyn Fn(Feed) + Send + Sync> = match &self.disk {
             Some(disk) => {
                 let state = self.stashed.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                Box::new(disk.feed(fed, state))
+                let recent = state.as_ref().is_some_and(super::disk::resumable);
+                let standby: StandBy = Arc::new(Mutex::new(state));
+                if recent {
+                    resume = Some(standby.clone());
+                }
+                Box::new(disk.feed(fed, standby))
             }
             None => Box::new(move |event| feed::apply(&fed, event)),
         };
@@ -439,6 +451,10 @@ impl Caches {
             .within(cache.collection_path(), cache.selector_query())
             .first_load(first)
             .reloaded_by(reloads);
+        let reflector = match resume {
+            Some(standby) => reflector.resume_from(standby),
+            None => reflector,
+        };
         // Its first load from the answer to the read that started it (`reflector::fed`).
         let (reflector, feeder) = match first {
             FirstLoad::Fed { .. } => {
@@ -510,6 +526,15 @@ impl Caches {
     }
 
     /// Stops every cache (shutdown).
+    /// Stops every cache's reflector, so that what is written to disk at shutdown is each
+    /// cache's last state, at the RV its watchers' last bookmark carries
+    /// ([`Caches::stop_all`]).
+    pub fn freeze_all(&self) {
+        for c in self.map.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            c.freeze();
+        }
+    }
+
     pub fn stop_all(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         for c in map.values() {

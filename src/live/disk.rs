@@ -14,6 +14,12 @@
 //!   its disk state only when its first load fails because the upstream is unreachable; a
 //!   load that succeeds first replaces it unseen, and a refusal (401/403) never serves it.
 //!   A restored state is never taken as fresh: consistent reads still need the upstream.
+//! - Resuming, at start-up: a state written within [`RESUME_WITHIN`] (a restart, as in a
+//!   DaemonSet rollout) is resumed from rather than loaded again — the cache's reflector
+//!   watches the upstream from its RV and takes the state as its first load once the upstream
+//!   accepts that watch (`live::reflector::resume`); its clients resume from the same RV, which
+//!   the last bookmark before the shutdown told them. No list, no freshness proof. An older
+//!   state only stands by for an unreachable upstream.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -30,6 +36,21 @@ use crate::cache::persist::{self, DiskState};
 use crate::cache::resource::ResourceCache;
 use crate::cache::{Encoding, Scope};
 use crate::wire::resource::ResourceInfo;
+
+/// A state read from disk at start-up, shared between the stand-by for an unreachable upstream
+/// ([`DiskStates::feed`]) and the reflector that resumes from it (`live::reflector::resume`):
+/// whichever needs it first takes it.
+pub type StandBy = Arc<Mutex<Option<DiskState>>>;
+
+/// A state written at most this long ago is resumed from at start-up (a restart), rather than
+/// only standing by for an unreachable upstream: long enough for a node's kubeplex to be
+/// replaced, short enough that the upstream still has the history from its RV.
+pub const RESUME_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether a state read at start-up is recent enough to resume from ([`RESUME_WITHIN`]).
+pub fn resumable(state: &DiskState) -> bool {
+    unix_now().saturating_sub(state.written_at) <= RESUME_WITHIN.as_secs()
+}
 
 /// Where and how often caches are written; `dir: None` turns it off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,9 +307,8 @@ impl DiskStates {
     pub fn feed(
         self: &Arc<Self>,
         cache: Arc<ResourceCache>,
-        state: Option<DiskState>,
+        pending: StandBy,
     ) -> impl Fn(Feed) + Send + Sync + 'static {
-        let pending = Mutex::new(state);
         let served = self.metrics.loads.with_label_values(&["served"]);
         move |event| {
             let outcome = match &event {

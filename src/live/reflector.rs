@@ -31,7 +31,8 @@
 //! - [`stream`]: reading one watch stream, the reloads and the moves back to a returned
 //!   upstream ([`move_back`]) taken between its frames; [`event`]: what one event yields;
 //! - [`first_load`]: how a cache's first load is requested ([`FirstLoad`]); [`fed`]: a first
-//!   load taken from the answer to the read that started the cache.
+//!   load taken from the answer to the read that started the cache; [`resume`]: a first state
+//!   taken from disk after a restart, watched on from its RV.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -124,6 +125,10 @@ pub struct Reflector<F> {
     /// No object has been skipped since the last load began. A watch that ends after a skip
     /// relists, to become whole again.
     whole: AtomicBool,
+    /// A state on disk to resume from, and its RV ([`resume`]).
+    resume: Option<(u64, crate::live::disk::StandBy)>,
+    /// The watch from that state's RV has not been answered yet.
+    resuming: AtomicBool,
 }
 
 impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
@@ -152,6 +157,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             whole: AtomicBool::new(true),
             listed: AtomicBool::new(false),
             relist_from: AtomicU64::new(0),
+            resume: None,
+            resuming: AtomicBool::new(false),
         }
     }
 
@@ -242,6 +249,9 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
             FirstLoad::Stream => State::StreamList,
             FirstLoad::Paged | FirstLoad::PagedAnyState | FirstLoad::Fed { .. } => State::List,
         };
+        if let Some(resumed) = self.resume_state() {
+            state = resumed;
+        }
         if let Some(fed_by) = self.fed_by.take() {
             if let Some((page, fed)) =
                 fed::receive(fed_by, self.encoding, MAX_LIST_PAGE_BYTES).await
@@ -322,6 +332,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     Err(e) if self.fed_state_dropped() => {
                         tracing::info!(resource = %self.describe, error = %e, "no watch from the first reader's state; listing");
                         State::List
+                    }
+                    Err(e) if self.resume.is_some() && self.resuming.load(Ordering::Acquire) => {
+                        failures += 1;
+                        self.resume_failed(&e, rv, failures).unwrap_or(State::Watch { rv })
                     }
                     Err(ReflectError::Gone) => self.relist_after_gone(rv),
                     Err(e) => {
@@ -405,6 +419,7 @@ pub mod fed;
 mod first_load;
 mod move_back;
 mod requests;
+mod resume;
 mod stream;
 #[cfg(all(test, feature = "sim"))]
 mod tests;

@@ -20,6 +20,10 @@ use crate::live::discovery::Resources;
 use crate::live::disk::{DiskError, DiskStates};
 use crate::upstream::Upstream;
 
+/// How long a shutdown waits, once the caches' reflectors are aborted, for an event being
+/// applied to finish before the states are written.
+const FREEZE_SETTLE: Duration = Duration::from_millis(20);
+
 /// Bytes of compressed list pages kept for reuse.
 const PAGE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -69,8 +73,14 @@ impl Proxy {
         self.state.draining.store(true, std::sync::atomic::Ordering::Release);
         tracing::info!(grace = ?grace, "shutting down: draining connections");
         self.drain.drain();
-        // The caches' last states, for a restart during an outage: bounded, so that the exit
-        // stays within the grace period.
+        // The caches stop following the upstream: the state each leaves on disk is the one at
+        // the RV of the last bookmark its watchers get (`Caches::stop_all`), from which both
+        // resume after the restart (`live::disk`). An event being applied as its reflector is
+        // aborted completes first.
+        self.state.caches.freeze_all();
+        tokio::time::sleep(FREEZE_SETTLE).await;
+        // The caches' last states, for the next start (resumed from, or served during an
+        // outage): bounded, so that the exit stays within the grace period.
         if let Some(disk) = self.state.caches.disk().cloned() {
             let running = self.state.caches.running();
             let to_disk = disk.clone();

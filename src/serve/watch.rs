@@ -37,7 +37,7 @@ use super::fresh;
 use super::prepare::{self, Read};
 use super::read::CachedRead;
 use super::state::ProxyState;
-use crate::cache::fanout::{Filter, Next, Queue};
+use crate::cache::fanout::{Closed, Filter, Next, Queue};
 use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
@@ -358,7 +358,22 @@ impl http_body::Body for WatchBody {
         // Read before looking at the queue: every event up to it is in the queue or sent.
         let dispatched = this.cache.dispatched_rv();
         match this.queue.take(CHUNK, cx.waker()) {
-            Next::Closed(_) => {
+            Next::Closed(why) => {
+                // The cache stopped (kubeplex shuts down) with every event up to `rv` sent: a
+                // last BOOKMARK there lets the client resume from it — from the state this
+                // kubeplex leaves on disk, which the next one resumes from (`live::disk`),
+                // rather than from an older RV neither has history for (a relist).
+                let stopped_at = match why {
+                    Closed::Stopped if this.bookmarks && this.table.is_none() => {
+                        this.queue.stopped_at().filter(|rv| *rv > this.last_rv)
+                    }
+                    _ => None,
+                };
+                if let Some(rv) = stopped_at {
+                    this.last_rv = rv;
+                    let frame = this.encoder.bookmark(rv, false, this.metadata);
+                    return this.data(frame, None);
+                }
                 this.done = true;
                 Poll::Ready(None)
             }

@@ -55,6 +55,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         let mut started = Instant::now();
         let resp = self.get(path).await?;
         self.apply_fed_state();
+        self.apply_resumed_state();
         let mut served_by = served_by(&resp);
         let mut active = self.upstream.active();
         let mut body = compressed::Chunks::new(resp);

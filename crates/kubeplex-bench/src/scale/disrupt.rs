@@ -2,8 +2,8 @@
 //! apiserver served during it:
 //! - **a rollout**: every node tier started again within a window, one after another, spread
 //!   evenly (a DaemonSet rolled): its connection closed, a new one opened (a TLS handshake),
-//!   its caches loaded afresh from its replica, the watches it passes on resumed from the RV
-//!   its agents saw;
+//!   every watch resumed from its RV — its caches from the states it wrote as it stopped, the
+//!   watches it passes on from its agents' (`node::run`);
 //! - **a replica's restart**: pool replica 0 killed (SIGKILL: a node lost, no draining) and
 //!   started again after a while: its node tiers move to the next replica (their `upstreams`),
 //!   resume there from their RVs, and go back once it accepts connections again.

@@ -117,8 +117,6 @@ fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
         impersonate: if pool { imp.clone() } else { Vec::new() },
         user_agent: if pool && imp.is_empty() { NODE_TIER } else { ua },
         node_tier: pool,
-        // What a node tier passes on, it passes on as its agent.
-        cached: pool && imp.is_empty(),
     };
     let none = Vec::new();
     let pods = vec![("fieldSelector", format!("spec.nodeName={node}"))];
@@ -265,8 +263,10 @@ pub fn watches_per_node(pool: bool) -> usize {
 }
 
 /// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
-/// the pool) — the watches it caches are loaded afresh, those it passes on resume from the
-/// RV their agents saw (their views so far).
+/// the pool), with its state directory (deploy/components/disk-state, which the pool overlay
+/// includes) — each of its caches resumes from the state it wrote as it stopped, a watch from
+/// that RV (`live::reflector::resume`), and the watches it passes on resume from the RV their
+/// agents saw (the last bookmark before the stop): every watch from its view's RV.
 pub async fn run(
     i: usize,
     conns: Conns,
@@ -292,10 +292,10 @@ pub async fn run(
             .or_default()
             .clone();
         let mut all = views.lock().unwrap_or_else(|p| p.into_inner());
-        // An agent whose node tier started again resumes its watch from what it saw.
+        // A node tier started again resumes each watch from what it saw.
         let resume = all
             .get(&(i, w))
-            .filter(|_| restarted && !spec.cached)
+            .filter(|_| restarted)
             .map(|(_, v)| v.clone())
             .filter(|v| v.lock().unwrap_or_else(|p| p.into_inner()).synced);
         let from = resume.as_ref().map(|v| v.lock().unwrap_or_else(|p| p.into_inner()).rv);

@@ -56,9 +56,6 @@ pub struct WatchSpec {
     pub user_agent: &'static str,
     /// A node tier's watch (through the pool): after 410, a load not older than its RV.
     pub node_tier: bool,
-    /// A node tier keeps a cache of it (through the pool): a node tier started again loads
-    /// it afresh, where a watch it passes on resumes from its agent's RV.
-    pub cached: bool,
 }
 
 impl WatchSpec {
