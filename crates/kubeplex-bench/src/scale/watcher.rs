@@ -112,6 +112,9 @@ pub struct View {
     pub items: BTreeMap<String, u64>,
     /// The newest resourceVersion the watch saw (events and bookmarks).
     pub rv: u64,
+    /// The writer's stamp last seen on each object: a later event carrying the same stamp
+    /// (another change of the object) is no delivery — nor after the watch resumed.
+    pub stamps: HashMap<String, u64>,
 }
 
 /// Runs the watch until the caller drops it, from `resume` if given (a watcher whose `view`
@@ -141,7 +144,6 @@ pub async fn run(
         first_sync = false;
         stats.synced.fetch_add(1, Ordering::Relaxed);
     }
-    let mut stamps: HashMap<String, u64> = HashMap::new();
     let mut from: Option<u64> = resume;
     // After 410, a node tier's load not older than its last RV.
     let mut not_older_than: Option<u64> = None;
@@ -257,7 +259,7 @@ pub async fn run(
                 // A stamp already in the state is no delivery (a later change without a new
                 // stamp carries it along).
                 if let Some(stamp) = stamp_of(&event.object) {
-                    stamps.insert(event.key.clone(), stamp);
+                    lock_view(&view).stamps.insert(event.key.clone(), stamp);
                 }
                 items.insert(event.key, rv);
                 last = last.max(rv);
@@ -268,12 +270,12 @@ pub async fn run(
                 stats.out_of_order.fetch_add(1, Ordering::Relaxed);
             }
             last = last.max(rv);
+            let mut v = lock_view(&view);
             if let Some(stamp) = stamp_of(&event.object) {
-                if stamps.insert(event.key.clone(), stamp) != Some(stamp) {
+                if v.stamps.insert(event.key.clone(), stamp) != Some(stamp) {
                     lock(&stats.delivery).record(since_stamp(stamp));
                 }
             }
-            let mut v = lock_view(&view);
             v.rv = last;
             if event.kind == "DELETED" {
                 v.items.remove(&event.key);
