@@ -19,16 +19,18 @@ const REPLICAS: u64 = 2;
 /// caches) and runtimeclasses, csidrivers, servicecidrs (passed on).
 const RESOURCES: u64 = 7;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_every_change() {
+/// `kubeplex-bench --json scale --sim` with [`NODES`] small nodes, [`REPLICAS`] pool replicas
+/// of the shipped configuration, and `extra` flags.
+async fn scale(extra: &[&str]) -> tokio::process::Command {
     let bin = kubeplex_bin().await;
     let root = root();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
     cmd.arg("--json")
         .args(["scale", "--sim", "--nodes", &NODES.to_string(), "--pods-per-node", "3"])
-        .args(["--services", "6", "--endpoints-per-slice", "4", "--duration", "4"])
+        .args(["--services", "6", "--endpoints-per-slice", "4"])
         .args(["--write-rate", "10", "--settle", "2", "--sync-timeout", "60"])
-        .args(["--mode", "both", "--replicas", &REPLICAS.to_string()])
+        .args(["--replicas", &REPLICAS.to_string()])
+        .args(extra)
         .arg("--kubeplex-bin")
         .arg(&bin)
         .arg("--pool-config")
@@ -37,6 +39,12 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
         .arg(root.join("deploy/base/node/daemonset.yaml"))
         .arg("--pool-manifest")
         .arg(root.join("deploy/base/pool/pool.yaml"));
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_every_change() {
+    let cmd = scale(&["--duration", "4", "--mode", "both"]).await;
     let report = json_report(cmd, Duration::from_secs(240)).await;
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
@@ -94,24 +102,9 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
 /// (one per resource), nothing per node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_tiers_rolled_and_a_replica_restarted_lose_no_event_and_come_back() {
-    let bin = kubeplex_bin().await;
-    let root = root();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubeplex-bench"));
-    cmd.arg("--json")
-        .args(["scale", "--sim", "--nodes", &NODES.to_string(), "--pods-per-node", "3"])
-        .args(["--services", "6", "--endpoints-per-slice", "4", "--duration", "2"])
-        .args(["--write-rate", "10", "--settle", "2", "--sync-timeout", "60"])
-        .args(["--mode", "pool", "--replicas", &REPLICAS.to_string()])
-        .args(["--rollout", "3", "--kill-replica", "2"])
-        .arg("--kubeplex-bin")
-        .arg(&bin)
-        .arg("--pool-config")
-        .arg(root.join("deploy/base/pool/kubeplex.yaml"))
-        .arg("--daemonset")
-        .arg(root.join("deploy/base/node/daemonset.yaml"))
-        .arg("--pool-manifest")
-        .arg(root.join("deploy/base/pool/pool.yaml"));
-    let report = json_report(cmd, Duration::from_secs(300)).await;
+    let cmd =
+        scale(&["--duration", "2", "--mode", "pool", "--rollout", "3", "--kill-replica", "2"]);
+    let report = json_report(cmd.await, Duration::from_secs(300)).await;
     let pool = &report["modes"][0];
     let n = |v: &Value| v.as_u64().unwrap_or(0);
     assert_eq!(n(&pool["views_wrong"]), 0, "{}", pool["views_examples"]);

@@ -129,7 +129,7 @@ impl Run<'_> {
         tracing::info!(down_s = down.as_secs_f64(), "killing pool replica 0");
         let steady = self.take_delivery();
         let start = self.snapshot().await;
-        let writer = self.write_for(down + Duration::from_secs(20));
+        let writer = self.write_for(down + Duration::from_secs(10));
         self.replicas.kill(0).await;
         tokio::time::sleep(down).await;
         let restarted = Instant::now();
