@@ -719,3 +719,39 @@ async fn a_read_whose_review_the_apiserver_throttles_is_answered_429_not_passed_
     assert_eq!(again.status, 200);
     assert_eq!(lists(), before, "served from the cache");
 }
+
+/// A node tier vouches for many kubelets (`Impersonate-User: system:node:NAME`), and may
+/// impersonate any user (deploy/base/node, `kubeplex:impersonator`): that is reviewed once —
+/// a review of impersonating all users — not once per kubelet, so a pool serving 2,000 node
+/// tiers does not review 2,000 impersonations a minute for their Lease renewals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_tier_vouching_for_many_kubelets_is_reviewed_once_for_all() {
+    let node = Node::start().await;
+    let cert = node.pki.client("kubeplex-node-tier", &[support::node::NODE_TIERS_GROUP]);
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
+    let addr = node.addr();
+    let get_own_node = |i: usize| {
+        let (client, addr) = (&client, &addr);
+        async move {
+            let user = format!("system:node:node-{i}");
+            let headers = [
+                ("Accept", "application/json"),
+                ("Impersonate-User", user.as_str()),
+                ("Impersonate-Group", "system:nodes"),
+            ];
+            let path = format!("/api/v1/nodes/node-{i}");
+            client.request(addr, http::Method::GET, &path, &headers).await
+        }
+    };
+    let reviews = || node.sim_reviews("subjectaccessreview");
+    let before = reviews();
+    let first = get_own_node(0).await;
+    assert_eq!(first.status, 200, "{}", String::from_utf8_lossy(&first.body));
+    let for_one = reviews() - before;
+    assert!(for_one > 0, "the node tier's impersonation is reviewed");
+    for i in 1..3 {
+        let next = get_own_node(i).await;
+        assert_ne!(next.status, 403, "{}", String::from_utf8_lossy(&next.body));
+    }
+    assert_eq!(reviews() - before, for_one, "another kubelet cost no review of its own");
+}
