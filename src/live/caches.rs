@@ -525,7 +525,6 @@ impl Caches {
         }
     }
 
-    /// Stops every cache (shutdown).
     /// Stops every cache's reflector, so that what is written to disk at shutdown is each
     /// cache's last state, at the RV its watchers' last bookmark carries
     /// ([`Caches::stop_all`]).
@@ -535,6 +534,7 @@ impl Caches {
         }
     }
 
+    /// Stops every cache (shutdown).
     pub fn stop_all(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         for c in map.values() {

@@ -127,7 +127,7 @@ pub struct Reflector<F> {
     whole: AtomicBool,
     /// A state on disk to resume from, and its RV ([`resume`]).
     resume: Option<(u64, crate::live::disk::StandBy)>,
-    /// The watch from that state's RV has not been answered yet.
+    /// The watch from that state's RV has not been answered yet (set only with `resume`).
     resuming: AtomicBool,
 }
 
@@ -333,9 +333,9 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                         tracing::info!(resource = %self.describe, error = %e, "no watch from the first reader's state; listing");
                         State::List
                     }
-                    Err(e) if self.resume.is_some() && self.resuming.load(Ordering::Acquire) => {
+                    Err(e) if self.resuming.load(Ordering::Acquire) => {
                         failures += 1;
-                        self.resume_failed(&e, rv, failures).unwrap_or(State::Watch { rv })
+                        self.resume_failed(&e, rv, failures)
                     }
                     Err(ReflectError::Gone) => self.relist_after_gone(rv),
                     Err(e) => {

@@ -58,20 +58,18 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         });
     }
 
-    /// The watch from the state's RV failed: what comes next (module documentation), or
-    /// `None` when no resume was pending.
-    pub(super) fn resume_failed(&self, e: &ReflectError, rv: u64, failures: u32) -> Option<State> {
-        if !self.resuming.swap(false, Ordering::AcqRel) {
-            return None;
-        }
+    /// The watch from the state's RV failed before the upstream answered it: what comes next
+    /// (module documentation).
+    pub(super) fn resume_failed(&self, e: &ReflectError, rv: u64, failures: u32) -> State {
+        self.resuming.store(false, Ordering::Release);
         if matches!(e, ReflectError::Gone) {
             // The stand-by state stays for the load that follows, should that one not reach
             // the upstream.
-            return Some(self.relist_after_gone(rv));
+            return self.relist_after_gone(rv);
         }
         tracing::info!(resource = %self.describe, error = %e, "cannot resume from the state on disk; loading");
         // An unreachable upstream brings the stand-by state into service; a refusal drops it.
         (self.feed)(Feed::LoadFailed { unreachable: e.unreachable(), forbidden: e.forbidden() });
-        Some(self.wait_after(e, failures, self.relist()))
+        self.wait_after(e, failures, self.relist())
     }
 }
