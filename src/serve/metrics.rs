@@ -56,7 +56,8 @@ pub struct Metrics {
 /// Waits for caches: cold starts, and freshness proofs of consistent and not-older-than reads.
 #[derive(Clone)]
 pub struct FreshnessMetrics {
-    /// Reads that found their cache not synced yet, by result (`synced`, `timeout`).
+    /// Reads that found their cache not synced yet, by result (`synced`, `timeout`,
+    /// `load_failed`, or `named`: a read of one object passed through at once, `serve::read`).
     pub sync_waits: IntCounterVec,
     pub sync_wait_seconds: HistogramVec,
     /// Reads that needed the cache at the upstream's current RV (consistent) or at a given RV
@@ -74,7 +75,7 @@ impl FreshnessMetrics {
             sync_waits: IntCounterVec::new(
                 Opts::new(
                     "kubeplex_cache_sync_waits_total",
-                    "Reads that waited for a cache's first sync (sharing its one upstream list) instead of passing through, by result: synced, or timeout (then passed through).",
+                    "Reads that found their cache's first load under way, by result: synced (waited for it, sharing its one upstream list), timeout or load_failed (then passed through), named (a read of one object, which a cache of a wider scope holds: passed through at once).",
                 ),
                 &["resource", "encoding", "result"],
             )?,

@@ -50,6 +50,22 @@ impl CachedRead<'_> {
         if !live.is_synced() && live.rendered_from().is_some() && !self.opts.watch {
             return None;
         }
+        // A read of one object by name that a cache of a wider scope holds, found loading: it
+        // passes through at once — as fast as the apiserver answers one object, at the cost of
+        // that one read, as directly — rather than wait for the whole scope's first load (a
+        // pool's cache of every ConfigMap, started by a kubelet's named watch of one: 100,000
+        // ConfigMaps load in seconds, the kubelet's pod waits for its volume meanwhile). A named
+        // read of exactly its cache's scope (a node tier's own Node) waits: that load is the
+        // read, and passed through as well it would cost the apiserver twice.
+        if !live.is_synced()
+            && !live.has_loaded()
+            && self.scope.name().is_some()
+            && live.scope().name().is_none()
+        {
+            let labels = [live.label(), encoding.as_str(), "named"];
+            state.metrics.freshness.sync_waits.with_label_values(&labels).inc();
+            return None;
+        }
         if whole && !live.is_synced() && same_scope() {
             if let Some(feeder) = live.take_feeder() {
                 let consistent = self.opts.resource_version.is_none();

@@ -244,3 +244,60 @@ async fn a_declared_scope_is_started_by_its_first_read_and_serves_every_read_it_
     same("/api/v1/nodes/node-1?resourceVersion=0").await;
     assert_eq!(caches(&stack).await.len(), 2);
 }
+
+/// A read of one object by name within a declared scope whose cache is still loading (a pool's
+/// cache of every ConfigMap, started by a kubelet's named watch of one; the real apiserver lists
+/// 100,000 ConfigMaps in seconds and answers a read of one in milliseconds) passes through at
+/// once rather than wait for the whole scope: the pod waiting for its volume gets its ConfigMap
+/// as fast as directly, at the cost of that one read. Once loaded, the cache serves such reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_read_of_a_wide_scope_still_loading_passes_through_at_once() {
+    let mut config = support::stack::default_caches(&[]);
+    config.scopes = vec!["configmaps".into()];
+    let stack = Stack::with_caches(kubeplex_sim::SimBuilder::new(), shape(), config).await;
+    // Lists and watches of every ConfigMap take the fake 3 s; reads of one by name do not.
+    stack.sim.slow_wide_reads("", "configmaps", Some(Duration::from_secs(3)));
+    let named = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dconfig-0";
+    // The kubelet's named watch (a WatchList, consistent) starts the scope's cache and streams
+    // the ConfigMap and the end of its initial events while that cache is still loading.
+    let watch = format!("{named}&watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=30");
+    let mut w = support::watch(&stack.addr(), &watch, "application/json").await;
+    let first = w.next_within(Duration::from_secs(10)).await.expect("the configmap");
+    assert_eq!(
+        (first["type"].as_str(), first["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("config-0"))
+    );
+    let end = w.next_within(Duration::from_secs(10)).await.expect("initial events' end");
+    assert_eq!(end["type"], "BOOKMARK");
+    let all = caches(&stack).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["synced"], false, "answered before the scope's load ended: {all:?}");
+    // A named get and list meanwhile: the apiserver's bytes, passed through at once too.
+    for path in [
+        "/api/v1/namespaces/team-0/configmaps/config-0?resourceVersion=0".to_string(),
+        format!("{named}&resourceVersion=0"),
+    ] {
+        let via = get(&stack.addr(), &path).await;
+        let direct = get(&stack.upstream(), &path).await;
+        assert_eq!((via.status, &via.body), (200, &direct.body), "{path}");
+    }
+    assert_eq!(caches(&stack).await[0]["synced"], false);
+    assert_eq!(stack.served_from("cache").await, 0);
+    let passed = stack
+        .metric_sum(
+            "kubeplex_cache_sync_waits_total",
+            &["resource=\"configmaps/v1\"", "result=\"named\""],
+        )
+        .await;
+    assert_eq!(passed, 3, "each named read counted as passed through at once");
+    // The scope's one list+watch, as before; once loaded it serves the named reads.
+    let all = synced_caches(&stack).await;
+    assert!(all[0]["namespace"].is_null() && all[0]["field_selector"].is_null(), "{all:?}");
+    let path = format!("{named}&resourceVersion=0");
+    let via = get(&stack.addr(), &path).await;
+    assert_eq!((via.status, &via.body), (200, &get(&stack.upstream(), &path).await.body));
+    assert_eq!(stack.served_from("cache").await, 1);
+    let wide = |verb| stack.upstream_calls_of("configmaps", verb);
+    // The cache's load, the watch and list passed through, and this test's two direct lists.
+    assert_eq!((wide("WATCH"), wide("LIST")), (1 + 1, 1 + 2));
+}

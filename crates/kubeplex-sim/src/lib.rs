@@ -392,6 +392,14 @@ impl Sim {
         self.state.faults.throttle_reviews.store(count, std::sync::atomic::Ordering::Release);
     }
 
+    /// Holds every list and watch of `group`/`resource` not pinned to one name (a
+    /// `metadata.name=` field selector) for `delay` before it is handled, as a large resource's
+    /// lists take the real apiserver seconds; `None` ends the fault.
+    pub fn slow_wide_reads(&self, group: &str, resource: &str, delay: Option<Duration>) {
+        *self.state.faults.slow_wide_reads.lock().unwrap_or_else(|p| p.into_inner()) =
+            delay.map(|d| (group.to_string(), resource.to_string(), d));
+    }
+
     /// While `true`, every request is held before it is handled.
     pub fn stall(&self, stalled: bool) {
         self.state.faults.stalled.send_replace(stalled);
