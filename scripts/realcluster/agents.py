@@ -53,6 +53,8 @@ API = "https://127.0.0.1:6443"
 RUN_LABEL = "agents.kubeplex.io/run"
 HOLLOW_LABEL = "agents.kubeplex.io/hollow"
 NODE_PREFIX = "hollow-node-"
+# Mode mixed: node i's agents go the way MIXED[i % 3].
+MIXED = ("direct", "node", "pool")
 # The workload's namespace is new in every run ("agents-MODE-HHMMSS"): the apiserver's
 # NamespaceLifecycle admission looks a namespace deleted a moment ago up live on every write in
 # a namespace of that name (hundreds of GETs), which reusing one name would add to a run.
@@ -926,6 +928,10 @@ class Run:
         self.shared = Shared()
         self.informers = {}
         self.nodes = [NODE_PREFIX + str(i) for i in range(self.n)]
+        # How each node's agents reach the apiserver: all alike, or in mode mixed one node in
+        # three each way, so that the three are compared in one run (one machine state).
+        self.node_mode = {node: (MIXED[i % len(MIXED)] if mode == "mixed" else mode)
+                          for i, node in enumerate(self.nodes)}
         self.kubeplex_admin_ports = []
         self.generations = {}   # deployment -> the generation of its last patch
         self.rollout = (0.0, 0.0)
@@ -1074,7 +1080,7 @@ class Run:
         common = ["--tls-cert-file", serving[0], "--tls-private-key-file", serving[1],
                   "--client-ca-file", self.pki.ca, "--shutdown-grace-period", "2s"]
         pool_args = []
-        if self.mode == "pool":
+        if "pool" in self.node_mode.values():
             crt, key = self.pki.sign("kubeplex-pool-upstream", POOL_USER)
             kc = self.pki.kubeconfig("kubeplex-pool-upstream", API, crt, key)
             for p in (POOL_PORT, POOL_ADMIN):
@@ -1097,7 +1103,8 @@ class Run:
                          "--upstreams-client-key-file", tier_key]
         crt, key = self.pki.sign("kubeplex-node-upstream", NODE_TIER_USER)
         kc = self.pki.kubeconfig("kubeplex-node-upstream", API, crt, key)
-        for i, node in enumerate(self.nodes):
+        tiered = [(i, node) for i, node in enumerate(self.nodes) if self.node_mode[node] != "direct"]
+        for i, node in tiered:
             port, admin = KUBEPLEX_PORT_BASE + i, KUBEPLEX_ADMIN_BASE + i
             for p in (port, admin):
                 if not port_free(p):
@@ -1106,15 +1113,18 @@ class Run:
                 b, "serve", "--config", os.path.join(REPO, "config/node.yaml"),
                 "--node-name", node, "--kubeconfig", kc,
                 "--listen", "127.0.0.1:%d" % port, "--admin-listen", "127.0.0.1:%d" % admin]
-                + common + pool_args, os.path.join(self.logs, "kubeplex-%s.log" % node))
+                + common + (pool_args if self.node_mode[node] == "pool" else []),
+                os.path.join(self.logs, "kubeplex-%s.log" % node))
             self.kubeplex_admin_ports.append(admin)
         t = time.time()
-        for i, node in enumerate(self.nodes):
+        for i, node in tiered:
             self.wait_ready("kubeplex-" + node, KUBEPLEX_ADMIN_BASE + i, timeout=60)
-        log("%d node tiers ready in %.1fs" % (self.n, time.time() - t))
+        log("%d node tiers ready in %.1fs" % (len(tiered), time.time() - t))
 
     def agent_server(self, i):
-        return API if self.mode == "direct" else "https://127.0.0.1:%d" % (KUBEPLEX_PORT_BASE + i)
+        if self.node_mode[self.nodes[i]] == "direct":
+            return API
+        return "https://127.0.0.1:%d" % (KUBEPLEX_PORT_BASE + i)
 
     def start_agents(self):
         kubemark = os.path.join(HARNESS, "bin", "kubemark")
@@ -1439,8 +1449,16 @@ class Run:
         kubelet_requests = proxy_requests = 0
         roots = []
         per_pod = {}
+        groups = {}  # mode -> what its nodes' kubelets saw (mode mixed)
         for node in self.nodes:
             kl = parse_agent_log(os.path.join(self.logs, "kubelet-%s.log" % node), year, self.ns)
+            g = groups.setdefault(self.node_mode[node], {"delays": [], "bound_to_add": [],
+                                                        "get": [], "patch": [], "c403": 0})
+            g["c403"] += sum(v for k, v in kl["errors"].items() if k[-1] == "403")
+            g["c403"] -= sum(v for k, v in kl["after_delete"].items() if k[-1] == "403")
+            for kind, key in (("get pods", "get"), ("patch pods/status", "patch")):
+                g[key].extend(ms / 1000.0 for t, ms in kl["latency"].get(kind, [])
+                              if rollout[0] <= t <= rollout[1])
             for pod, t_add in kl["adds"].items():
                 per_pod[pod] = {"node": node, "bound": self.bound_at.get(pod), "add": t_add,
                                 "first_patch": (kl["patches"].get(pod) or (None,))[0],
@@ -1457,6 +1475,9 @@ class Run:
             for pod, t_add in kl["adds"].items():
                 if pod in self.bound_at:
                     bound_to_add.append(t_add - self.bound_at[pod])
+                    g["bound_to_add"].append(t_add - self.bound_at[pod])
+                if pod in kl["patches"]:
+                    g["delays"].append(kl["patches"][pod][0] - t_add)
                 if pod in self.running_at:
                     add_to_running.append(self.running_at[pod] - t_add)
                 p = kl["patches"].get(pod)
@@ -1470,10 +1491,26 @@ class Run:
             proxy_requests += px["requests"]
             for k, v in px["errors"].items():
                 proxy_errors[k] = proxy_errors.get(k, 0) + v
+        # Per way to the apiserver (mode mixed): the same figures for its nodes alone, and when
+        # its nodes were Ready and its pods of the first rollout Running.
+        by_mode = {}
+        if len(groups) > 1:
+            for m, g in groups.items():
+                nodes = [n for n in self.nodes if self.node_mode[n] == m]
+                ready = [self.ready_at[n] - self.t_agents for n in nodes if n in self.ready_at]
+                running = [t - rollout[0] for pod, t in self.running_at.items()
+                           if per_pod.get(pod, {}).get("node") in nodes and t <= rollout[1]]
+                by_mode[m] = {"nodes": len(nodes), "status_delay_s": quantiles(g["delays"]),
+                              "bound_to_add_s": quantiles(g["bound_to_add"]),
+                              "get_pod_s": quantiles(g["get"]), "patch_status_s": quantiles(g["patch"]),
+                              "nodes_ready_s": round(max(ready), 2) if ready else None,
+                              "pods_running_s": round(max(running), 2) if running else None,
+                              "pods_running_n": len(running), "kubelet_403": g["c403"]}
         # Per pod, wall times (seconds since the epoch), for a closer look later.
         with open(os.path.join(self.dir, "pods.json"), "w") as f:
             json.dump({"deployments_created": rollout[0], "pods": per_pod}, f, indent=0, sort_keys=True)
         return {
+            "by_mode": by_mode,
             "status_delay_s": quantiles(delays),
             # Seen bound by the harness's watch of the apiserver -> the kubelet's SyncLoop ADD:
             # how fast a binding reaches the kubelet (through kubeplex's cache, in modes
@@ -1529,15 +1566,16 @@ class Run:
         try:
             self.control_plane_up()
             self.result["repo_head"] = git_head()
-            if self.mode in ("node", "pool"):
+            if self.mode != "direct":
                 self.result["kubeplex_bin"] = binary_identity(self.kubeplex_bin())
             self.clean()
             self.start_informers()
             self.start_scheduler()
-            if self.mode in ("node", "pool"):
+            if self.mode != "direct":
                 self.start_tiers()
             before = apiserver_snapshot(self.admin)
             t0 = self.start_agents()
+            self.t_agents = t0
             ready_last, ready_med = self.wait_nodes_ready(t0)
             self.result["nodes_ready_s"] = ready_last
             self.result["nodes_ready_median_s"] = ready_med
@@ -1681,6 +1719,18 @@ def report(r):
         if other:
             add("     other non-2xx: %s" % errors_line(other))
         add("   kube-proxies: %d requests; non-2xx: %s" % (r["proxy_requests"], errors_line(r["proxy_errors"])))
+    bm = r.get("by_mode")
+    if bm:
+        add("   by the way each node's agents went (nodes i %% 3: %s), in this one run:" % ", ".join(MIXED))
+        for label, f in MIXED_ROWS:
+            cells = []
+            for m in MIXED:
+                try:
+                    v = f(bm[m])
+                except (KeyError, TypeError):
+                    v = None
+                cells.append("-" if v is None else ("%.3f" % v if isinstance(v, float) else str(v)))
+            add("     %-40s" % label + "".join("%10s" % c for c in cells))
     ap = r.get("apiserver")
     if ap:
         for label, t in (("all clients", ap), ("non-system clients", ap["nonsystem"])):
@@ -1731,6 +1781,56 @@ def report(r):
             add("   correctness: MISMATCH")
             for m in r["mismatches"]:
                 add("     " + m)
+    return lines
+
+
+# Mode mixed's figures per way (direct, node, pool): label, getter of a by_mode entry.
+MIXED_ROWS = (
+    ("nodes", lambda g: g["nodes"]),
+    ("ADD -> status PATCH median, s", lambda g: g["status_delay_s"]["median"]),
+    ("ADD -> status PATCH p90, s", lambda g: g["status_delay_s"]["p90"]),
+    ("bound -> ADD median, s", lambda g: g["bound_to_add_s"]["median"]),
+    ("rollout: kubelet GET pod median, s", lambda g: g["get_pod_s"]["median"]),
+    ("rollout: kubelet PATCH status median, s", lambda g: g["patch_status_s"]["median"]),
+    ("its nodes Ready (agent start ->), s", lambda g: g["nodes_ready_s"]),
+    ("its first rollout's pods Running, s", lambda g: g["pods_running_s"]),
+    ("kubelet 403s (not for deleted pods)", lambda g: g["kubelet_403"]),
+)
+
+
+def mixed_comparison(results):
+    """Mode mixed over several runs: per figure, each way's median over the runs, and the
+    tiers' difference from direct *within each run* (median and range over the runs): the
+    machine's run-to-run swings cancel in the difference."""
+    rs = [r for r in results if r.get("by_mode")]
+    lines = ["%-40s%10s%10s%10s%26s%26s" % ("", "direct", "node", "pool", "node - direct", "pool - direct")]
+
+    def med(xs):
+        s = sorted(xs)
+        return None if not s else (s[(len(s) - 1) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2)
+
+    def fmt(v):
+        return "-" if v is None else ("%.3f" % v if isinstance(v, float) else str(v))
+    for label, f in MIXED_ROWS[1:]:
+        per = {m: [] for m in MIXED}
+        diff = {m: [] for m in MIXED[1:]}
+        for r in rs:
+            try:
+                vals = {m: f(r["by_mode"][m]) for m in MIXED}
+            except (KeyError, TypeError):
+                continue
+            if any(v is None for v in vals.values()):
+                continue
+            for m in MIXED:
+                per[m].append(vals[m])
+            for m in MIXED[1:]:
+                diff[m].append(vals[m] - vals["direct"])
+        cells = ["%10s" % fmt(med(per[m])) for m in MIXED]
+        for m in MIXED[1:]:
+            d = diff[m]
+            cells.append("%26s" % ("-" if not d else "%+.3f (%+.3f..%+.3f)" % (med(d), min(d), max(d))
+                                   if isinstance(d[0], float) else "%+d (%+d..%+d)" % (med(d), min(d), max(d))))
+        lines.append("%-40s" % label + "".join(cells))
     return lines
 
 
@@ -1835,7 +1935,8 @@ def comparison(results):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=["direct", "node", "pool", "all"], default="direct")
+    p.add_argument("--mode", choices=["direct", "node", "pool", "all", "mixed"], default="direct",
+                   help="mixed: in each run, node i's agents go MIXED[i %% 3] (direct, node, pool)")
     p.add_argument("--nodes", type=int, default=10, help="hollow nodes (default 10)")
     p.add_argument("--pods", type=int, default=200, help="pods in total (default 200)")
     p.add_argument("--deployments", type=int, default=10, help="deployments (default 10)")
@@ -1879,7 +1980,12 @@ def main():
             for line in report(r):
                 print(line, flush=True)
             print(summary_json(r), flush=True)
-        if len(results) > 1:
+        if args.mode == "mixed":
+            print("== mixed: %d runs of %d nodes (a third each way), %d pods; medians over the runs,"
+                  " and each tier's difference from direct within a run" % (len(results), args.nodes, args.pods))
+            for line in mixed_comparison(results):
+                print(line)
+        elif len(results) > 1:
             print("== comparison (%d nodes, %d pods%s)" % (
                 args.nodes, args.pods, "; median of %d runs (range)" % args.repeat if args.repeat > 1 else ""))
             for line in comparison(results):
