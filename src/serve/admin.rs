@@ -42,6 +42,9 @@ pub(super) fn admin(
 /// What `/readyz` checks.
 struct Readiness {
     draining: bool,
+    /// The clients' port accepts connections (`listenWhenReady` holds it until the rest is
+    /// ready: `/readyz` passes only once it listens).
+    accepting: bool,
     /// Discovery answers.
     upstream: bool,
     /// The configured caches not synced yet.
@@ -51,12 +54,14 @@ struct Readiness {
 async fn readiness(state: &ProxyState) -> Readiness {
     Readiness {
         draining: state.draining.load(std::sync::atomic::Ordering::Acquire),
+        accepting: state.accepting.load(std::sync::atomic::Ordering::Acquire),
         upstream: state.resources.lookup("", "v1", "namespaces").await.is_some(),
         pending: state.caches.unsynced_pinned(&state.preload_specs),
     }
 }
 
-/// Whether `/readyz` passes.
+/// Whether kubeplex is ready to serve: what `/readyz` checks but the clients' port, which
+/// `listenWhenReady` listens on once this is true.
 pub(super) async fn is_ready(state: &ProxyState) -> bool {
     // The local checks first: discovery is asked only once they pass.
     !state.draining.load(std::sync::atomic::Ordering::Acquire)
@@ -73,18 +78,19 @@ pub(super) async fn is_ready(state: &ProxyState) -> bool {
 async fn readyz(state: &ProxyState, query: Option<&str>) -> Response<Body> {
     let verbose =
         query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
-    let Readiness { draining, upstream, pending } = readiness(state).await;
-    let ready = !draining && upstream && pending.is_empty();
+    let Readiness { draining, accepting, upstream, pending } = readiness(state).await;
+    let ready = !draining && accepting && upstream && pending.is_empty();
     if !verbose {
         return match (draining, upstream, pending.is_empty()) {
             _ if ready => body::respond(200, "text/plain", b"ok".to_vec()),
             (true, _, _) => body::respond(503, "text/plain", b"shutting down".to_vec()),
             (_, false, _) => body::respond(503, "text/plain", b"upstream not reachable".to_vec()),
-            _ => body::respond(
+            (_, _, false) => body::respond(
                 503,
                 "text/plain",
                 format!("caches not synced: {}", pending.join(", ")).into_bytes(),
             ),
+            _ => body::respond(503, "text/plain", b"not listening for clients yet".to_vec()),
         };
     }
     let mut out = String::new();
@@ -94,6 +100,7 @@ async fn readyz(state: &ProxyState, query: Option<&str>) -> Response<Body> {
     };
     line(!draining, "shutdown", if draining { ": shutting down" } else { "" });
     line(upstream, "upstream", if upstream { "" } else { ": not reachable" });
+    line(accepting, "listener", if accepting { "" } else { ": not listening for clients yet" });
     for p in &pending {
         line(false, &format!("cache {p}"), ": not synced");
     }

@@ -295,6 +295,7 @@ impl ProxyBuilder {
             pages: pages::page_cache(PAGE_CACHE_BYTES),
             node,
             draining: std::sync::atomic::AtomicBool::new(false),
+            accepting: std::sync::atomic::AtomicBool::new(!listen_when_ready),
             guard,
         });
         check_preload(&state.resources, &preload).await?;
@@ -425,6 +426,7 @@ impl ClientListener {
         }
         match socket.listen(BACKLOG) {
             Ok(l) => {
+                state.accepting.store(true, std::sync::atomic::Ordering::Release);
                 tracing::info!("ready: listening for clients");
                 Some(l)
             }

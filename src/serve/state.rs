@@ -24,6 +24,9 @@ pub struct ProxyState {
     pub node: Option<Arc<NodeAuth>>,
     /// Set when a graceful shutdown begins: readiness fails from then on.
     pub draining: std::sync::atomic::AtomicBool,
+    /// Whether the clients' port accepts connections: false while `listenWhenReady` holds it,
+    /// so that `/readyz` never passes before clients can connect.
+    pub accepting: std::sync::atomic::AtomicBool,
     /// In-flight and body limits on passthrough (see [`guardrails`]).
     pub guard: guardrails::Limiter,
 }

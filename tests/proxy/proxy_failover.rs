@@ -243,15 +243,18 @@ async fn a_pool_that_listens_when_ready_refuses_connections_until_its_caches_are
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(connects(at_once.addr).await, "without listenWhenReady it listens at once");
-    // Once the upstream answers and the caches load, it listens and serves them.
+    // Once the upstream answers and the caches load, it listens and serves them; its
+    // readiness passes no sooner than its port accepts connections (a pool's node tiers, or
+    // a Service's endpoints, follow /readyz).
+    let admin = held.admin_addr.expect("admin").to_string();
+    assert_eq!(support::get(&admin, "/readyz").await.status, 503);
     stack.sim.stall(false);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !connects(held.addr).await {
-        assert!(Instant::now() < deadline, "never listened after its caches loaded");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    while support::get(&admin, "/readyz").await.status != 200 {
+        assert!(Instant::now() < deadline, "never ready after its caches loaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let admin = held.admin_addr.expect("admin").to_string();
-    assert_eq!(support::get(&admin, "/readyz").await.status, 200);
+    assert!(connects(held.addr).await, "ready before it listened");
     let list = support::get(&held.addr.to_string(), "/api/v1/pods?resourceVersion=0").await;
     assert_eq!(list.status, 200, "{}", String::from_utf8_lossy(&list.body));
     let text = String::from_utf8_lossy(&support::get(&admin, "/metrics").await.body).into_owned();
