@@ -16,8 +16,11 @@ use support::{json_report, kubeplex_bin, root};
 const NODES: u64 = 8;
 const REPLICAS: u64 = 2;
 /// What a node reads through its node tier: pods, nodes, services, endpointslices (its
-/// caches) and runtimeclasses, csidrivers, servicecidrs (passed on).
-const RESOURCES: u64 = 7;
+/// caches) and runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on).
+const RESOURCES: u64 = 9;
+/// A node's watches through its node tier: its 4 caches, the 3 other watches, and its
+/// kubelet's of the ConfigMap and Secret of each of the 3 apps its 3 pods belong to.
+const WATCHES_PER_NODE: u64 = 4 + 3 + 2 * 3;
 
 /// `kubeplex-bench --json scale --sim` with [`NODES`] small nodes, [`REPLICAS`] pool replicas
 /// of the shipped configuration, and `extra` flags.
@@ -108,7 +111,7 @@ async fn node_tiers_rolled_and_a_replica_restarted_lose_no_event_and_come_back()
     let pool = &report["modes"][0];
     let n = |v: &Value| v.as_u64().unwrap_or(0);
     assert_eq!(n(&pool["views_wrong"]), 0, "{}", pool["views_examples"]);
-    assert_eq!(n(&pool["views_checked"]), NODES * RESOURCES);
+    assert_eq!(n(&pool["views_checked"]), NODES * WATCHES_PER_NODE);
     let d = pool["disruptions"].as_array().expect("disruptions");
     assert_eq!(d.len(), 2, "{pool}");
     let (rollout, restart) = (&d[0], &d[1]);

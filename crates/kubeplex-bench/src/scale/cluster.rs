@@ -224,6 +224,22 @@ pub struct Shape {
     pub endpoints_per_slice: usize,
 }
 
+/// Apps: pod `slot` is app `slot % APPS` (its label) and mounts that app's ConfigMap and Secret.
+pub const APPS: usize = 8;
+
+impl Shape {
+    /// The apps a node's pods belong to: each node's kubelet watches their ConfigMaps and
+    /// Secrets by name.
+    pub fn apps_per_node(&self) -> usize {
+        self.pods_per_node.min(APPS)
+    }
+}
+
+/// App `a`'s name, and its ConfigMap's and Secret's.
+pub fn app_name(a: usize) -> String {
+    format!("app-{a}")
+}
+
 pub fn pod_name(node: usize, slot: usize) -> String {
     format!("p-{node}-{slot}")
 }
@@ -240,8 +256,9 @@ fn pod_ip(node: usize, slot: usize) -> String {
 
 /// Pod `slot` of `node`, bound to it, stamped with `stamp` (Unix microseconds) if given.
 pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
+    let app = app_name(slot % APPS);
     let mut meta = json!({"name": pod_name(node, slot), "namespace": NAMESPACE,
-        "labels": {"app": format!("app-{}", slot % 8)}});
+        "labels": {"app": app}});
     if let Some(s) = stamp {
         meta["annotations"] = json!({STAMP: s.to_string()});
     }
@@ -249,7 +266,11 @@ pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
         "apiVersion": "v1", "kind": "Pod", "metadata": meta,
         "spec": {
             "nodeName": node_name(node),
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "volumeMounts": [{"name": "config", "mountPath": "/etc/config"},
+                                 {"name": "secret", "mountPath": "/etc/secret"}]}],
+            "volumes": [{"name": "config", "configMap": {"name": app}},
+                        {"name": "secret", "secret": {"secretName": app}}],
             "terminationGracePeriodSeconds": 0,
         },
     })
@@ -307,7 +328,7 @@ pub fn endpoint_slice(shape: &Shape, s: usize) -> Value {
 }
 
 /// Creates what the run reads (what exists already is left as it is): the namespace, the
-/// Nodes, the pods, the Services and their EndpointSlices. Pods of slots beyond the shape
+/// Nodes, the apps' ConfigMaps and Secrets, the pods, the Services and their EndpointSlices. Pods of slots beyond the shape
 /// (an earlier, larger run) are deleted.
 pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     let admin = &cluster.admin;
@@ -320,6 +341,15 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     .await?;
     let ns = format!("/api/v1/namespaces/{NAMESPACE}");
     let mut creates: Vec<(String, Value)> = Vec::new();
+    for a in 0..APPS {
+        let meta = json!({"name": app_name(a), "namespace": NAMESPACE});
+        let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+            "data": {"app.conf": format!("app {a}")}});
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta,
+            "type": "Opaque", "stringData": {"token": format!("app-{a}-token")}});
+        creates.push((format!("{ns}/configmaps"), config));
+        creates.push((format!("{ns}/secrets"), secret));
+    }
     creates.extend((0..shape.nodes).map(|i| ("/api/v1/nodes".to_string(), node(i))));
     for s in 0..shape.services {
         creates.push((format!("{ns}/services"), service(s)));

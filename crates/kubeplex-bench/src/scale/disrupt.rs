@@ -101,7 +101,9 @@ impl Run<'_> {
         let start = self.snapshot().await;
         let writer = self.write_for(within);
         let n = self.links.len();
-        let expected = synced_watches(self.classes) + (n * node::watches_per_node(true)) as u64;
+        let apps = self.spec.shape.apps_per_node();
+        let expected =
+            synced_watches(self.classes) + (n * node::watches_per_node(true, apps)) as u64;
         let step = within.checked_div(n.max(1) as u32).unwrap_or_default();
         for i in 0..n {
             tokio::time::sleep_until(start.at + step * i as u32).await;
@@ -112,7 +114,7 @@ impl Run<'_> {
                 (self.classes.clone(), self.views.clone(), self.writes.clone());
             let since = self.since;
             self.handles[i] = self.nodes.spawn(async move {
-                node::run(i, conns, classes, views, writes, since, true).await
+                node::run(i, apps, conns, classes, views, writes, since, true).await
             });
         }
         let synced = self.wait(|| synced_watches(self.classes) >= expected).await;
@@ -236,13 +238,12 @@ impl Run<'_> {
             delivery.merge(h);
         }
         self.give_delivery(steady);
-        let resources = node::watches_per_node(true);
         Disruption {
             name,
             seconds: start.at.elapsed().as_secs_f64(),
             served: Served::between(&start.apiserver, &end.apiserver),
             pool_calls,
-            bound: 2 * self.replicas.nodes.len() * resources,
+            bound: 2 * self.replicas.nodes.len() * node::RESOURCES,
             replica_ready_s: None,
             done_s: None,
             home: (self.links.iter().filter(|l| l.home()).count(), self.links.len()),

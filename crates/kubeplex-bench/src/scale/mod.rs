@@ -136,6 +136,7 @@ async fn run_mode(
     let dir = spec.work_dir.join(mode);
     std::fs::create_dir_all(&dir)?;
     let n = spec.shape.nodes;
+    let apps = spec.shape.apps_per_node();
     let before = Counters::read(&cluster.metrics().await?);
     let open_before = before.open_watches;
     let cpu_before = cpu(&cluster.control_plane);
@@ -176,10 +177,10 @@ async fn run_mode(
         let (classes, views, writes) = (classes.clone(), views.clone(), writes.clone());
         handles.push(nodes.spawn(async move {
             tokio::time::sleep_until(start).await;
-            node::run(i, c, classes, views, writes, since, false).await
+            node::run(i, apps, c, classes, views, writes, since, false).await
         }));
     }
-    let watches = n * node::watches_per_node(pool);
+    let watches = n * node::watches_per_node(pool, apps);
     let synced = || synced_watches(&classes);
     let mut open_max = 0.0f64;
     let deadline = Instant::now() + spec.sync_timeout;
@@ -261,7 +262,7 @@ async fn run_mode(
     }
 
     // The views against the apiserver's objects.
-    let scopes = node::whole_scopes(pool);
+    let scopes = node::whole_scopes(pool, apps);
     // A disruption's phase may have left writes in the objects still on their way.
     if !disruptions.is_empty() {
         tokio::time::sleep(spec.settle).await;

@@ -4,16 +4,19 @@
 //! Directly — as the 1.36 agents do (docs/design.md §7; `node::kubelet`, `node::agents`):
 //! - the kubelet (its client certificate, one HTTP/2 connection): WatchLists of its pods
 //!   (`spec.nodeName=NODE`), its Node (`metadata.name=NODE`), services (`spec.clusterIP!=None`),
-//!   runtimeclasses and csidrivers; its Lease renewed every 10 s; for each new pod bound to it,
-//!   the status manager's GET of the pod and its status patch;
+//!   runtimeclasses and csidrivers, and of each ConfigMap and Secret its pods mount, by name
+//!   (`metadata.name=NAME` in the namespace: the kubelet's watch-based ConfigMap and Secret
+//!   managers, one watch per object its pods use); its Lease renewed every 10 s; for each new
+//!   pod bound to it, the status manager's GET of the pod and its status patch;
 //! - kube-proxy (`system:kube-proxy`, a connection of its own): services and endpointslices with
 //!   its label selector, servicecidrs, its Node.
 //!
 //! Through the pool — what a node tier with the shipped configuration (`config/node.yaml`) sends
 //! upstream for those agents, on one HTTP/2 connection with the node tiers' certificate: the
 //! list+watch of each cache (its pods, its Node, services, kube-proxy's endpointslices); the
-//! watches it has no cache for (runtimeclasses, csidrivers, servicecidrs) and the kubelet's
-//! writes and reads by name, passed on as the agent (`Impersonate-User`).
+//! watches it has no cache for (runtimeclasses, csidrivers, servicecidrs, the kubelet's named
+//! ConfigMap and Secret watches) and the kubelet's writes and reads by name, passed on as the
+//! agent (`Impersonate-User`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cluster::{running_status, NAMESPACE};
+use super::cluster::{app_name, running_status, NAMESPACE};
 use super::link::Link;
 use super::watcher::{self, ClassStats, Scope, View, WatchSpec};
 use crate::node::agents::KUBE_PROXY_SELECTOR;
@@ -83,8 +86,20 @@ pub type Classes = BTreeMap<&'static str, Arc<ClassStats>>;
 /// started again replaces its own.
 pub type Views = Arc<Mutex<BTreeMap<(usize, usize), (Scope, Arc<Mutex<View>>)>>>;
 
-/// The watches of node `i` in this mode: (who sends it, spec).
-fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
+/// The resources a node reads: pods, nodes, services, endpointslices (a node tier's caches),
+/// runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on).
+pub const RESOURCES: usize = 9;
+
+/// The ConfigMaps and Secrets a node's pods mount (`shape.apps_per_node()` apps) in the run's
+/// namespace, watched by name.
+const NAMED: [(&str, &str, &str); 2] = [
+    ("kubelet: a ConfigMap by name", "/api/v1/namespaces/kubeplex-scale/configmaps", "configmaps"),
+    ("kubelet: a Secret by name", "/api/v1/namespaces/kubeplex-scale/secrets", "secrets"),
+];
+
+/// The watches of node `i` in this mode, its pods mounting `apps` apps' ConfigMaps and
+/// Secrets: (who sends it, spec).
+fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
     let node = node_name(i);
     let imp_kubelet = vec![
         ("Impersonate-User", format!("system:node:{node}")),
@@ -176,6 +191,16 @@ fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
             ),
         ),
     ];
+    // The kubelet's watches of what its pods mount, one per object (a node tier has no cache
+    // for one object by name: it passes them on).
+    for (class, collection, _) in NAMED {
+        debug_assert!(collection.starts_with(&format!("/api/v1/namespaces/{NAMESPACE}/")));
+        for a in 0..apps {
+            let named = vec![("fieldSelector", format!("metadata.name={}", app_name(a)))];
+            let scope = Scope::Whole(path(collection, &named));
+            all.push((true, spec(class, collection, named, scope, &imp_kubelet, KUBELET)));
+        }
+    }
     if pool {
         // The node tier's caches: one Node and one services watch for both agents.
         all.push((
@@ -244,8 +269,8 @@ fn watches(i: usize, pool: bool) -> Vec<(bool, WatchSpec)> {
 }
 
 /// The cluster-wide scopes the nodes' watches check against (paths with their selectors).
-pub fn whole_scopes(pool: bool) -> Vec<String> {
-    let mut scopes: Vec<String> = watches(0, pool)
+pub fn whole_scopes(pool: bool, apps: usize) -> Vec<String> {
+    let mut scopes: Vec<String> = watches(0, pool, apps)
         .into_iter()
         .filter_map(|(_, w)| match w.scope {
             Scope::Whole(p) => Some(p),
@@ -258,8 +283,8 @@ pub fn whole_scopes(pool: bool) -> Vec<String> {
 }
 
 /// How many watches a node keeps open in this mode.
-pub fn watches_per_node(pool: bool) -> usize {
-    watches(0, pool).len()
+pub fn watches_per_node(pool: bool, apps: usize) -> usize {
+    watches(0, pool, apps).len()
 }
 
 /// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
@@ -267,8 +292,10 @@ pub fn watches_per_node(pool: bool) -> usize {
 /// includes) — each of its caches resumes from the state it wrote as it stopped, a watch from
 /// that RV (`live::reflector::resume`), and the watches it passes on resume from the RV their
 /// agents saw (the last bookmark before the stop): every watch from its view's RV.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     i: usize,
+    apps: usize,
     conns: Conns,
     classes: Arc<Mutex<Classes>>,
     views: Views,
@@ -284,7 +311,7 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     tasks.spawn(kubelet.clone().move_back());
     let (added_tx, added_rx) = mpsc::channel(256);
-    for (w, (on_kubelet, spec)) in watches(i, pool).into_iter().enumerate() {
+    for (w, (on_kubelet, spec)) in watches(i, pool, apps).into_iter().enumerate() {
         let stats = classes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
