@@ -1453,10 +1453,11 @@ class Run:
         for node in self.nodes:
             kl = parse_agent_log(os.path.join(self.logs, "kubelet-%s.log" % node), year, self.ns)
             g = groups.setdefault(self.node_mode[node], {"delays": [], "bound_to_add": [],
-                                                        "get": [], "patch": [], "c403": 0})
+                                                        "get": [], "patch": [], "watch": [], "c403": 0})
             g["c403"] += sum(v for k, v in kl["errors"].items() if k[-1] == "403")
             g["c403"] -= sum(v for k, v in kl["after_delete"].items() if k[-1] == "403")
-            for kind, key in (("get pods", "get"), ("patch pods/status", "patch")):
+            for kind, key in (("get pods", "get"), ("patch pods/status", "patch"),
+                              ("watch configmaps", "watch"), ("watch secrets", "watch")):
                 g[key].extend(ms / 1000.0 for t, ms in kl["latency"].get(kind, [])
                               if rollout[0] <= t <= rollout[1])
             for pod, t_add in kl["adds"].items():
@@ -1503,6 +1504,7 @@ class Run:
                 by_mode[m] = {"nodes": len(nodes), "status_delay_s": quantiles(g["delays"]),
                               "bound_to_add_s": quantiles(g["bound_to_add"]),
                               "get_pod_s": quantiles(g["get"]), "patch_status_s": quantiles(g["patch"]),
+                              "named_watch_s": quantiles(g["watch"]),
                               "nodes_ready_s": round(max(ready), 2) if ready else None,
                               "pods_running_s": round(max(running), 2) if running else None,
                               "pods_running_n": len(running), "kubelet_403": g["c403"]}
@@ -1792,6 +1794,7 @@ MIXED_ROWS = (
     ("bound -> ADD median, s", lambda g: g["bound_to_add_s"]["median"]),
     ("rollout: kubelet GET pod median, s", lambda g: g["get_pod_s"]["median"]),
     ("rollout: kubelet PATCH status median, s", lambda g: g["patch_status_s"]["median"]),
+    ("rollout: named ConfigMap/Secret watch, s", lambda g: g["named_watch_s"]["median"]),
     ("its nodes Ready (agent start ->), s", lambda g: g["nodes_ready_s"]),
     ("its first rollout's pods Running, s", lambda g: g["pods_running_s"]),
     ("kubelet 403s (not for deleted pods)", lambda g: g["kubelet_403"]),
