@@ -20,6 +20,10 @@ pub enum Verdict {
     /// at 2,000 node tiers moving to one pool replica at once, ~460 reads whose reviews were
     /// refused so went to the apiserver as watches).
     Throttled,
+    /// The review went unanswered in time, or was answered 503/504 (`ReviewError::overloaded`):
+    /// a watch is answered 429 as for [`Verdict::Throttled`] (passed on, it would hold the
+    /// overloaded apiserver for minutes); a get or list is passed through, as for a failure.
+    Overloaded,
 }
 
 impl NodeAuth {
@@ -50,6 +54,10 @@ impl NodeAuth {
             Err(e) if e.throttled() => {
                 tracing::debug!(error = %e, "access review throttled; answering 429");
                 Verdict::Throttled
+            }
+            Err(e) if e.overloaded() => {
+                tracing::debug!(error = %e, "access review not answered in time");
+                Verdict::Overloaded
             }
             Err(e) => {
                 tracing::warn!(error = %e, "access review failed; passing the read through");

@@ -64,6 +64,8 @@ impl Gate<'_> {
             Verdict::Granted => Decision::Granted,
             Verdict::NotGranted => Decision::Denied,
             Verdict::Throttled => Decision::Throttled,
+            Verdict::Overloaded if self.watch => Decision::Throttled,
+            Verdict::Overloaded => Decision::Denied,
         }
     }
 }

@@ -38,7 +38,9 @@ impl NodeAuth {
             let refused = match self.reviews.authorize_afresh(client, &attributes).await {
                 Ok(d) if d.allowed => continue,
                 Ok(d) => d.reason,
-                Err(e) if e.throttled() => return Err(Refusal::Throttled),
+                // Overloaded (unanswered in time, 503/504): answered as throttled, so that the
+                // client comes back later rather than have its reads passed on meanwhile.
+                Err(e) if e.throttled() || e.overloaded() => return Err(Refusal::Throttled),
                 Err(e) => {
                     tracing::warn!(error = %e, "impersonation review failed");
                     return Err(Refusal::Status(Status::service_unavailable(

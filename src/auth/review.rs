@@ -317,7 +317,7 @@ impl Reviews {
                 }
                 Err(_) => {
                     self.reached(false);
-                    return Err(ReviewError::Transport(format!(
+                    return Err(ReviewError::Timeout(format!(
                         "no answer within {:?}",
                         self.config.timeout
                     )));
@@ -333,7 +333,7 @@ impl Reviews {
         let body = http_body_util::Limited::new(resp.into_body(), 1024 * 1024).collect();
         let body = tokio::time::timeout(self.config.timeout, body)
             .await
-            .map_err(|_| ReviewError::Transport("the answer did not arrive in time".into()))?
+            .map_err(|_| ReviewError::Timeout("the answer did not arrive in time".into()))?
             .map_err(|e| ReviewError::Transport(e.to_string()))?
             .to_bytes();
         self.metrics.seconds.with_label_values(&[kind]).observe(started.elapsed().as_secs_f64());

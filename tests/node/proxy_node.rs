@@ -720,6 +720,46 @@ async fn a_read_whose_review_the_apiserver_throttles_is_answered_429_not_passed_
     assert_eq!(lists(), before, "served from the cache");
 }
 
+/// A review the overloaded apiserver leaves unanswered past `reviewTimeout`: a watch that
+/// needed it is answered 429 with `Retry-After`, as the apiserver's priority and fairness would
+/// answer it — not passed on, where it would hold the overloaded apiserver for minutes (1,000
+/// node tiers starting at once had ~10,000 of their kubelets' watches passed on so); a list is
+/// passed through as before (one request, what the client would have sent directly). The watch
+/// sent again once reviews are answered is served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_review_goes_unanswered_is_answered_429_not_passed_on() {
+    let reviews = kubeplex::auth::ReviewConfig {
+        timeout: Duration::from_millis(300),
+        ..kubeplex::auth::ReviewConfig::default()
+    };
+    let node = Node::start_with(NodeOptions { reviews, ..Default::default() }).await;
+    let client = TlsClient::new(&node.pki.ca_pem, &Credentials::token(VIEWER_TOKEN), true);
+    let addr = node.addr();
+    // The token is known and one namespace's configmaps reviewed.
+    let warm = client.get(&addr, "/api/v1/namespaces/team-0/configmaps?resourceVersion=0").await;
+    assert_eq!(warm.status, 200);
+    let (lists, watches) =
+        (|| node.sim_requests("configmaps", "LIST"), || node.sim_requests("configmaps", "WATCH"));
+    let (lists_before, watches_before) = (lists(), watches());
+    node.sim.slow_reviews(Some(Duration::from_secs(2)));
+    let watch = "/api/v1/namespaces/team-1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2";
+    let refused = client.get(&addr, watch).await;
+    assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(refused.header("retry-after"), "1");
+    assert_eq!(&refused.body[..], b"Too many requests, please try again later.\n");
+    assert_eq!(watches(), watches_before, "the watch was not passed on");
+    // A list whose review goes unanswered is passed through: the apiserver's own answer.
+    let list = "/api/v1/namespaces/team-2/configmaps?resourceVersion=0";
+    let passed = client.get(&addr, list).await;
+    assert_eq!(passed.status, 200, "{}", String::from_utf8_lossy(&passed.body));
+    assert_eq!(lists(), lists_before + 1, "passed through");
+    // Reviews answered again: the watch, sent again, is served from the cache.
+    node.sim.slow_reviews(None);
+    let again = client.get(&addr, watch).await;
+    assert_eq!(again.status, 200, "{}", String::from_utf8_lossy(&again.body));
+    assert_eq!(watches(), watches_before, "served from the cache");
+}
+
 /// A node tier vouches for many kubelets (`Impersonate-User: system:node:NAME`), and may
 /// impersonate any user (deploy/base/node, `kubeplex:impersonator`): that is reviewed once —
 /// a review of impersonating all users — not once per kubelet, so a pool serving 2,000 node

@@ -400,6 +400,12 @@ impl Sim {
             delay.map(|d| (group.to_string(), resource.to_string(), d));
     }
 
+    /// Holds every TokenReview and SubjectAccessReview for `delay` before it is answered (an
+    /// apiserver too busy to answer them in time); `None` ends the fault.
+    pub fn slow_reviews(&self, delay: Option<Duration>) {
+        *self.state.faults.slow_reviews.lock().unwrap_or_else(|p| p.into_inner()) = delay;
+    }
+
     /// While `true`, every request is held before it is handled.
     pub fn stall(&self, stalled: bool) {
         self.state.faults.stalled.send_replace(stalled);

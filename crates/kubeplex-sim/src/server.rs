@@ -89,6 +89,10 @@ pub struct Faults {
     /// handled: a large resource's (kube-apiserver 1.36 took 1.6 s to list 100,000 ConfigMaps
     /// of ~1 KB, while a read of one of them took milliseconds). `(group, resource, delay)`.
     pub slow_wide_reads: std::sync::Mutex<Option<(String, String, std::time::Duration)>>,
+    /// TokenReviews and SubjectAccessReviews held this long before they are answered: an
+    /// apiserver too busy to answer them in time (kube-apiserver 1.36 left ~31,000 reviews of
+    /// 1,000 node tiers' kubelets unanswered for 10 s while they all started).
+    pub slow_reviews: std::sync::Mutex<Option<std::time::Duration>>,
 }
 
 pub struct SimState {
@@ -385,6 +389,10 @@ async fn resource_request(
             };
             state.metrics.observe(&labels, 429);
             return respond::too_many_requests(1);
+        }
+        let slow = *state.faults.slow_reviews.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(delay) = slow {
+            tokio::time::sleep(delay).await;
         }
         return review_request(&state, &rp, review, req, identity.map(|(p, _)| p)).await;
     }
