@@ -145,7 +145,9 @@ pub async fn answer(
                 opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
             let read = Read::List;
             let (proven, _) =
-                prepare::consistent(state, &cache, info, filter, limit, read, arrived).await?;
+                prepare::consistent(state, &cache, info, filter, limit, read, arrived)
+                    .await
+                    .ok()?;
             Some(proven)
         }
         _ => None,

@@ -154,7 +154,7 @@ pub async fn consistent(
     arrived: std::time::Instant,
     probe_worth_it: impl FnOnce() -> bool,
     reload_worth_it: impl FnOnce() -> bool,
-) -> Option<Proven> {
+) -> Result<Proven, Unproven> {
     within_budget(state, cache, "consistent", |deadline| {
         cache.freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it)
     })
@@ -169,7 +169,7 @@ pub async fn consistent_listed(
     listing: Listing,
     namespace: Option<&str>,
     arrived: std::time::Instant,
-) -> Option<Proven> {
+) -> Result<Proven, Unproven> {
     within_budget(state, cache, "consistent", |deadline| {
         let narrow = listing == Listing::Namespace;
         cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
@@ -207,10 +207,22 @@ pub async fn not_older_than_listed(
         let narrow = listing == Listing::Namespace;
         cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
     })
-    .await?;
+    .await
+    .ok()?;
     // A state loaded after the read arrived carries the cache's RV.
     let at = proven.at.unwrap_or_else(|| cache.resource_version());
     (at >= rv).then_some((proven, listing))
+}
+
+/// Why a read's proof did not come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unproven {
+    /// Its whole budget (`consistentReadWait`) went by: the upstream did not answer what would
+    /// prove it in time — it is overloaded, or unreachable.
+    TimedOut,
+    /// Anything else: no proofs (a zero budget), a probe the caller declined, the upstream
+    /// failing at once.
+    Other,
 }
 
 /// A read's proof, `prove` given the proof's deadline; counted as `read` (`consistent`,
@@ -220,18 +232,22 @@ async fn within_budget<F>(
     cache: &Live,
     read: &'static str,
     prove: impl FnOnce(Instant) -> F,
-) -> Option<Proven>
+) -> Result<Proven, Unproven>
 where
     F: std::future::Future<Output = Result<Proven, NotProven>>,
 {
     let budget = cache.freshness.budget();
     if budget.is_zero() {
-        return None;
+        return Err(Unproven::Other);
     }
     let started = std::time::Instant::now();
     let proof = prove(Instant::now() + budget).await;
     observe(state, cache, read, outcome(proof.map(|p| p.proof)), started);
-    proof.ok()
+    match proof {
+        Ok(p) => Ok(p),
+        Err(NotProven::Timeout) if started.elapsed() >= budget => Err(Unproven::TimedOut),
+        Err(_) => Err(Unproven::Other),
+    }
 }
 
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for

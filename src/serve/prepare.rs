@@ -4,7 +4,7 @@
 //! the proof that the cache holds the upstream's state as of the read's arrival
 //! ([`consistent`]).
 
-use super::fresh::{self, Listing};
+use super::fresh::{self, Listing, Unproven};
 use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
@@ -117,11 +117,11 @@ pub(super) async fn consistent(
     limit: Option<usize>,
     read: Read,
     arrived: std::time::Instant,
-) -> Option<(Proven, Option<Listing>)> {
+) -> Result<(Proven, Option<Listing>), Unproven> {
     if let Some(listing) = fresh::listing(cache, info.namespaced, filter, limit) {
         let namespace = filter.namespace.as_deref();
         let proven = fresh::consistent_listed(state, cache, listing, namespace, arrived).await?;
-        return Some((proven, Some(listing)));
+        return Ok((proven, Some(listing)));
     }
     let proven = match read {
         Read::Watch => {
@@ -135,5 +135,5 @@ pub(super) async fn consistent(
             fresh::consistent(state, cache, arrived, worth_it, || false).await?
         }
     };
-    Some((proven, None))
+    Ok((proven, None))
 }

@@ -33,7 +33,7 @@ use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
 use super::body::{self, Body, BoxError};
-use super::fresh;
+use super::fresh::{self, Unproven};
 use super::prepare::{self, Read};
 use super::read::CachedRead;
 use super::state::ProxyState;
@@ -126,9 +126,12 @@ pub async fn answer(
         // Consistent (a WatchList with resourceVersion unset): the state once the cache is
         // shown to be current, else passed through.
         (Some(true), None) => {
-            let (proven, by) =
-                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived)
-                    .await?;
+            let proof =
+                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived);
+            let (proven, by) = match proof.await {
+                Ok(p) => p,
+                Err(why) => return unproven(why),
+            };
             listing = by;
             (state_at(proven), bookmarks)
         }
@@ -158,9 +161,12 @@ pub async fn answer(
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
         // resourceVersion unset: "get state and start at most recent" — consistent too.
         (None, None) => {
-            let (proven, by) =
-                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived)
-                    .await?;
+            let proof =
+                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived);
+            let (proven, by) = match proof.await {
+                Ok(p) => p,
+                Err(why) => return unproven(why),
+            };
             listing = by;
             (state_at(proven), false)
         }
@@ -432,5 +438,18 @@ impl http_body::Body for WatchBody {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// A consistent watch whose freshness proof did not come: passed through (`None`) — but when
+/// its whole budget (`consistentReadWait`) went by, the upstream did not answer the proof in
+/// time, and the watch is answered 429 with `Retry-After`, as the apiserver's priority and
+/// fairness answers a request beyond its share, rather than passed on to hold the overloaded
+/// apiserver for minutes (1,000 node tiers starting at once behind a pool: ~6,000 of their
+/// kubelets' named watches whose proofs timed out went to the apiserver).
+fn unproven(why: Unproven) -> Option<Response<Body>> {
+    match why {
+        Unproven::TimedOut => Some(body::too_many_requests()),
+        Unproven::Other => None,
     }
 }

@@ -817,6 +817,45 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
     assert_eq!(cluster_lists_of(&stack, "configmaps"), cluster_lists, "none of the whole cache");
 }
 
+/// A consistent watch whose freshness proof the apiserver does not answer within
+/// `consistentReadWait` (overloaded: its lists of a namespace take seconds) is answered 429 with
+/// `Retry-After`, as the apiserver's priority and fairness would answer it — not passed on, where
+/// it would hold the overloaded apiserver for minutes (1,000 node tiers starting at once behind a
+/// pool had ~6,000 such watches passed on). Sent again once the apiserver answers in time, it is
+/// proven and served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_proof_times_out_is_answered_429_not_passed_on() {
+    let mut config = support::stack::default_caches(&["configmaps"]);
+    config.freshness.consistent_wait = Duration::from_millis(500);
+    let stack = Stack::with_caches(SimBuilder::new(), shapes::SMALL, config).await;
+    stack
+        .sim
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "mounted", "namespace": "team-0"}, "data": {"v": "1"}}))
+        .expect("create");
+    wait_synced(&stack, "configmaps").await;
+    // Quiet, and the cluster moved on: the watch needs a proof (a metadata list of team-0).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    move_cluster_on(&stack, "moved");
+    let watches = || stack.upstream_calls_of("configmaps", "WATCH");
+    let before = watches();
+    stack.sim.slow_wide_reads("", "configmaps", Some(Duration::from_secs(3)));
+    let named = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dmounted&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5";
+    let refused = get(&stack.addr(), named).await;
+    assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(refused.header("retry-after"), "1");
+    assert_eq!(&refused.body[..], b"Too many requests, please try again later.\n");
+    assert_eq!(watches(), before, "not passed on");
+    // The apiserver answers in time again (the proof list it held has ended): proven, and
+    // served from the cache.
+    stack.sim.slow_wide_reads("", "configmaps", None);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut w = watch(&stack.addr(), named, JSON).await;
+    let first = w.next_within(Duration::from_secs(5)).await.expect("the configmap");
+    assert_eq!(first["object"]["metadata"]["name"], "mounted");
+    assert_eq!(watches(), before, "served from the cache");
+}
+
 /// A cold cache's first reader asking for all of its scope in one unpaged list is passed
 /// through, and its answer — the apiserver's bytes, as fast as directly — is the cache's first
 /// load: one list upstream, then the cache's watch, and the next read is the cache's. In
