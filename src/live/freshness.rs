@@ -120,6 +120,9 @@ pub struct Freshness {
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
     /// woken by the move can tell who moved it).
     probed_to: AtomicU64,
+    /// When the upstream last answered one of this cache's proof lists 429, 503 or 504, or
+    /// not in time (`lists::metadata_list_of`).
+    overloaded_at: Mutex<Option<Instant>>,
     /// The metadata lists of the cache (or of one namespace of it): one in flight at a time,
     /// shared by the reads that join it before it is sent, and the last one's answer
     /// ([`Freshness::listed`]).
@@ -163,6 +166,7 @@ impl Freshness {
             reload,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
+            overloaded_at: Mutex::new(None),
             listings: Arc::default(),
             namespace_listings: moka::sync::Cache::builder()
                 .max_capacity(NAMESPACE_LISTINGS)
@@ -272,11 +276,12 @@ impl Freshness {
         deadline: Instant,
     ) -> Result<Proven, NotProven> {
         let list = self.metadata_list(namespace, narrow, arrived);
-        let listed = tokio::time::timeout_at(deadline, list)
-            .await
-            .ok()
-            .flatten()
-            .ok_or(NotProven::Timeout)?;
+        let listed = match tokio::time::timeout_at(deadline, list).await {
+            Ok(Some(listed)) => listed,
+            // Its list failed: because the upstream is overloaded, or for another reason.
+            Ok(None) if self.overloaded_recently() => return Err(NotProven::Overloaded),
+            _ => return Err(NotProven::Timeout),
+        };
         let mut moved = cache.watch_rv();
         loop {
             if cache.loaded_since(arrived) {

@@ -217,9 +217,9 @@ pub async fn not_older_than_listed(
 /// Why a read's proof did not come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unproven {
-    /// Its whole budget (`consistentReadWait`) went by: the upstream did not answer what would
-    /// prove it in time — it is overloaded, or unreachable.
-    TimedOut,
+    /// The upstream is overloaded: it answered what would prove it 429, 503 or 504, or not
+    /// within the read's whole budget (`consistentReadWait`).
+    Overloaded,
     /// Anything else: no proofs (a zero budget), a probe the caller declined, the upstream
     /// failing at once.
     Other,
@@ -245,7 +245,8 @@ where
     observe(state, cache, read, outcome(proof.map(|p| p.proof)), started);
     match proof {
         Ok(p) => Ok(p),
-        Err(NotProven::Timeout) if started.elapsed() >= budget => Err(Unproven::TimedOut),
+        Err(NotProven::Overloaded) => Err(Unproven::Overloaded),
+        Err(NotProven::Timeout) if started.elapsed() >= budget => Err(Unproven::Overloaded),
         Err(_) => Err(Unproven::Other),
     }
 }

@@ -442,14 +442,14 @@ impl http_body::Body for WatchBody {
 }
 
 /// A consistent watch whose freshness proof did not come: passed through (`None`) — but when
-/// its whole budget (`consistentReadWait`) went by, the upstream did not answer the proof in
-/// time, and the watch is answered 429 with `Retry-After`, as the apiserver's priority and
-/// fairness answers a request beyond its share, rather than passed on to hold the overloaded
-/// apiserver for minutes (1,000 node tiers starting at once behind a pool: ~6,000 of their
-/// kubelets' named watches whose proofs timed out went to the apiserver).
+/// the upstream is overloaded (it answered the proof 429, 503 or 504, or not within the whole
+/// budget, `consistentReadWait`), the watch is answered 429 with `Retry-After`, as the
+/// apiserver's priority and fairness answers a request beyond its share, rather than passed on
+/// to hold the overloaded apiserver for minutes (1,000 node tiers starting at once behind a
+/// pool: ~6,000 of their kubelets' named watches whose proofs failed so went to it).
 fn unproven(why: Unproven) -> Option<Response<Body>> {
     match why {
-        Unproven::TimedOut => Some(body::too_many_requests()),
+        Unproven::Overloaded => Some(body::too_many_requests()),
         Unproven::Other => None,
     }
 }

@@ -818,7 +818,8 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
 }
 
 /// A consistent watch whose freshness proof the apiserver does not answer within
-/// `consistentReadWait` (overloaded: its lists of a namespace take seconds) is answered 429 with
+/// `consistentReadWait` (overloaded: its lists of a namespace take seconds), or answers 429, is
+/// answered 429 with
 /// `Retry-After`, as the apiserver's priority and fairness would answer it — not passed on, where
 /// it would hold the overloaded apiserver for minutes (1,000 node tiers starting at once behind a
 /// pool had ~6,000 such watches passed on). Sent again once the apiserver answers in time, it is
@@ -854,6 +855,14 @@ async fn a_watch_whose_proof_times_out_is_answered_429_not_passed_on() {
     let first = w.next_within(Duration::from_secs(5)).await.expect("the configmap");
     assert_eq!(first["object"]["metadata"]["name"], "mounted");
     assert_eq!(watches(), before, "served from the cache");
+    drop(w);
+    // The apiserver's priority and fairness refuses the proof's list (429): the same answer.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    move_cluster_on(&stack, "again");
+    stack.sim.throttle(1, 1);
+    let refused = get(&stack.addr(), named).await;
+    assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(watches(), before, "not passed on");
 }
 
 /// A cold cache's first reader asking for all of its scope in one unpaged list is passed

@@ -8,7 +8,6 @@ use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use super::auth::{self, Auth, Objects, UserInfo};
 use super::kinds::{Kind, Registry};
@@ -20,7 +19,10 @@ use super::{read, watch as watch_handler, write};
 use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions, ResourcePath};
 use crate::wire::status::Status;
 
+mod faults;
 mod request_log;
+
+pub use faults::Faults;
 
 /// Tunables of the fake apiserver's behaviour.
 #[derive(Debug, Clone)]
@@ -70,29 +72,6 @@ impl Default for SimConfig {
             watch_list_compression: false,
         }
     }
-}
-
-/// Injected faults, switched by tests through the `Sim` handle.
-#[derive(Debug, Default)]
-pub struct Faults {
-    /// While set, every request waits before it is handled.
-    pub stalled: watch::Sender<bool>,
-    /// The next this-many resource requests are refused with 429 and `Retry-After`, as
-    /// priority-and-fairness does under load.
-    pub throttle: std::sync::Mutex<Option<(u32, u32)>>,
-    /// The next this-many TokenReviews and SubjectAccessReviews are refused with 429 and
-    /// `Retry-After: 1`, as priority-and-fairness refuses them when a burst of reviews exceeds
-    /// their flow's share (kube-apiserver 1.36 did so for a pool replica reviewing 1,000 node
-    /// tiers that moved to it at once).
-    pub throttle_reviews: std::sync::atomic::AtomicU32,
-    /// Lists and watches of a resource not pinned to one name, held this long before they are
-    /// handled: a large resource's (kube-apiserver 1.36 took 1.6 s to list 100,000 ConfigMaps
-    /// of ~1 KB, while a read of one of them took milliseconds). `(group, resource, delay)`.
-    pub slow_wide_reads: std::sync::Mutex<Option<(String, String, std::time::Duration)>>,
-    /// TokenReviews and SubjectAccessReviews held this long before they are answered: an
-    /// apiserver too busy to answer them in time (kube-apiserver 1.36 left ~31,000 reviews of
-    /// 1,000 node tiers' kubelets unanswered for 10 s while they all started).
-    pub slow_reviews: std::sync::Mutex<Option<std::time::Duration>>,
 }
 
 pub struct SimState {
@@ -311,40 +290,6 @@ pub struct Target {
     pub subresource: Option<String>,
 }
 
-/// How long a list or watch of `kind` waits under the slow-wide-reads fault: not at all when it
-/// is pinned to one name by a `metadata.name=` field selector.
-fn wide_read_delay(
-    state: &SimState,
-    kind: &Kind,
-    opts: &ListOptions,
-) -> Option<std::time::Duration> {
-    let fault = state.faults.slow_wide_reads.lock().unwrap_or_else(|p| p.into_inner());
-    let (group, resource, delay) = fault.as_ref()?;
-    if (group.as_str(), resource.as_str()) != (kind.group.as_str(), kind.resource.as_str()) {
-        return None;
-    }
-    let named = opts.field_selector.as_deref().is_some_and(|s| {
-        s.split(',').any(|t| t.trim().strip_prefix("metadata.name=").is_some_and(|v| !v.is_empty()))
-    });
-    (!named).then_some(*delay)
-}
-
-/// Consumes one throttled request, if any are armed; returns its Retry-After.
-fn take_throttle(state: &SimState) -> Option<u32> {
-    let mut t = state.faults.throttle.lock().unwrap_or_else(|p| p.into_inner());
-    match t.as_mut() {
-        Some((left, retry_after)) if *left > 0 => {
-            *left -= 1;
-            let r = *retry_after;
-            if *left == 0 {
-                *t = None;
-            }
-            Some(r)
-        }
-        _ => None,
-    }
-}
-
 async fn resource_request(
     state: Arc<SimState>,
     rp: ResourcePath,
@@ -399,7 +344,7 @@ async fn resource_request(
     let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
         return respond::error(&Status::path_not_found(), false);
     };
-    if let Some(retry_after) = take_throttle(&state) {
+    if let Some(retry_after) = state.faults.take_throttle() {
         let labels = RequestLabels {
             verb: "THROTTLED",
             group: kind.group.clone(),
@@ -451,7 +396,7 @@ async fn resource_request(
         },
     };
     if matches!(verb, "LIST" | "WATCH") {
-        if let Some(delay) = wide_read_delay(&state, &kind, &opts) {
+        if let Some(delay) = state.faults.wide_read_delay(&kind, &opts) {
             tokio::time::sleep(delay).await;
         }
     }

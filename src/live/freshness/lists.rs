@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
+use tokio::time::Instant;
 
 use super::clock;
 use super::metadata_list::{Listed, MetadataList};
@@ -18,6 +19,8 @@ use crate::upstream::UpstreamBody;
 /// How long the `limit=1` list may take before it counts as failed (the readers waiting on it
 /// pass through; a later read sends a new one).
 const RV_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an overloaded answer to a proof list says the upstream is overloaded.
+const OVERLOAD_MEMORY: Duration = Duration::from_secs(5);
 /// Largest body of the `limit=1` list (one PartialObjectMetadata item).
 const MAX_RV_LIST: usize = 16 << 20;
 /// Metadata only, JSON: the probe needs RVs, not objects.
@@ -80,12 +83,29 @@ impl Freshness {
             let resp = self.upstream.send(req).await.ok()?;
             if resp.status() != StatusCode::OK {
                 tracing::debug!(status = %resp.status(), path, "a proof's list refused");
+                if matches!(resp.status().as_u16(), 429 | 503 | 504) {
+                    self.overloaded();
+                }
                 return None;
             }
             http_body_util::Limited::new(resp.into_body(), MAX_RV_LIST).collect().await.ok()
         };
-        let body = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await.ok()??;
-        MetadataList::parse(&body.to_bytes())
+        let Ok(body) = tokio::time::timeout(RV_LIST_TIMEOUT, fetch).await else {
+            self.overloaded();
+            return None;
+        };
+        MetadataList::parse(&body?.to_bytes())
+    }
+
+    /// The upstream answered a proof list 429, 503 or 504, or not in time: overloaded.
+    fn overloaded(&self) {
+        *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether the upstream was overloaded a moment ago ([`OVERLOAD_MEMORY`]).
+    pub(super) fn overloaded_recently(&self) -> bool {
+        let at = *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner());
+        at.is_some_and(|t| t.elapsed() < OVERLOAD_MEMORY)
     }
 }
 

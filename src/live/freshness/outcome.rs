@@ -67,6 +67,9 @@ pub enum NotProven {
     Timeout,
     /// A probe would be needed and the caller judged passing through cheaper (a small list).
     Declined,
+    /// The upstream did not answer the list that would prove it, and answered the cache's
+    /// proofs 429, 503 or 504, or not in time, a moment ago: it is overloaded.
+    Overloaded,
 }
 
 impl NotProven {
@@ -74,6 +77,7 @@ impl NotProven {
         match self {
             NotProven::Timeout => "timeout",
             NotProven::Declined => "declined",
+            NotProven::Overloaded => "overloaded",
         }
     }
 }
