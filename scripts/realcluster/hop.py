@@ -107,19 +107,7 @@ class Hop:
             self.wait_ready("kubeplex-tier-" + mode, ADMINS[mode])
 
     def wait_ready(self, name, port, timeout=90):
-        import http.client
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            self.procs.check_alive([name])
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise Failure("%s not ready within %ds" % (name, timeout))
+        agents.Run.wait_ready(self, name, port, timeout)  # uses self.procs only
 
     # -- the kubelet's requests ------------------------------------------------------------------
 
