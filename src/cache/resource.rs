@@ -538,8 +538,13 @@ impl ResourceCache {
     /// series; `others`: how many other caches of the same resource and encoding still run
     /// (the series are removed with the last one).
     pub fn close(&self, others: usize) {
-        // Under the fan-out's lock, as every dispatch: each event up to it is queued.
+        // Through the store's lock first, as every change takes it before the fan-out's: a
+        // change the store already shows (and the state written to disk holds) is dispatched
+        // before its watchers stop, so their last bookmark is at that state's RV. Then under
+        // the fan-out's lock, as every dispatch: each event up to it is queued.
+        let store = self.write();
         let mut fan = self.fanout();
+        drop(store);
         let rv = self.dispatched.load(std::sync::atomic::Ordering::Acquire);
         fan.stop_all(rv);
         drop(fan);
