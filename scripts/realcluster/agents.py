@@ -1786,6 +1786,14 @@ def report(r):
     return lines
 
 
+def median(xs):
+    """The median (the mean of the middle two for an even count); None for none."""
+    s = sorted(xs)
+    if not s:
+        return None
+    return s[(len(s) - 1) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
 # Mode mixed's figures per way (direct, node, pool): label, getter of a by_mode entry.
 MIXED_ROWS = (
     ("nodes", lambda g: g["nodes"]),
@@ -1808,10 +1816,6 @@ def mixed_comparison(results):
     rs = [r for r in results if r.get("by_mode")]
     lines = ["%-40s%10s%10s%10s%26s%26s" % ("", "direct", "node", "pool", "node - direct", "pool - direct")]
 
-    def med(xs):
-        s = sorted(xs)
-        return None if not s else (s[(len(s) - 1) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2)
-
     def fmt(v):
         return "-" if v is None else ("%.3f" % v if isinstance(v, float) else str(v))
     for label, f in MIXED_ROWS[1:]:
@@ -1828,11 +1832,11 @@ def mixed_comparison(results):
                 per[m].append(vals[m])
             for m in MIXED[1:]:
                 diff[m].append(vals[m] - vals["direct"])
-        cells = ["%10s" % fmt(med(per[m])) for m in MIXED]
+        cells = ["%10s" % fmt(median(per[m])) for m in MIXED]
         for m in MIXED[1:]:
             d = diff[m]
-            cells.append("%26s" % ("-" if not d else "%+.3f (%+.3f..%+.3f)" % (med(d), min(d), max(d))
-                                   if isinstance(d[0], float) else "%+d (%+d..%+d)" % (med(d), min(d), max(d))))
+            cells.append("%26s" % ("-" if not d else "%+.3f (%+.3f..%+.3f)" % (median(d), min(d), max(d))
+                                   if isinstance(d[0], float) else "%+d (%+d..%+d)" % (median(d), min(d), max(d))))
         lines.append("%-40s" % label + "".join(cells))
     return lines
 
@@ -1876,7 +1880,7 @@ def comparison(results):
         floats = any(isinstance(v, float) for v in vals)
         fmt = (lambda x: "%.2f" % x) if floats else (lambda x: str(int(round(x))))
         s = sorted(vals)
-        med = s[(len(s) - 1) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+        med = median(s)
         if len(s) == 1:
             return fmt(s[0])
         return "%s (%s-%s)" % (fmt(med), fmt(s[0]), fmt(s[-1]))

@@ -93,14 +93,8 @@ async fn weigh(sim: &Sim) -> (usize, usize) {
     assert_eq!(get(&measure.addr.to_string(), cms).await.status, 200);
     // The read passed through and fed the cache's first load, applied once the cache's own
     // watch is answered (`live::reflector::fed`): a moment after the read's answer.
-    let mut debug = debug_caches(&measure).await;
-    for _ in 0..100 {
-        if debug["caches"].as_array().unwrap().iter().all(|c| c["synced"] == true) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        debug = debug_caches(&measure).await;
-    }
+    support::stack::caches_once_synced(&measure).await;
+    let debug = debug_caches(&measure).await;
     let (pods_bytes, cm_bytes) = (bytes_of(&debug, "pods/v1"), bytes_of(&debug, "configmaps/v1"));
     assert!(pods_bytes > 0 && cm_bytes > 0, "{debug}");
     measure.shutdown(Duration::from_secs(2)).await;

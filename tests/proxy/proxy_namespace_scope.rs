@@ -79,20 +79,6 @@ fn served(proxy: &Proxy, source: &str) -> u64 {
 }
 
 /// A read straight from the fake apiserver, as the pod's ServiceAccount.
-/// Until every cache of `proxy` has synced (a few seconds at most).
-async fn wait_synced(proxy: &Proxy) {
-    let admin = proxy.admin_addr.expect("admin").to_string();
-    for _ in 0..100 {
-        let debug = get(&admin, "/debug/caches").await.json();
-        let caches = debug["caches"].as_array().cloned().unwrap_or_default();
-        if !caches.is_empty() && caches.iter().all(|c| c["synced"] == true) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("caches not synced");
-}
-
 async fn direct(sim: &Sim, path: &str) -> Resp {
     let bearer = format!("Bearer {TOKEN}");
     let headers = [("Authorization", bearer.as_str()), ("Accept", JSON)];
@@ -168,7 +154,8 @@ async fn caches_limited_to_the_pods_namespace_serve_it_with_a_role_and_pass_the_
         if reads == 1 {
             // The first read fed the cache its load, taken once the cache's own watch is
             // answered: a read of one object by name meanwhile would pass through at once.
-            wait_synced(&proxy).await;
+            let caches = support::stack::caches_once_synced(&proxy).await;
+            assert!(caches.iter().all(|c| c["synced"] == true), "{caches:?}");
         }
     }
     // The first, of the whole namespace, passed through and fed the cache its first load.

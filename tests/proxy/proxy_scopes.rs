@@ -27,17 +27,11 @@ async fn caches(stack: &Stack) -> Vec<Value> {
     resp.json()["caches"].as_array().cloned().unwrap_or_default()
 }
 
-/// Every cache once all have synced (within a few seconds): a cache fed by the read that
-/// started it has its state once its own watch is answered, just after that read's answer.
+/// Every cache once all have synced (within a few seconds).
 async fn synced_caches(stack: &Stack) -> Vec<Value> {
-    for _ in 0..50 {
-        let all = caches(stack).await;
-        if all.iter().all(|c| c["synced"] == true) {
-            return all;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("caches not synced: {:?}", caches(stack).await)
+    let all = support::stack::caches_once_synced(&stack.proxy).await;
+    assert!(all.iter().all(|c| c["synced"] == true), "caches not synced: {all:?}");
+    all
 }
 
 /// The pods on `node`, as the fake apiserver holds them.

@@ -218,6 +218,23 @@ pub async fn start_proxy(kubeconfig: &std::path::Path, caches: CachesConfig) -> 
         .expect("proxy")
 }
 
+/// `proxy`'s caches (`/debug/caches`) once every one has synced, or as they are after ~5 s: a
+/// cache fed by the read that started it takes its state once its own watch is answered, a
+/// moment after that read's answer.
+pub async fn caches_once_synced(proxy: &Proxy) -> Vec<serde_json::Value> {
+    let admin = proxy.admin_addr.expect("admin").to_string();
+    let mut caches = Vec::new();
+    for _ in 0..100 {
+        let debug = get(&admin, "/debug/caches").await.json();
+        caches = debug["caches"].as_array().cloned().unwrap_or_default();
+        if !caches.is_empty() && caches.iter().all(|c| c["synced"] == true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    caches
+}
+
 /// Waits (bounded) until `proxy`'s `/readyz` answers 200.
 pub async fn wait_ready(proxy: &Proxy) {
     let admin = proxy.admin_addr.expect("admin").to_string();

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::kinds::Kind;
 use crate::wire::request::ListOptions;
+use crate::wire::selector::FieldSelector;
 
 /// Injected faults, switched by tests through the `Sim` handle.
 #[derive(Debug, Default)]
@@ -58,10 +59,11 @@ impl Faults {
         if (group.as_str(), resource.as_str()) != (kind.group.as_str(), kind.resource.as_str()) {
             return None;
         }
-        let named = opts.field_selector.as_deref().is_some_and(|s| {
-            s.split(',')
-                .any(|t| t.trim().strip_prefix("metadata.name=").is_some_and(|v| !v.is_empty()))
-        });
+        let named = opts
+            .field_selector
+            .as_deref()
+            .and_then(|s| FieldSelector::parse(s).ok())
+            .is_some_and(|f| f.exact_value("metadata.name").is_some_and(|n| !n.is_empty()));
         (!named).then_some(*delay)
     }
 }
