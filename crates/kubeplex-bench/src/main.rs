@@ -112,6 +112,14 @@ struct ScaleArgs {
     endpoints_per_slice: usize,
     #[arg(long, value_enum, default_value = "both")]
     mode: kubeplex_bench::scale::Mode,
+    /// Whose agents act for the nodes: the emulated ones, or real ones started by someone else
+    /// when `agents-start` appears in the work directory (scripts/realcluster/calibrate.py
+    /// starts kubemark's; --mode direct).
+    #[arg(long, value_enum, default_value = "emulated")]
+    agents: kubeplex_bench::scale::Agents,
+    /// The writer starts no sooner than this many seconds after the nodes start.
+    #[arg(long, default_value = "0", value_parser = seconds)]
+    hold: Duration,
     /// Pool replicas (deploy/overlays/pool runs two).
     #[arg(long, default_value_t = 2)]
     replicas: usize,
@@ -580,6 +588,8 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
             endpoints_per_slice: a.endpoints_per_slice,
         },
         mode: a.mode,
+        agents: a.agents,
+        hold: a.hold,
         replicas: a.replicas.clamp(1, 8),
         duration: a.duration,
         write_rate: a.write_rate,

@@ -19,8 +19,9 @@ const REPLICAS: u64 = 2;
 /// caches) and runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on).
 const RESOURCES: u64 = 9;
 /// A node's watches through its node tier: its 4 caches, the 3 other watches, and its
-/// kubelet's of the ConfigMap and Secret of each of the 3 apps its 3 pods belong to.
-const WATCHES_PER_NODE: u64 = 4 + 3 + 2 * 3;
+/// kubelet's of the ConfigMap and Secret of each of the 3 apps its 3 pods belong to and of the
+/// 2 ConfigMaps of every pod's projected token volume.
+const WATCHES_PER_NODE: u64 = 4 + 3 + 2 * 3 + 2;
 
 /// `kubeplex-bench --json scale --sim` with [`NODES`] small nodes, [`REPLICAS`] pool replicas
 /// of the shipped configuration, and `extra` flags.
@@ -47,7 +48,8 @@ async fn scale(extra: &[&str]) -> tokio::process::Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_every_change() {
-    let cmd = scale(&["--duration", "4", "--mode", "both"]).await;
+    // The writer held until the kubelets' syncs of the pods bound before them are written.
+    let cmd = scale(&["--duration", "4", "--mode", "both", "--hold", "3"]).await;
     let report = json_report(cmd, Duration::from_secs(240)).await;
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
@@ -74,6 +76,10 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
             replaced,
             "{mode}: every new pod's status"
         );
+        // The kubelets' start: each pod bound before synced, each node's status patched.
+        let k = &m["kubelet_writes"];
+        assert_eq!(n(&k["existing_status_ok"]), NODES * 3, "{mode}: {k}");
+        assert!(n(&k["node_status_ok"]) >= 2 * NODES, "{mode}: {k}");
     }
     let (direct, pool) = (&modes[0], &modes[1]);
     // Directly, every node's every watch is the apiserver's.
@@ -85,9 +91,9 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
         "{open} open watches through the pool: {pool}"
     );
     // Each change once per replica: the pods cache gets a replaced pod's deletion, its
-    // creation and its status; the others one event per change.
+    // creation and its three status syncs; the others one event per change.
     let w = &pool["written"];
-    let changes = n(&w["endpointslices"]) + n(&w["services"]) + 3 * n(&w["pods_replaced"]);
+    let changes = n(&w["endpointslices"]) + n(&w["services"]) + 5 * n(&w["pods_replaced"]);
     let events = n(&pool["steady"]["watch_events"]);
     assert!(
         events as f64 <= 1.1 * (REPLICAS * changes) as f64,
@@ -136,4 +142,34 @@ async fn node_tiers_rolled_and_a_replica_restarted_lose_no_event_and_come_back()
     assert!(n(&served["list"]) + n(&served["watch"]) <= RESOURCES, "{restart}");
     assert!(n(&served["list"]) + n(&served["watch"]) <= n(&restart["bound"]), "{restart}");
     eprintln!("{report}");
+}
+
+/// With `--agents external` (the calibration against real kubemark nodes,
+/// scripts/realcluster/calibrate.py) the bench runs no agent of its own: it creates the
+/// scenario's objects, leaves the cue `agents-start` (its time: the start-up's) in its work
+/// directory, holds the writer for `--hold` seconds, then writes as in every run; the
+/// apiserver serves no node's watch meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_agents_get_a_cue_and_a_start_up_window_of_their_own() {
+    let work = kubeplex_net::scratch::TempDir::new("bench-scale-external");
+    let mut cmd = scale(&["--duration", "2", "--mode", "direct", "--agents", "external"]).await;
+    cmd.args(["--hold", "3", "--work-dir"]).arg(work.path());
+    let report = json_report(cmd, Duration::from_secs(120)).await;
+    let m = &report["modes"][0];
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let cue = std::fs::read_to_string(work.path().join("agents-start")).expect("the cue");
+    let phases = &m["phases"];
+    let cued: f64 = cue.trim().parse().expect("the cue's time");
+    assert!((cued - f(&phases["nodes_start"])).abs() < 1e-3, "{cue} {phases}");
+    let held = f(&phases["writer_start"]) - f(&phases["nodes_start"]);
+    assert!(held >= 3.0, "the writer started {held} s after the agents' cue: {phases}");
+    assert!(f(&phases["steady_end"]) > f(&phases["writer_start"]), "{phases}");
+    // No agent of the bench's own: nothing watched, no node's Lease or pod status written.
+    assert_eq!(n(&m["watches"]), 0, "{m}");
+    assert_eq!(n(&m["startup"]["watch"]), 0, "{m}");
+    assert_eq!(n(&m["kubelet_writes"]["lease_ok"]) + n(&m["kubelet_writes"]["pod_status_ok"]), 0);
+    // The writer wrote.
+    assert!(n(&m["written"]["pods_replaced"]) > 0, "{m}");
+    assert!(n(&m["written"]["endpointslices"]) > 0, "{m}");
 }

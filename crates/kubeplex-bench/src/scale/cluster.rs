@@ -235,6 +235,11 @@ impl Shape {
     }
 }
 
+/// The ConfigMaps every pod's projected service account token volume names, whatever its app:
+/// the cluster's CA (the ServiceAccount admission plugin) and, the realcluster's apiserver being
+/// OpenShift's fork, its service CA. The kubelet watches each by name too.
+pub const TOKEN_VOLUME_CONFIGMAPS: [&str; 2] = ["kube-root-ca.crt", "openshift-service-ca.crt"];
+
 /// App `a`'s name, and its ConfigMap's and Secret's.
 pub fn app_name(a: usize) -> String {
     format!("app-{a}")
@@ -268,12 +273,47 @@ pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
             "nodeName": node_name(node),
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                 "volumeMounts": [{"name": "config", "mountPath": "/etc/config"},
-                                 {"name": "secret", "mountPath": "/etc/secret"}]}],
+                                 {"name": "secret", "mountPath": "/etc/secret"},
+                                 {"name": "kube-api-access", "readOnly": true,
+                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+            // The projected token volume the ServiceAccount admission plugin adds (here
+            // already, so that the fake's pods reference what the real apiserver's do; the real
+            // one adds no second), with the service CA OpenShift's fork adds: the kubelet
+            // watches both ConfigMaps by name.
             "volumes": [{"name": "config", "configMap": {"name": app}},
-                        {"name": "secret", "secret": {"secretName": app}}],
+                        {"name": "secret", "secret": {"secretName": app}},
+                        {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": TOKEN_VOLUME_CONFIGMAPS[0],
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                            {"downwardAPI": {"items": [{"path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+                            {"configMap": {"name": TOKEN_VOLUME_CONFIGMAPS[1],
+                                "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}]}}]}}],
             "terminationGracePeriodSeconds": 0,
         },
     })
+}
+
+/// A pod's status as the kubelet first syncs it: its container being created.
+pub fn pending_status(_node: usize) -> Value {
+    let now = crate::node::cluster::chrono_now();
+    json!({"status": {
+        "phase": "Pending", "hostIP": "10.0.0.1", "startTime": now,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                        "lastTransitionTime": now}],
+    }})
+}
+
+/// A pod's status once its container runs, before it is ready.
+pub fn started_status(node: usize, slot: usize) -> Value {
+    let now = crate::node::cluster::chrono_now();
+    json!({"status": {
+        "phase": "Running", "podIP": pod_ip(node, slot), "podIPs": [{"ip": pod_ip(node, slot)}],
+        "hostIP": "10.0.0.1", "startTime": now,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                        "lastTransitionTime": now}],
+    }})
 }
 
 /// A pod's status once the kubelet has started it.
@@ -350,6 +390,15 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
         creates.push((format!("{ns}/configmaps"), config));
         creates.push((format!("{ns}/secrets"), secret));
     }
+    // The realcluster's apiserver is OpenShift's fork: its ServiceAccount admission puts this
+    // ConfigMap in every pod's projected token volume, and a real kubelet starts no pod
+    // before it can mount it (scripts/realcluster/calibrate.py runs real kubelets here).
+    creates.push((
+        format!("{ns}/configmaps"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": TOKEN_VOLUME_CONFIGMAPS[1], "namespace": NAMESPACE},
+            "data": {"service-ca.crt": ""}}),
+    ));
     creates.extend((0..shape.nodes).map(|i| ("/api/v1/nodes".to_string(), node(i))));
     for s in 0..shape.services {
         creates.push((format!("{ns}/services"), service(s)));

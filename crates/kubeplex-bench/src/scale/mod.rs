@@ -47,10 +47,27 @@ pub enum Mode {
     Both,
 }
 
+/// Whose agents act for the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agents {
+    /// The scenario's own ([`node`]).
+    Emulated,
+    /// Real ones someone else starts (scripts/realcluster/calibrate.py: kubemark's hollow
+    /// kubelets and kube-proxies, named as the scenario's nodes) when the file
+    /// `agents-start` appears in the work directory: only the cluster's objects and the writer
+    /// run here, directly. What the apiserver served them is compared with what it served the
+    /// emulated ones (the calibration).
+    External,
+}
+
 #[derive(Debug, Clone)]
 pub struct ScaleSpec {
     pub shape: Shape,
     pub mode: Mode,
+    pub agents: Agents,
+    /// The writer starts no sooner than this long after the nodes start: a start-up window of
+    /// a known length, the same whoever's agents run.
+    pub hold: Duration,
     pub replicas: usize,
     /// How long the writer writes, once every node has synced.
     pub duration: Duration,
@@ -75,6 +92,10 @@ pub struct ScaleSpec {
 /// Runs the scenario in the spec's mode(s) against `cluster`.
 pub async fn run(spec: ScaleSpec, cluster: Cluster) -> anyhow::Result<ScaleReport> {
     anyhow::ensure!(spec.shape.nodes <= MAX_NODES, "at most {MAX_NODES} nodes");
+    anyhow::ensure!(
+        spec.agents == Agents::Emulated || spec.mode == Mode::Direct,
+        "external agents talk to the apiserver directly: --mode direct"
+    );
     std::fs::create_dir_all(&spec.work_dir)?;
     let cluster = Arc::new(cluster);
     let t = Instant::now();
@@ -157,10 +178,12 @@ async fn run_mode(
         .map(|r| r.nodes.iter().filter_map(|k| Some((k.node.clone(), k.pid()?))).collect())
         .unwrap_or_default();
 
-    // Each node's connections: Targets of its own (one connection each).
+    // Each node's connections: Targets of its own (one connection each); none for agents
+    // that are not ours.
+    let emulated = spec.agents == Agents::Emulated;
     let moves = Arc::new(link::Moves::default());
     let mut conns = Vec::with_capacity(n);
-    for i in 0..n {
+    for i in (0..n).filter(|_| emulated) {
         conns.push(connect(cluster, replicas.as_ref(), i, &moves)?);
     }
     let classes: Arc<Mutex<node::Classes>> = Default::default();
@@ -168,6 +191,13 @@ async fn run_mode(
     let writes = Arc::new(node::Writes::default());
     let mut nodes = JoinSet::new();
     let since = Instant::now();
+    let nodes_start = wall_now();
+    if !emulated {
+        // The external agents' cue (calibrate.py polls for it).
+        std::fs::write(spec.work_dir.join("agents-start"), format!("{nodes_start}\n"))
+            .context("writing the agents' cue")?;
+        tracing::info!(mode, nodes = n, "external agents may start");
+    }
     let step = spec.ramp.checked_div(n.max(1) as u32).unwrap_or_default();
     let mut links = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
@@ -180,7 +210,7 @@ async fn run_mode(
             node::run(i, apps, c, classes, views, writes, since, false).await
         }));
     }
-    let watches = n * node::watches_per_node(pool, apps);
+    let watches = if emulated { n * node::watches_per_node(pool, apps) } else { 0 };
     let synced = || synced_watches(&classes);
     let mut open_max = 0.0f64;
     let deadline = Instant::now() + spec.sync_timeout;
@@ -200,6 +230,7 @@ async fn run_mode(
             "not every watch synced in time; writing anyway"
         );
     }
+    tokio::time::sleep_until(since + spec.hold).await;
     // Sampled before the writer starts: the apiserver's figures of the start-up.
     let at_sync_text = cluster.metrics().await?;
     let at_sync = Counters::read(&at_sync_text);
@@ -209,6 +240,7 @@ async fn run_mode(
     let replica_events_at_sync = replica_events(replicas.as_ref(), None).await;
 
     let counts = Arc::new(writer::WriteCounts::default());
+    let writer_start = wall_now();
     let until = Instant::now() + spec.duration;
     let mut writer = tokio::spawn(writer::run(
         cluster.clone(),
@@ -229,6 +261,7 @@ async fn run_mode(
         }
     }
     tokio::time::sleep(spec.settle).await;
+    let phases = report::Phases { nodes_start, writer_start, steady_end: wall_now() };
     let steady_end = Counters::read(&cluster.metrics().await?);
     let cpu_steady_end = cpu(&cluster.control_plane);
     let replicas_cpu_end = cpu(&replica_pids);
@@ -329,7 +362,13 @@ async fn run_mode(
         views: (checked, wrong, examples),
         pool_events_received: replica_events_end - replica_events_at_sync,
         disruptions,
+        phases,
     }))
+}
+
+/// Seconds since the Unix epoch (the apiserver's audit log's clock).
+fn wall_now() -> f64 {
+    watcher::now_micros() as f64 / 1e6
 }
 
 /// Node `i`'s connections: directly, its agents' own; through the pool, its node tier's to the

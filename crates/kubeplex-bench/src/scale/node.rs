@@ -6,10 +6,18 @@
 //!   (`spec.nodeName=NODE`), its Node (`metadata.name=NODE`), services (`spec.clusterIP!=None`),
 //!   runtimeclasses and csidrivers, and of each ConfigMap and Secret its pods mount, by name
 //!   (`metadata.name=NAME` in the namespace: the kubelet's watch-based ConfigMap and Secret
-//!   managers, one watch per object its pods use); its Lease renewed every 10 s; for each new
-//!   pod bound to it, the status manager's GET of the pod and its status patch;
+//!   managers, one watch per object its pods use: their app's, and the two every pod's
+//!   projected token volume names); at its start its registration (the Node, its CSINode, node
+//!   status patches); its Lease renewed every 10 s; for each of its pods the service account
+//!   token of its projected volume and the status manager's syncs (a GET of the pod and a status
+//!   patch each), and a GET of each pod deleted;
 //! - kube-proxy (`system:kube-proxy`, a connection of its own): services and endpointslices with
-//!   its label selector, servicecidrs, its Node.
+//!   its label selector, servicecidrs, its Node; an Event as it starts.
+//!
+//! Calibrated against kubemark's 1.36 kubelet and kube-proxy, request by request from the
+//! apiserver's audit log (scripts/realcluster/calibrate.py; BENCHMARKS.md "Calibration"). One
+//! deliberate difference: kubemark's hollow kube-proxy has no NodeManager, the real one watches
+//! its Node (cmd/kube-proxy/app/server.go, `proxy.NewNodeManager`); the emulated one does.
 //!
 //! Through the pool — what a node tier with the shipped configuration (`config/node.yaml`) sends
 //! upstream for those agents, on one HTTP/2 connection with the node tiers' certificate: the
@@ -29,9 +37,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cluster::{app_name, running_status, NAMESPACE};
+use super::cluster::{
+    app_name, pending_status, running_status, started_status, NAMESPACE, TOKEN_VOLUME_CONFIGMAPS,
+};
 use super::link::Link;
-use super::watcher::{self, ClassStats, Scope, View, WatchSpec};
+use super::watcher::{self, ClassStats, PodSeen, Scope, View, WatchSpec};
 use crate::node::agents::KUBE_PROXY_SELECTOR;
 use crate::node::cluster::node_name;
 
@@ -67,14 +77,23 @@ impl Conns {
     }
 }
 
-/// The writes and named reads of every node's kubelet.
+/// The writes and named reads of every node's kubelet (and kube-proxy's Event).
 #[derive(Default)]
 pub struct Writes {
     pub lease_ok: AtomicU64,
     pub lease_failed: AtomicU64,
     pub pod_get_ok: AtomicU64,
+    /// New pods whose every status sync was written.
     pub pod_status_ok: AtomicU64,
     pub pod_failed: AtomicU64,
+    /// Pods bound before the kubelet started whose every status sync was written.
+    pub existing_status_ok: AtomicU64,
+    /// Service account tokens requested for the pods' projected volumes, answered 201.
+    pub tokens_ok: AtomicU64,
+    /// The registrations' and kube-proxy's requests not answered as a real cluster answers
+    /// them (the Node 409 or 201, its CSINode 201 or 409, the status patches and the Event 2xx).
+    pub start_failed: AtomicU64,
+    pub node_status_ok: AtomicU64,
     /// Answered 403 on the way (then retried).
     pub refused: AtomicU64,
 }
@@ -193,10 +212,14 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
     ];
     // The kubelet's watches of what its pods mount, one per object (a node tier has no cache
     // for one object by name: it passes them on).
-    for (class, collection, _) in NAMED {
+    for (class, collection, resource) in NAMED {
         debug_assert!(collection.starts_with(&format!("/api/v1/namespaces/{NAMESPACE}/")));
-        for a in 0..apps {
-            let named = vec![("fieldSelector", format!("metadata.name={}", app_name(a)))];
+        let token_volume = TOKEN_VOLUME_CONFIGMAPS
+            .iter()
+            .filter(|_| resource == "configmaps" && apps > 0)
+            .map(|name| name.to_string());
+        for name in (0..apps).map(app_name).chain(token_volume) {
+            let named = vec![("fieldSelector", format!("metadata.name={name}"))];
             let scope = Scope::Whole(path(collection, &named));
             all.push((true, spec(class, collection, named, scope, &imp_kubelet, KUBELET)));
         }
@@ -310,7 +333,7 @@ pub async fn run(
     };
     let mut tasks = JoinSet::new();
     tasks.spawn(kubelet.clone().move_back());
-    let (added_tx, added_rx) = mpsc::channel(256);
+    let (pods_tx, pods_rx) = mpsc::channel(1024);
     for (w, (on_kubelet, spec)) in watches(i, pool, apps).into_iter().enumerate() {
         let stats = classes
             .lock()
@@ -330,10 +353,10 @@ pub async fn run(
         all.insert((i, w), (spec.scope.clone(), view.clone()));
         drop(all);
         let link = if on_kubelet { kubelet.clone() } else { kube_proxy.clone() };
-        let added = matches!(spec.scope, Scope::NodePods(_)).then(|| added_tx.clone());
-        tasks.spawn(watcher::run(link, spec, stats, view, since, added, from));
+        let pods = matches!(spec.scope, Scope::NodePods(_)).then(|| pods_tx.clone());
+        tasks.spawn(watcher::run(link, spec, stats, view, since, pods, from));
     }
-    drop(added_tx);
+    drop(pods_tx);
     let imp: Vec<(&'static str, String)> = if pool {
         vec![
             ("Impersonate-User", format!("system:node:{}", node_name(i))),
@@ -342,8 +365,18 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    if !restarted {
+        // A node tier started again is not its agents starting again.
+        let proxy_imp = if pool {
+            vec![("Impersonate-User", "system:kube-proxy".to_string())]
+        } else {
+            Vec::new()
+        };
+        tasks.spawn(register(i, kubelet.clone(), imp.clone(), writes.clone()));
+        tasks.spawn(proxy_started(i, kube_proxy, proxy_imp, writes.clone()));
+    }
     tasks.spawn(lease(i, kubelet.clone(), imp.clone(), writes.clone()));
-    tasks.spawn(status_manager(i, kubelet, imp, writes, added_rx));
+    tasks.spawn(status_manager(i, kubelet, imp, writes, pods_rx));
     while tasks.join_next().await.is_some() {}
 }
 
@@ -425,65 +458,251 @@ async fn lease(i: usize, link: Arc<Link>, imp: Vec<(&'static str, String)>, writ
     }
 }
 
-/// For each new pod of the node: the status manager's GET of it, then its status patch (the
-/// container started), each retried while refused (the Node authorizer's graph catching up
-/// with the binding).
+/// A request of the kubelet's registration: method, path, headers, body, the answers a real
+/// cluster gives it.
+type Step<'a> = (Method, String, &'a [(&'a str, &'a str)], Option<Vec<u8>>, &'static [u16]);
+
+/// The kubelet's start, as kubemark's 1.36 kubelet sends it (the apiserver's audit log,
+/// scripts/realcluster/calibrate.py): its CSINode looked up, its Node registered (it exists:
+/// 409, then read), its CSINode created, the node status patched twice, and again when its
+/// pods have started (~30 s), then every `nodeStatusReportFrequency` (5 min).
+async fn register(
+    i: usize,
+    link: Arc<Link>,
+    imp: Vec<(&'static str, String)>,
+    writes: Arc<Writes>,
+) {
+    let node = node_name(i);
+    let json = headers(&imp, &[("Accept", "application/json")]);
+    let proto = headers(&imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
+    let csinode = format!("/apis/storage.k8s.io/v1/csinodes/{node}");
+    let node_path = format!("/api/v1/nodes/{node}");
+    let registered = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}}});
+    let csi = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": node}, "spec": {"drivers": []}});
+    let body = |v: &serde_json::Value| serde_json::to_vec(v).unwrap_or_default();
+    let steps: [Step; 6] = [
+        (Method::GET, format!("{csinode}?resourceVersion=0"), &proto, None, &[200, 404]),
+        (Method::POST, "/api/v1/nodes".into(), &json, Some(body(&registered)), &[201, 409]),
+        (Method::GET, node_path.clone(), &proto, None, &[200]),
+        (Method::GET, format!("{node_path}?timeout=10s"), &proto, None, &[200]),
+        (Method::GET, csinode.clone(), &proto, None, &[200, 404]),
+        (
+            Method::POST,
+            "/apis/storage.k8s.io/v1/csinodes".into(),
+            &json,
+            Some(body(&csi)),
+            &[201, 409],
+        ),
+    ];
+    for (method, path, h, body, ok) in steps {
+        let (upstream, target) = link.current();
+        match target.fetch(method, &path, h, body).await {
+            Ok((s, _)) if ok.contains(&s.as_u16()) => {}
+            Ok(_) => {
+                writes.start_failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                writes.start_failed.fetch_add(1, Ordering::Relaxed);
+                link.failed(upstream);
+            }
+        }
+    }
+    let _ = link.current().1.fetch(Method::GET, &node_path, &proto, None).await;
+    let patch = headers(
+        &imp,
+        &[
+            ("Content-Type", "application/strategic-merge-patch+json"),
+            ("Accept", "application/json"),
+        ],
+    );
+    let ready_since = crate::node::cluster::chrono_now();
+    let status = |reason: &str| {
+        body(&json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+            "reason": reason, "message": "kubelet is posting ready status",
+            "lastHeartbeatTime": crate::node::cluster::chrono_now(),
+            "lastTransitionTime": ready_since}]}}))
+    };
+    let status_path = format!("{node_path}/status");
+    // Twice at once, once its pods started, then every 5 minutes (bounded: a day).
+    let pauses = [Duration::ZERO, Duration::ZERO, Duration::from_secs(30)]
+        .into_iter()
+        .chain(std::iter::repeat_n(Duration::from_secs(300), 288));
+    for pause in pauses {
+        tokio::time::sleep(pause).await;
+        let (upstream, target) = link.current();
+        match target.fetch(Method::PATCH, &status_path, &patch, Some(status("KubeletReady"))).await
+        {
+            Ok((s, _)) if s.is_success() => {
+                writes.node_status_ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {
+                writes.start_failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                writes.start_failed.fetch_add(1, Ordering::Relaxed);
+                link.failed(upstream);
+            }
+        }
+    }
+}
+
+/// kube-proxy's start: the Event it records (events.k8s.io, in `default`, about its Node).
+async fn proxy_started(
+    i: usize,
+    link: Arc<Link>,
+    imp: Vec<(&'static str, String)>,
+    writes: Arc<Writes>,
+) {
+    let node = node_name(i);
+    let mut h: Vec<(&str, &str)> = vec![("User-Agent", KUBE_PROXY), ("Accept", "application/json")];
+    h.extend(imp.iter().map(|(k, v)| (*k, v.as_str())));
+    let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": format!("{node}.{:016x}", rand::random::<u64>()), "namespace": "default"},
+        "eventTime": crate::node::cluster::micro_now(),
+        "reportingController": "kube-proxy", "reportingInstance": format!("kube-proxy-{node}"),
+        "action": "StartKubeProxy", "reason": "Starting", "type": "Normal", "note": "",
+        "regarding": {"kind": "Node", "name": node, "uid": node}});
+    let path = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let body = serde_json::to_vec(&event).unwrap_or_default();
+    let (upstream, target) = link.current();
+    match target.fetch(Method::POST, path, &h, Some(body)).await {
+        Ok((s, _)) if s.is_success() => {}
+        Ok(_) => {
+            writes.start_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(_) => {
+            writes.start_failed.fetch_add(1, Ordering::Relaxed);
+            link.failed(upstream);
+        }
+    }
+}
+
+/// What the kubelet sends for each of its pods, as kubemark's 1.36 kubelet sends it (the
+/// apiserver's audit log, scripts/realcluster/calibrate.py):
+/// - a pod bound before it started: its projected volume's service account token requested,
+///   then its status synced twice (Pending, then Running and Ready) — each sync a GET of the
+///   pod and a status patch; one pod in five once (its container already running at the first
+///   sync: 1.8 syncs a pod were measured);
+/// - a new pod: the token, then three syncs (Pending, Running, Ready), the first GETting the
+///   pod twice;
+/// - a pod deleted: one GET (404), the status manager's last sync of it.
+///
+/// A refused GET (the Node authorizer's graph catching up with a binding) is tried again after
+/// 100 ms, doubling, as the status manager's next sync comes soon after a refusal.
 async fn status_manager(
     i: usize,
     link: Arc<Link>,
     imp: Vec<(&'static str, String)>,
     writes: Arc<Writes>,
-    mut added: mpsc::Receiver<String>,
+    mut pods: mpsc::Receiver<PodSeen>,
 ) {
-    while let Some(key) = added.recv().await {
-        let Some((ns, name)) = key.split_once('/') else { continue };
-        let Some(slot) = name.rsplit('-').next().and_then(|s| s.parse::<usize>().ok()) else {
+    while let Some(seen) = pods.recv().await {
+        let (key, new) = match &seen {
+            PodSeen::Existing(key) => (key, false),
+            PodSeen::Added(key) => (key, true),
+            PodSeen::Deleted(key) => {
+                if let Some(path) = pod_path(key) {
+                    let get = headers(&imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
+                    let _ = link.current().1.fetch(Method::GET, &path, &get, None).await;
+                }
+                continue;
+            }
+        };
+        let Some(path) = pod_path(key) else { continue };
+        let Some(slot) = key.rsplit('-').next().and_then(|s| s.parse::<usize>().ok()) else {
             continue;
         };
-        if ns != NAMESPACE {
-            continue;
+        token(&link, &imp, key).await.then(|| writes.tokens_ok.fetch_add(1, Ordering::Relaxed));
+        let statuses = match (new, slot % 5) {
+            (true, _) => vec![pending_status(i), started_status(i, slot), running_status(i, slot)],
+            (false, 0) => vec![running_status(i, slot)],
+            (false, _) => vec![pending_status(i), running_status(i, slot)],
+        };
+        let mut ok = true;
+        for (round, status) in statuses.into_iter().enumerate() {
+            let gets = if new && round == 0 { 2 } else { 1 };
+            ok &= sync(&link, &imp, &writes, &path, gets, status).await;
         }
-        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
-        let get = headers(&imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
-        let patch = headers(
-            &imp,
-            &[("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")],
-        );
-        let body = serde_json::to_vec(&running_status(i, slot)).unwrap_or_default();
-        let mut ok = false;
-        let mut wait = RETRY_AFTER;
-        for _ in 0..ATTEMPTS {
-            let (upstream, target) = link.current();
-            match target.fetch(Method::GET, &path, &get, None).await {
-                Ok((s, _)) if s.is_success() => {
-                    writes.pod_get_ok.fetch_add(1, Ordering::Relaxed);
-                    let status_path = format!("{path}/status");
-                    if let Ok((s, _)) =
-                        target.fetch(Method::PATCH, &status_path, &patch, Some(body.clone())).await
-                    {
-                        if s.is_success() {
-                            writes.pod_status_ok.fetch_add(1, Ordering::Relaxed);
-                            ok = true;
-                            break;
-                        }
-                        if s == StatusCode::FORBIDDEN {
-                            writes.refused.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                Ok((StatusCode::FORBIDDEN, _)) => {
-                    writes.refused.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    link.failed(upstream);
-                }
-            }
-            tokio::time::sleep(wait).await;
-            wait *= 2;
-        }
-        if !ok {
-            writes.pod_failed.fetch_add(1, Ordering::Relaxed);
+        let counter = match (ok, new) {
+            (true, true) => &writes.pod_status_ok,
+            (true, false) => &writes.existing_status_ok,
+            (false, _) => &writes.pod_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `namespace/name` of a pod of the run's namespace → its path.
+fn pod_path(key: &str) -> Option<String> {
+    let (ns, name) = key.split_once('/')?;
+    (ns == NAMESPACE).then(|| format!("/api/v1/namespaces/{ns}/pods/{name}"))
+}
+
+/// The service account token of a pod's projected volume (bound to the pod); whether it came.
+async fn token(link: &Link, imp: &[(&'static str, String)], key: &str) -> bool {
+    let Some((ns, name)) = key.split_once('/') else { return false };
+    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/default/token");
+    let h = headers(imp, &[("Content-Type", "application/json"), ("Accept", "application/json")]);
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": 3607,
+                 "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name}}});
+    let body = serde_json::to_vec(&request).unwrap_or_default();
+    let (upstream, target) = link.current();
+    match target.fetch(Method::POST, &path, &h, Some(body)).await {
+        Ok((s, _)) => s.is_success(),
+        Err(_) => {
+            link.failed(upstream);
+            false
         }
     }
+}
+
+/// One status sync: `gets` GETs of the pod, then the patch, each GET tried again while
+/// refused; whether the patch was written.
+async fn sync(
+    link: &Link,
+    imp: &[(&'static str, String)],
+    writes: &Writes,
+    path: &str,
+    gets: usize,
+    status: serde_json::Value,
+) -> bool {
+    let get = headers(imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
+    let patch = headers(
+        imp,
+        &[("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")],
+    );
+    let body = serde_json::to_vec(&status).unwrap_or_default();
+    let mut wait = RETRY_AFTER;
+    let mut got = 0;
+    for _ in 0..ATTEMPTS + gets as u32 {
+        let (upstream, target) = link.current();
+        let answer = if got < gets {
+            target.fetch(Method::GET, path, &get, None).await
+        } else {
+            target.fetch(Method::PATCH, &format!("{path}/status"), &patch, Some(body.clone())).await
+        };
+        match answer {
+            Ok((s, _)) if s.is_success() => {
+                if got < gets {
+                    writes.pod_get_ok.fetch_add(1, Ordering::Relaxed);
+                    got += 1;
+                    continue;
+                }
+                return true;
+            }
+            Ok((StatusCode::FORBIDDEN, _)) => {
+                writes.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                link.failed(upstream);
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+    }
+    false
 }

@@ -57,6 +57,10 @@ pub struct KubeletWrites {
     pub pod_get_ok: u64,
     pub pod_status_ok: u64,
     pub pod_failed: u64,
+    pub existing_status_ok: u64,
+    pub tokens_ok: u64,
+    pub node_status_ok: u64,
+    pub start_failed: u64,
     pub refused: u64,
 }
 
@@ -103,6 +107,19 @@ pub struct ModeReport {
     /// Through the pool: the rollout and the replica's restart, after the steady run (the
     /// classes' counts and the views cover them too; their delivery times are their own).
     pub disruptions: Vec<Disruption>,
+    pub phases: Phases,
+}
+
+/// When the mode's phases began, in seconds since the Unix epoch: what the apiserver's audit
+/// log is cut by (scripts/realcluster/calibrate.py).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Phases {
+    /// The nodes started (the start-up).
+    pub nodes_start: f64,
+    /// The writer started (the steady run).
+    pub writer_start: f64,
+    /// The steady run and its settling ended.
+    pub steady_end: f64,
 }
 
 /// What [`super::run_mode`] read.
@@ -131,6 +148,7 @@ pub(super) struct Readings {
     pub views: (u64, u64, Vec<String>),
     pub pool_events_received: u64,
     pub disruptions: Vec<Disruption>,
+    pub phases: Phases,
 }
 
 fn at(v: &[f64], i: usize) -> f64 {
@@ -226,6 +244,10 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             pod_get_ok: load(&w.pod_get_ok),
             pod_status_ok: load(&w.pod_status_ok),
             pod_failed: load(&w.pod_failed),
+            existing_status_ok: load(&w.existing_status_ok),
+            tokens_ok: load(&w.tokens_ok),
+            node_status_ok: load(&w.node_status_ok),
+            start_failed: load(&w.start_failed),
             refused: load(&w.refused),
         },
         written: Written {
@@ -244,6 +266,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
         views_wrong: r.views.1,
         views_examples: r.views.2,
         disruptions: r.disruptions,
+        phases: r.phases,
     }
 }
 
@@ -373,12 +396,22 @@ impl fmt::Display for ScaleReport {
                 parts.join(", ")
             }
         })?;
-        row(f, "kubelet leases ok / failed; new pods' GET, status ok / failed (refused)", &|m| {
+        row(f, "kubelet leases ok / failed; pods' GETs; new, bound before: status ok / failed (refused)", &|m| {
             let k = &m.kubelet_writes;
             format!(
-                "{} / {}; {}, {} / {} ({})",
-                k.lease_ok, k.lease_failed, k.pod_get_ok, k.pod_status_ok, k.pod_failed, k.refused
+                "{} / {}; {}; {}, {} / {} ({})",
+                k.lease_ok,
+                k.lease_failed,
+                k.pod_get_ok,
+                k.pod_status_ok,
+                k.existing_status_ok,
+                k.pod_failed,
+                k.refused
             )
+        })?;
+        row(f, "agents' starts: node status patches, tokens; not as a cluster answers", &|m| {
+            let k = &m.kubelet_writes;
+            format!("{}, {}; {}", k.node_status_ok, k.tokens_ok, k.start_failed)
         })?;
         row(f, "writer: slices, services, pods replaced (failed, skipped)", &|m| {
             let w = &m.written;

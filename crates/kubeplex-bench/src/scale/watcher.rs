@@ -117,17 +117,27 @@ pub struct View {
     pub stamps: HashMap<String, u64>,
 }
 
+/// What a kubelet's watch of its pods tells its status manager, by key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodSeen {
+    /// In the watch's first initial state: bound before the kubelet started.
+    Existing(String),
+    /// Added after it.
+    Added(String),
+    Deleted(String),
+}
+
 /// Runs the watch until the caller drops it, from `resume` if given (a watcher whose `view`
-/// already holds the state at that RV: an agent reconnecting), else with a WatchList. New
-/// objects seen after the initial state go to `added` (a kubelet learning of a new pod), if
-/// given.
+/// already holds the state at that RV: an agent reconnecting), else with a WatchList. What it
+/// sees of the objects goes to `pods` (a kubelet learning of its pods), if given: those of its
+/// first initial state, then each added and each deleted.
 pub async fn run(
     link: Arc<Link>,
     spec: WatchSpec,
     stats: Arc<ClassStats>,
     view: Arc<Mutex<View>>,
     since: Instant,
-    added: Option<mpsc::Sender<String>>,
+    pods: Option<mpsc::Sender<PodSeen>>,
     resume: Option<u64>,
 ) {
     stats.watchers.fetch_add(1, Ordering::Relaxed);
@@ -239,11 +249,17 @@ pub async fn run(
                     }
                     if event.initial_end {
                         if let Some(items) = initial.take() {
+                            let first = std::mem::take(&mut first_sync);
+                            if let (true, Some(tx)) = (first, &pods) {
+                                for key in items.keys() {
+                                    let _ = tx.try_send(PodSeen::Existing(key.clone()));
+                                }
+                            }
                             let mut v = lock_view(&view);
                             v.items = items;
                             v.synced = true;
                             v.rv = last;
-                            if std::mem::take(&mut first_sync) {
+                            if first {
                                 stats.synced.fetch_add(1, Ordering::Relaxed);
                                 lock(&stats.sync_time).record(since.elapsed());
                             }
@@ -278,12 +294,16 @@ pub async fn run(
             }
             v.rv = last;
             if event.kind == "DELETED" {
-                v.items.remove(&event.key);
+                let was = v.items.remove(&event.key).is_some();
+                drop(v);
+                if let (true, Some(tx)) = (was, &pods) {
+                    let _ = tx.try_send(PodSeen::Deleted(event.key));
+                }
             } else {
                 let new = v.items.insert(event.key.clone(), rv).is_none();
                 drop(v);
-                if let (true, Some(tx)) = (new, &added) {
-                    let _ = tx.try_send(event.key);
+                if let (true, Some(tx)) = (new, &pods) {
+                    let _ = tx.try_send(PodSeen::Added(event.key));
                 }
             }
         }
