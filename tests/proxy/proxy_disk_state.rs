@@ -312,9 +312,22 @@ async fn a_restart_resumes_from_the_state_on_disk_and_its_watchers_from_the_last
     let states = TempDir::new("resume-states");
     let sim = SimBuilder::new().seed(seed::cluster(shape())).start().await.unwrap();
     let first = kubeplex(&sim, &work.0, &states.0).await;
+    // Its caches loaded: a watch arriving before (a slow first load, on a busy machine) would
+    // be passed through to the apiserver, which has no last bookmark to give.
+    support::stack::wait_ready(&first).await;
     let path = "/api/v1/namespaces/team-0/pods?watch=1&resourceVersion=0&allowWatchBookmarks=true";
     let mut w = watch(&first.addr.to_string(), path, JSON).await;
     assert_eq!(w.status, 200);
+    let watched = eventually(Duration::from_secs(10), || {
+        first
+            .state
+            .caches
+            .status()
+            .iter()
+            .any(|c| c.resource.starts_with("pods") && c.watchers == 1)
+    })
+    .await;
+    assert!(watched, "the watch is the pods cache's");
     sim.create(small_pod("team-0", "before-restart", "Running", "node-0")).unwrap();
     let mut seen = Vec::new();
     while !seen.iter().any(|(_, name, _)| name == "before-restart") {
