@@ -380,6 +380,17 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     )
     .await?;
     let ns = format!("/api/v1/namespaces/{NAMESPACE}");
+    // The pods' projected token volume is the `default` ServiceAccount's: the apiserver refuses
+    // a pod whose account does not exist yet (a namespace just made, before the controller
+    // manager has made its account), so it is made here if missing (409: the controller's).
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": NAMESPACE}});
+    let body = serde_json::to_vec(&account)?;
+    let (status, _) =
+        admin.fetch(Method::POST, &format!("{ns}/serviceaccounts"), &[], Some(body)).await?;
+    if !status.is_success() && status != StatusCode::CONFLICT {
+        tracing::warn!(%status, "the default ServiceAccount could not be made");
+    }
     let mut creates: Vec<(String, Value)> = Vec::new();
     for a in 0..APPS {
         let meta = json!({"name": app_name(a), "namespace": NAMESPACE});
@@ -464,7 +475,7 @@ async fn create_all(admin: &Arc<Target>, objects: Vec<(String, Value)>) -> anyho
     Ok(created)
 }
 
-/// Deletes the run's namespace and Nodes (and their Leases).
+/// Deletes the run's namespace and Nodes (and their Leases and CSINodes).
 pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
     let admin = &cluster.admin;
     let _ =
@@ -482,6 +493,10 @@ pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
         let lease =
             format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}");
         let _ = admin.fetch(Method::DELETE, &lease, &[], None).await;
+        // Its kubelet's CSINode: left for the garbage collector, a next run's kubelet could
+        // meet it first (and delete and make it again, which a first start does not).
+        let csinode = format!("/apis/storage.k8s.io/v1/csinodes/{name}");
+        let _ = admin.fetch(Method::DELETE, &csinode, &[], None).await;
     }
     Ok(())
 }
