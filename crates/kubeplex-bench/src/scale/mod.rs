@@ -294,12 +294,13 @@ async fn run_mode(
         }
     }
 
-    // The views against the apiserver's objects.
+    // The views against the apiserver's objects, once the agents write no more: a kubelet
+    // still working through its pods' status syncs (at 1,000 nodes the apiserver takes minutes
+    // over the start-up's) would move a pod past its watcher's view while the apiserver's is
+    // read. What is under way (and a disruption's writes) lands meanwhile.
     let scopes = node::whole_scopes(pool, apps);
-    // A disruption's phase may have left writes in the objects still on their way.
-    if !disruptions.is_empty() {
-        tokio::time::sleep(spec.settle).await;
-    }
+    writes.stop();
+    tokio::time::sleep(spec.settle).await;
     let truth =
         Truth::read(&cluster.admin, &scopes).await.context("reading the apiserver's objects")?;
     let mut checked = 0u64;

@@ -96,6 +96,20 @@ pub struct Writes {
     pub node_status_ok: AtomicU64,
     /// Answered 403 on the way (then retried).
     pub refused: AtomicU64,
+    /// Set once the run compares the views with the apiserver: the agents write no more (a
+    /// write landing meanwhile would move an object past what its watchers were shown).
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl Writes {
+    /// Every agent's writes end: none is sent from now on (those under way land).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
 }
 
 /// The watch classes a node runs, by name, with their counts.
@@ -403,6 +417,9 @@ async fn lease(i: usize, link: Arc<Link>, imp: Vec<(&'static str, String)>, writ
     // Bounded: a day of renewals.
     for _ in 0..8_640 {
         tick.tick().await;
+        if writes.stopping() {
+            return;
+        }
         let (upstream, target) = link.current();
         let now = crate::node::cluster::micro_now();
         let ok = match current.take() {
@@ -497,17 +514,7 @@ async fn register(
         ),
     ];
     for (method, path, h, body, ok) in steps {
-        let (upstream, target) = link.current();
-        match target.fetch(method, &path, h, body).await {
-            Ok((s, _)) if ok.contains(&s.as_u16()) => {}
-            Ok(_) => {
-                writes.start_failed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                writes.start_failed.fetch_add(1, Ordering::Relaxed);
-                link.failed(upstream);
-            }
-        }
+        start_request(&link, &writes, method, &path, h, body, ok).await;
     }
     let _ = link.current().1.fetch(Method::GET, &node_path, &proto, None).await;
     let patch = headers(
@@ -531,21 +538,39 @@ async fn register(
         .chain(std::iter::repeat_n(Duration::from_secs(300), 288));
     for pause in pauses {
         tokio::time::sleep(pause).await;
-        let (upstream, target) = link.current();
-        match target.fetch(Method::PATCH, &status_path, &patch, Some(status("KubeletReady"))).await
-        {
-            Ok((s, _)) if s.is_success() => {
-                writes.node_status_ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(_) => {
-                writes.start_failed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                writes.start_failed.fetch_add(1, Ordering::Relaxed);
-                link.failed(upstream);
-            }
+        let body = Some(status("KubeletReady"));
+        if start_request(&link, &writes, Method::PATCH, &status_path, &patch, body, &[200]).await {
+            writes.node_status_ok.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// One request of an agent's start, answered `ok` as a real cluster answers it, or counted in
+/// `start_failed`; whether it was.
+async fn start_request(
+    link: &Link,
+    writes: &Writes,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+    ok: &[u16],
+) -> bool {
+    if writes.stopping() {
+        return false;
+    }
+    let (upstream, target) = link.current();
+    let answered = match target.fetch(method, path, headers, body).await {
+        Ok((s, _)) => ok.contains(&s.as_u16()),
+        Err(_) => {
+            link.failed(upstream);
+            false
+        }
+    };
+    if !answered {
+        writes.start_failed.fetch_add(1, Ordering::Relaxed);
+    }
+    answered
 }
 
 /// kube-proxy's start: the Event it records (events.k8s.io, in `default`, about its Node).
@@ -566,17 +591,7 @@ async fn proxy_started(
         "regarding": {"kind": "Node", "name": node, "uid": node}});
     let path = "/apis/events.k8s.io/v1/namespaces/default/events";
     let body = serde_json::to_vec(&event).unwrap_or_default();
-    let (upstream, target) = link.current();
-    match target.fetch(Method::POST, path, &h, Some(body)).await {
-        Ok((s, _)) if s.is_success() => {}
-        Ok(_) => {
-            writes.start_failed.fetch_add(1, Ordering::Relaxed);
-        }
-        Err(_) => {
-            writes.start_failed.fetch_add(1, Ordering::Relaxed);
-            link.failed(upstream);
-        }
-    }
+    start_request(&link, &writes, Method::POST, path, &h, Some(body), &[201]).await;
 }
 
 /// What the kubelet sends for each of its pods, as kubemark's 1.36 kubelet sends it (the
@@ -599,6 +614,9 @@ async fn status_manager(
     mut pods: mpsc::Receiver<PodSeen>,
 ) {
     while let Some(seen) = pods.recv().await {
+        if writes.stopping() {
+            return;
+        }
         let (key, new) = match &seen {
             PodSeen::Existing(key) => (key, false),
             PodSeen::Added(key) => (key, true),
@@ -678,6 +696,9 @@ async fn sync(
     let mut wait = RETRY_AFTER;
     let mut got = 0;
     for _ in 0..ATTEMPTS + gets as u32 {
+        if writes.stopping() {
+            return false;
+        }
         let (upstream, target) = link.current();
         let answer = if got < gets {
             target.fetch(Method::GET, path, &get, None).await
