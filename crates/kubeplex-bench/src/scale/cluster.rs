@@ -296,7 +296,7 @@ pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
 }
 
 /// A pod's status as the kubelet first syncs it: its container being created.
-pub fn pending_status(_node: usize) -> Value {
+pub fn pending_status() -> Value {
     let now = crate::node::cluster::chrono_now();
     json!({"status": {
         "phase": "Pending", "hostIP": "10.0.0.1", "startTime": now,

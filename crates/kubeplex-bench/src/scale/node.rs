@@ -499,7 +499,7 @@ async fn register(
     let csi = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
         "metadata": {"name": node}, "spec": {"drivers": []}});
     let body = |v: &serde_json::Value| serde_json::to_vec(v).unwrap_or_default();
-    let steps: [Step; 6] = [
+    let steps: [Step; 7] = [
         (Method::GET, format!("{csinode}?resourceVersion=0"), &proto, None, &[200, 404]),
         (Method::POST, "/api/v1/nodes".into(), &json, Some(body(&registered)), &[201, 409]),
         (Method::GET, node_path.clone(), &proto, None, &[200]),
@@ -512,11 +512,11 @@ async fn register(
             Some(body(&csi)),
             &[201, 409],
         ),
+        (Method::GET, node_path.clone(), &proto, None, &[200]),
     ];
     for (method, path, h, body, ok) in steps {
         start_request(&link, &writes, method, &path, h, body, ok).await;
     }
-    let _ = link.current().1.fetch(Method::GET, &node_path, &proto, None).await;
     let patch = headers(
         &imp,
         &[
@@ -525,9 +525,9 @@ async fn register(
         ],
     );
     let ready_since = crate::node::cluster::chrono_now();
-    let status = |reason: &str| {
+    let status = || {
         body(&json!({"status": {"conditions": [{"type": "Ready", "status": "True",
-            "reason": reason, "message": "kubelet is posting ready status",
+            "reason": "KubeletReady", "message": "kubelet is posting ready status",
             "lastHeartbeatTime": crate::node::cluster::chrono_now(),
             "lastTransitionTime": ready_since}]}}))
     };
@@ -538,9 +538,28 @@ async fn register(
         .chain(std::iter::repeat_n(Duration::from_secs(300), 288));
     for pause in pauses {
         tokio::time::sleep(pause).await;
-        let body = Some(status("KubeletReady"));
+        let body = Some(status());
         if start_request(&link, &writes, Method::PATCH, &status_path, &patch, body, &[200]).await {
             writes.node_status_ok.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One request on the link's current upstream: its answer's status, or none when the
+/// connection failed (the link then tries the next upstream).
+async fn send(
+    link: &Link,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> Option<StatusCode> {
+    let (upstream, target) = link.current();
+    match target.fetch(method, path, headers, body).await {
+        Ok((s, _)) => Some(s),
+        Err(_) => {
+            link.failed(upstream);
+            None
         }
     }
 }
@@ -559,14 +578,8 @@ async fn start_request(
     if writes.stopping() {
         return false;
     }
-    let (upstream, target) = link.current();
-    let answered = match target.fetch(method, path, headers, body).await {
-        Ok((s, _)) => ok.contains(&s.as_u16()),
-        Err(_) => {
-            link.failed(upstream);
-            false
-        }
-    };
+    let answered =
+        send(link, method, path, headers, body).await.is_some_and(|s| ok.contains(&s.as_u16()));
     if !answered {
         writes.start_failed.fetch_add(1, Ordering::Relaxed);
     }
@@ -623,7 +636,7 @@ async fn status_manager(
             PodSeen::Deleted(key) => {
                 if let Some(path) = pod_path(key) {
                     let get = headers(&imp, &[("Accept", crate::informer::ACCEPT_PROTOBUF)]);
-                    let _ = link.current().1.fetch(Method::GET, &path, &get, None).await;
+                    send(&link, Method::GET, &path, &get, None).await;
                 }
                 continue;
             }
@@ -634,9 +647,9 @@ async fn status_manager(
         };
         token(&link, &imp, key).await.then(|| writes.tokens_ok.fetch_add(1, Ordering::Relaxed));
         let statuses = match (new, slot % 5) {
-            (true, _) => vec![pending_status(i), started_status(i, slot), running_status(i, slot)],
+            (true, _) => vec![pending_status(), started_status(i, slot), running_status(i, slot)],
             (false, 0) => vec![running_status(i, slot)],
-            (false, _) => vec![pending_status(i), running_status(i, slot)],
+            (false, _) => vec![pending_status(), running_status(i, slot)],
         };
         let mut ok = true;
         for (round, status) in statuses.into_iter().enumerate() {
@@ -667,14 +680,7 @@ async fn token(link: &Link, imp: &[(&'static str, String)], key: &str) -> bool {
         "spec": {"audiences": [], "expirationSeconds": 3607,
                  "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name}}});
     let body = serde_json::to_vec(&request).unwrap_or_default();
-    let (upstream, target) = link.current();
-    match target.fetch(Method::POST, &path, &h, Some(body)).await {
-        Ok((s, _)) => s.is_success(),
-        Err(_) => {
-            link.failed(upstream);
-            false
-        }
-    }
+    send(link, Method::POST, &path, &h, Some(body)).await.is_some_and(|s| s.is_success())
 }
 
 /// One status sync: `gets` GETs of the pod, then the patch, each GET tried again while
