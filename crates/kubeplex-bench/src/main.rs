@@ -110,6 +110,11 @@ struct ScaleArgs {
     services: usize,
     #[arg(long, default_value_t = 20)]
     endpoints_per_slice: usize,
+    /// Each node runs a CNI-like agent too: its node's pods, every node, namespace, service
+    /// and endpointslice, in JSON (a client-go ≥ 1.35 informer each, with its own
+    /// ServiceAccount).
+    #[arg(long)]
+    cni: bool,
     #[arg(long, value_enum, default_value = "both")]
     mode: kubeplex_bench::scale::Mode,
     /// Whose agents act for the nodes: the emulated ones, or real ones started by someone else
@@ -586,6 +591,7 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
             pods_per_node: a.pods_per_node,
             services: a.services,
             endpoints_per_slice: a.endpoints_per_slice,
+            cni: a.cni,
         },
         mode: a.mode,
         agents: a.agents,

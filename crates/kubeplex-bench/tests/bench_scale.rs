@@ -3,7 +3,8 @@
 //! configuration: every node's every watch syncs, every watcher ends with the apiserver's
 //! objects at their resourceVersions, no event comes out of order, each new pod's kubelet writes
 //! its status — and through the pool the apiserver holds one watch per resource per replica
-//! whatever the number of nodes, and sends each change once per replica.
+//! whatever the number of nodes and whatever encodings they read, and sends each change once per
+//! replica.
 
 use std::time::Duration;
 
@@ -46,10 +47,12 @@ async fn scale(extra: &[&str]) -> tokio::process::Command {
     cmd
 }
 
+/// Each node runs a CNI-like agent too (`--cni`: its pods, every node, namespace, service and
+/// endpointslice, in JSON, where the kubelet and kube-proxy read protobuf).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_every_change() {
     // The writer held until the kubelets' syncs of the pods bound before them are written.
-    let cmd = scale(&["--duration", "4", "--mode", "both", "--hold", "3"]).await;
+    let cmd = scale(&["--duration", "4", "--mode", "both", "--hold", "3", "--cni"]).await;
     let report = json_report(cmd, Duration::from_secs(240)).await;
     let modes = report["modes"].as_array().expect("modes");
     assert_eq!(
@@ -84,12 +87,28 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
     let (direct, pool) = (&modes[0], &modes[1]);
     // Directly, every node's every watch is the apiserver's.
     assert!(n(&direct["apiserver_open_watches_max"]) >= n(&direct["watches"]), "{direct}");
-    // Through the pool: one per resource per replica, whatever the nodes.
+    // Every CNI agent's JSON watches synced and ended equal (checked above with every class).
+    let classes = |m: &Value| -> Vec<String> {
+        let all = m["classes"].as_array().expect("classes").iter();
+        all.filter_map(|c| c["class"].as_str()).map(str::to_owned).collect()
+    };
+    let cni = classes(direct).into_iter().filter(|c| c.starts_with("cni: ")).count();
+    assert_eq!(cni, 5, "{direct}");
+    // Through the pool: one per resource per replica, whatever the nodes — the namespaces the
+    // CNI agents read one more resource.
+    let resources = RESOURCES + 1;
     let open = n(&pool["apiserver_open_watches_max"]);
     assert!(
-        open <= REPLICAS * RESOURCES && open < n(&direct["apiserver_open_watches_max"]),
+        open <= REPLICAS * resources && open < n(&direct["apiserver_open_watches_max"]),
         "{open} open watches through the pool: {pool}"
     );
+    // Whatever the encodings the nodes read (pods, nodes, services and endpointslices in
+    // protobuf and in JSON): one watch per replica of each at the apiserver (issue 31).
+    let reads = &pool["total"]["reads_by_resource"];
+    for resource in ["pods", "nodes", "services", "endpointslices", "namespaces"] {
+        let watches = n(&reads[resource]["WATCH"]);
+        assert!((1..=REPLICAS).contains(&watches), "{resource}: {watches} watches: {reads}");
+    }
     // Each change once per replica: the pods cache gets a replaced pod's deletion, its
     // creation and its three status syncs; the others one event per change.
     let w = &pool["written"];

@@ -21,7 +21,7 @@ pub const NODE_TIERS_GROUP: &str = "kubeplex:node-tiers";
 /// kube-proxy's ServiceAccount, bound to `system:node-proxier` as kubeadm binds it.
 const KUBE_PROXY_SA: &str = "kube-proxy";
 /// The CNI-like and log-agent-like DaemonSets' ServiceAccounts.
-const CNI_SA: &str = "cni-agent";
+pub const CNI_SA: &str = "cni-agent";
 const LOGS_SA: &str = "log-agent";
 
 /// Node `i`'s name.

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::node::cluster::{
-    kube_proxy_token, kubelet_token, node_name, NODE_TIERS_GROUP, POOL_TOKEN,
+    cni_token, kube_proxy_token, kubelet_token, node_name, CNI_SA, NODE_TIERS_GROUP, POOL_TOKEN,
 };
 use crate::node::pki::{cert_user, token_user, write_kubeconfig};
 use crate::target::Target;
@@ -43,6 +43,10 @@ pub enum Who {
     Kubelet(usize),
     /// Node `i`'s kube-proxy: `system:kube-proxy` (bound to `system:node-proxier`).
     KubeProxy(usize),
+    /// Node `i`'s CNI-like agent: the ServiceAccount `kube-system/cni-agent` (a ClusterRole
+    /// reading pods, nodes, namespaces, services, endpointslices; [`ensure`] makes it on the
+    /// real apiserver, the fake's policy has it).
+    Cni(usize),
     /// The node tiers' certificate, which the pool authenticates (deploy/base/pool).
     NodeTier,
     /// The pool replicas' identity toward the apiserver.
@@ -163,6 +167,13 @@ impl Cluster {
                 &self.pki.client(&format!("system:node:{}", node_name(i)), &["system:nodes"]),
             ),
             (Who::KubeProxy(_), None) => cert_user(&self.pki.client("system:kube-proxy", &[])),
+            // A certificate in the ServiceAccount's name and groups: RBAC binds the user name
+            // (`system:serviceaccount:NS:NAME`), whatever authenticated it.
+            (Who::Cni(_), None) => cert_user(&self.pki.client(
+                &format!("system:serviceaccount:kube-system:{CNI_SA}"),
+                &["system:serviceaccounts", "system:serviceaccounts:kube-system"],
+            )),
+            (Who::Cni(i), Some(_)) => token_user(&cni_token(i)),
             (Who::Pool, None) => cert_user(&self.pki.client(&self.pool_user, &[])),
             (Who::Kubelet(i), Some(_)) => token_user(&kubelet_token(i)),
             (Who::KubeProxy(i), Some(_)) => token_user(&kube_proxy_token(i)),
@@ -171,6 +182,7 @@ impl Cluster {
         let name = match who {
             Who::Kubelet(i) => format!("kubelet-{i}"),
             Who::KubeProxy(i) => format!("kube-proxy-{i}"),
+            Who::Cni(i) => format!("cni-{i}"),
             Who::NodeTier => "node-tier".into(),
             Who::Pool => "pool".into(),
         };
@@ -222,6 +234,9 @@ pub struct Shape {
     pub pods_per_node: usize,
     pub services: usize,
     pub endpoints_per_slice: usize,
+    /// Each node runs a CNI-like JSON agent besides its kubelet and kube-proxy
+    /// (`node::agents::cni`'s reads).
+    pub cni: bool,
 }
 
 /// Apps: pod `slot` is app `slot % APPS` (its label) and mounts that app's ConfigMap and Secret.
@@ -391,6 +406,9 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     if !status.is_success() && status != StatusCode::CONFLICT {
         tracing::warn!(%status, "the default ServiceAccount could not be made");
     }
+    if shape.cni && cluster.sim.is_none() {
+        cni_rbac(admin).await?;
+    }
     let mut creates: Vec<(String, Value)> = Vec::new();
     for a in 0..APPS {
         let meta = json!({"name": app_name(a), "namespace": NAMESPACE});
@@ -443,6 +461,37 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     Ok(created)
 }
 
+/// The CNI-like agents' ClusterRole and its binding to their ServiceAccount, as the fake's
+/// policy has them (`node::cluster::policy`), labelled as the run's.
+async fn cni_rbac(admin: &Target) -> anyhow::Result<()> {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let name = format!("kubeplex-scale:{CNI_SA}");
+    let meta = json!({"name": name, "labels": {LABEL: "true"}});
+    let read = json!(["get", "list", "watch"]);
+    create(
+        admin,
+        &format!("{rbac}/clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta, "rules": [
+                {"apiGroups": [""], "resources": ["pods", "nodes", "namespaces", "services"],
+                 "verbs": read},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                 "verbs": read}]}),
+    )
+    .await?;
+    create(
+        admin,
+        &format!("{rbac}/clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": CNI_SA, "namespace": "kube-system"}]}),
+    )
+    .await?;
+    Ok(())
+}
+
 async fn create(admin: &Target, path: &str, object: Value) -> anyhow::Result<bool> {
     let (status, body) =
         admin.fetch(Method::POST, path, &[], Some(serde_json::to_vec(&object)?)).await?;
@@ -475,11 +524,16 @@ async fn create_all(admin: &Arc<Target>, objects: Vec<(String, Value)>) -> anyho
     Ok(created)
 }
 
-/// Deletes the run's namespace and Nodes (and their Leases and CSINodes).
+/// Deletes the run's namespace and Nodes (and their Leases and CSINodes), and the CNI-like
+/// agents' RBAC.
 pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
     let admin = &cluster.admin;
     let _ =
         admin.fetch(Method::DELETE, &format!("/api/v1/namespaces/{NAMESPACE}"), &[], None).await?;
+    for kind in ["clusterrolebindings", "clusterroles"] {
+        let path = format!("/apis/rbac.authorization.k8s.io/v1/{kind}/kubeplex-scale:{CNI_SA}");
+        let _ = admin.fetch(Method::DELETE, &path, &[], None).await;
+    }
     let (status, body) = admin
         .fetch(Method::GET, &format!("/api/v1/nodes?labelSelector={LABEL}%3Dtrue"), &[], None)
         .await?;

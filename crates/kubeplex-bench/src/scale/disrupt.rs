@@ -101,20 +101,20 @@ impl Run<'_> {
         let start = self.snapshot().await;
         let writer = self.write_for(within);
         let n = self.links.len();
-        let apps = self.spec.shape.apps_per_node();
+        let shape = self.spec.shape;
         let expected =
-            synced_watches(self.classes) + (n * node::watches_per_node(true, apps)) as u64;
+            synced_watches(self.classes) + (n * node::watches_per_node(true, &shape)) as u64;
         let step = within.checked_div(n.max(1) as u32).unwrap_or_default();
         for i in 0..n {
             tokio::time::sleep_until(start.at + step * i as u32).await;
             self.handles[i].abort();
-            let conns = connect(self.cluster, Some(self.replicas), i, self.moves)?;
+            let conns = connect(self.cluster, Some(self.replicas), i, shape.cni, self.moves)?;
             self.links[i] = conns.link();
             let (classes, views, writes) =
                 (self.classes.clone(), self.views.clone(), self.writes.clone());
             let since = self.since;
             self.handles[i] = self.nodes.spawn(async move {
-                node::run(i, apps, conns, classes, views, writes, since, true).await
+                node::run(i, shape, conns, classes, views, writes, since, true).await
             });
         }
         let synced = self.wait(|| synced_watches(self.classes) >= expected).await;
@@ -243,7 +243,7 @@ impl Run<'_> {
             seconds: start.at.elapsed().as_secs_f64(),
             served: Served::between(&start.apiserver, &end.apiserver),
             pool_calls,
-            bound: 2 * self.replicas.nodes.len() * node::RESOURCES,
+            bound: 2 * self.replicas.nodes.len() * node::resources(&self.spec.shape),
             replica_ready_s: None,
             done_s: None,
             home: (self.links.iter().filter(|l| l.home()).count(), self.links.len()),

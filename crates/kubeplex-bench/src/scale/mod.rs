@@ -157,7 +157,7 @@ async fn run_mode(
     let dir = spec.work_dir.join(mode);
     std::fs::create_dir_all(&dir)?;
     let n = spec.shape.nodes;
-    let apps = spec.shape.apps_per_node();
+    let shape = spec.shape;
     let before = Counters::read(&cluster.metrics().await?);
     let open_before = before.open_watches;
     let cpu_before = cpu(&cluster.control_plane);
@@ -184,7 +184,7 @@ async fn run_mode(
     let moves = Arc::new(link::Moves::default());
     let mut conns = Vec::with_capacity(n);
     for i in (0..n).filter(|_| emulated) {
-        conns.push(connect(cluster, replicas.as_ref(), i, &moves)?);
+        conns.push(connect(cluster, replicas.as_ref(), i, shape.cni, &moves)?);
     }
     let classes: Arc<Mutex<node::Classes>> = Default::default();
     let views: node::Views = Default::default();
@@ -207,10 +207,10 @@ async fn run_mode(
         let (classes, views, writes) = (classes.clone(), views.clone(), writes.clone());
         handles.push(nodes.spawn(async move {
             tokio::time::sleep_until(start).await;
-            node::run(i, apps, c, classes, views, writes, since, false).await
+            node::run(i, shape, c, classes, views, writes, since, false).await
         }));
     }
-    let watches = if emulated { n * node::watches_per_node(pool, apps) } else { 0 };
+    let watches = if emulated { n * node::watches_per_node(pool, &shape) } else { 0 };
     let synced = || synced_watches(&classes);
     let mut open_max = 0.0f64;
     let deadline = Instant::now() + spec.sync_timeout;
@@ -298,7 +298,7 @@ async fn run_mode(
     // still working through its pods' status syncs (at 1,000 nodes the apiserver takes minutes
     // over the start-up's) would move a pod past its watcher's view while the apiserver's is
     // read. What is under way (and a disruption's writes) lands meanwhile.
-    let scopes = node::whole_scopes(pool, apps);
+    let scopes = node::whole_scopes(pool, &shape);
     writes.stop();
     tokio::time::sleep(spec.settle).await;
     let truth =
@@ -378,6 +378,7 @@ fn connect(
     cluster: &Cluster,
     replicas: Option<&Tier>,
     i: usize,
+    cni: bool,
     moves: &Arc<link::Moves>,
 ) -> anyhow::Result<node::Conns> {
     let open = |who, server: &str| -> anyhow::Result<Arc<Target>> {
@@ -399,6 +400,12 @@ fn connect(
                 vec![open(Who::KubeProxy(i), &cluster.server)?],
                 moves.clone(),
             ),
+            cni: match cni {
+                true => {
+                    Some(link::Link::new(vec![open(Who::Cni(i), &cluster.server)?], moves.clone()))
+                }
+                false => None,
+            },
         },
     })
 }

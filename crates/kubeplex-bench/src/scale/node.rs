@@ -13,6 +13,9 @@
 //!   patch each), and a GET of each pod deleted;
 //! - kube-proxy (`system:kube-proxy`, a connection of its own): services and endpointslices with
 //!   its label selector, servicecidrs, its Node; an Event as it starts.
+//! - with `--cni`, a CNI-like agent (the ServiceAccount `kube-system/cni-agent`, a connection of
+//!   its own): its node's pods and every node, namespace, service and endpointslice, in JSON —
+//!   the node scenario's (`node::agents::cni`), as WatchLists.
 //!
 //! Calibrated against kubemark's 1.36 kubelet and kube-proxy, request by request from the
 //! apiserver's audit log (scripts/realcluster/calibrate.py; BENCHMARKS.md "Calibration"). One
@@ -25,6 +28,9 @@
 //! watches it has no cache for (runtimeclasses, csidrivers, servicecidrs, the kubelet's named
 //! ConfigMap and Secret watches) and the kubelet's writes and reads by name, passed on as the
 //! agent (`Impersonate-User`).
+//! For a CNI-like agent its node tier renders the JSON pods and services from its protobuf
+//! caches, and lists and watches nodes, namespaces and endpointslices in JSON as itself
+//! ([`cni_watches`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +44,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::cluster::{
-    app_name, pending_status, running_status, started_status, NAMESPACE, TOKEN_VOLUME_CONFIGMAPS,
+    app_name, pending_status, running_status, started_status, Shape, NAMESPACE,
+    TOKEN_VOLUME_CONFIGMAPS,
 };
 use super::link::Link;
 use super::watcher::{self, ClassStats, PodSeen, Scope, View, WatchSpec};
@@ -48,6 +55,7 @@ use crate::node::cluster::node_name;
 const KUBELET: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";
 const KUBE_PROXY: &str = "kube-proxy/v1.36.2 (linux/amd64) kubernetes/0000000";
 const NODE_TIER: &str = "kubeplex/node-tier";
+const CNI_AGENT: &str = "cni-agent/v1.0.0";
 /// The kubelet renews its Lease every `nodeLeaseDurationSeconds` (40) / 4.
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 /// A refused or failed GET/PATCH of a new pod is tried again after this (doubling), this many
@@ -60,11 +68,11 @@ pub enum Conns {
     Direct {
         kubelet: Arc<Link>,
         kube_proxy: Arc<Link>,
+        /// The CNI-like agent's, when the run has one.
+        cni: Option<Arc<Link>>,
     },
     /// Its node tier's connection to the pool replicas.
-    Pool {
-        tier: Arc<Link>,
-    },
+    Pool { tier: Arc<Link> },
 }
 
 impl Conns {
@@ -120,8 +128,11 @@ pub type Classes = BTreeMap<&'static str, Arc<ClassStats>>;
 pub type Views = Arc<Mutex<BTreeMap<(usize, usize), (Scope, Arc<Mutex<View>>)>>>;
 
 /// The resources a node reads: pods, nodes, services, endpointslices (a node tier's caches),
-/// runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on).
-pub const RESOURCES: usize = 9;
+/// runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on); and namespaces
+/// when it runs a CNI-like agent.
+pub fn resources(shape: &Shape) -> usize {
+    9 + usize::from(shape.cni)
+}
 
 /// The ConfigMaps and Secrets a node's pods mount (`shape.apps_per_node()` apps) in the run's
 /// namespace, watched by name.
@@ -130,9 +141,18 @@ const NAMED: [(&str, &str, &str); 2] = [
     ("kubelet: a Secret by name", "/api/v1/namespaces/kubeplex-scale/secrets", "secrets"),
 ];
 
-/// The watches of node `i` in this mode, its pods mounting `apps` apps' ConfigMaps and
-/// Secrets: (who sends it, spec).
-fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
+/// Whose connection a watch is sent on (directly; through the pool, all are its node tier's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Agent {
+    Kubelet,
+    KubeProxy,
+    Cni,
+}
+
+/// The watches of node `i` in this mode, for a cluster of `shape` (its pods mount
+/// `shape.apps_per_node()` apps' ConfigMaps and Secrets): (who sends it, spec).
+fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
+    let apps = shape.apps_per_node();
     let node = node_name(i);
     let imp_kubelet = vec![
         ("Impersonate-User", format!("system:node:{node}")),
@@ -165,6 +185,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
         impersonate: if pool { imp.clone() } else { Vec::new() },
         user_agent: if pool && imp.is_empty() { NODE_TIER } else { ua },
         node_tier: pool,
+        protobuf: true,
     };
     let none = Vec::new();
     let pods = vec![("fieldSelector", format!("spec.nodeName={node}"))];
@@ -172,21 +193,20 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
     let quiet = |class, collection: &'static str, imp: &Vec<_>, ua| {
         spec(class, collection, vec![], Scope::Whole(collection.to_string()), imp, ua)
     };
-    // `true`: the kubelet's connection (directly), `false`: kube-proxy's.
     let mut all = vec![
         (
-            true,
+            Agent::Kubelet,
             spec(
                 "kubelet: its pods",
                 "/api/v1/pods",
-                pods,
+                pods.clone(),
                 Scope::NodePods(node.clone()),
                 &none,
                 KUBELET,
             ),
         ),
         (
-            true,
+            Agent::Kubelet,
             quiet(
                 "kubelet: runtimeclasses",
                 "/apis/node.k8s.io/v1/runtimeclasses",
@@ -195,7 +215,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ),
         (
-            true,
+            Agent::Kubelet,
             quiet(
                 "kubelet: csidrivers",
                 "/apis/storage.k8s.io/v1/csidrivers",
@@ -204,7 +224,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ),
         (
-            false,
+            Agent::KubeProxy,
             quiet(
                 "kube-proxy: servicecidrs",
                 "/apis/networking.k8s.io/v1/servicecidrs",
@@ -213,7 +233,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ),
         (
-            false,
+            Agent::KubeProxy,
             spec(
                 "kube-proxy: endpointslices",
                 "/apis/discovery.k8s.io/v1/endpointslices",
@@ -235,17 +255,27 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
         for name in (0..apps).map(app_name).chain(token_volume) {
             let named = vec![("fieldSelector", format!("metadata.name={name}"))];
             let scope = Scope::Whole(path(collection, &named));
-            all.push((true, spec(class, collection, named, scope, &imp_kubelet, KUBELET)));
+            all.push((
+                Agent::Kubelet,
+                spec(class, collection, named, scope, &imp_kubelet, KUBELET),
+            ));
         }
     }
     if pool {
         // The node tier's caches: one Node and one services watch for both agents.
         all.push((
-            true,
-            spec("node tier: its Node", "/api/v1/nodes", own, Scope::Node(node), &none, NODE_TIER),
+            Agent::Kubelet,
+            spec(
+                "node tier: its Node",
+                "/api/v1/nodes",
+                own,
+                Scope::Node(node.clone()),
+                &none,
+                NODE_TIER,
+            ),
         ));
         all.push((
-            true,
+            Agent::Kubelet,
             spec(
                 "node tier: services",
                 "/api/v1/services",
@@ -258,7 +288,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
     } else {
         let ip = vec![("fieldSelector", "spec.clusterIP!=None".to_string())];
         all.push((
-            true,
+            Agent::Kubelet,
             spec(
                 "kubelet: its Node",
                 "/api/v1/nodes",
@@ -269,7 +299,7 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ));
         all.push((
-            true,
+            Agent::Kubelet,
             spec(
                 "kubelet: services",
                 "/api/v1/services",
@@ -280,18 +310,18 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ));
         all.push((
-            false,
+            Agent::KubeProxy,
             spec(
                 "kube-proxy: its Node",
                 "/api/v1/nodes",
                 own,
-                Scope::Node(node),
+                Scope::Node(node.clone()),
                 &none,
                 KUBE_PROXY,
             ),
         ));
         all.push((
-            false,
+            Agent::KubeProxy,
             spec(
                 "kube-proxy: services",
                 "/api/v1/services",
@@ -302,12 +332,48 @@ fn watches(i: usize, pool: bool, apps: usize) -> Vec<(bool, WatchSpec)> {
             ),
         ));
     }
+    if shape.cni {
+        all.extend(cni_watches(pool, node, pods).into_iter().map(|w| (Agent::Cni, w)));
+    }
+    all
+}
+
+/// The CNI-like agent's watches (`node::agents::cni`'s reads, each a WatchList in JSON as a
+/// client-go ≥ 1.35 informer without a protobuf content type sends it): its node's pods, and
+/// every node, namespace, service and endpointslice. Through the pool, what its node tier sends
+/// upstream for them with the shipped configuration: its pods and the services are rendered
+/// from the node tier's protobuf caches of the same scope (`live::mirror`: nothing upstream);
+/// the nodes, namespaces and endpointslices (its caches hold one Node and kube-proxy's slices)
+/// are caches of their own, listed and watched in JSON from the pool as the node tier.
+fn cni_watches(pool: bool, node: String, pods: Vec<(&'static str, String)>) -> Vec<WatchSpec> {
+    let spec = |class, collection: &'static str, selectors, scope| WatchSpec {
+        class,
+        collection,
+        selectors,
+        scope,
+        impersonate: Vec::new(),
+        user_agent: if pool { NODE_TIER } else { CNI_AGENT },
+        node_tier: pool,
+        protobuf: false,
+    };
+    let whole = |class, collection: &'static str| {
+        spec(class, collection, vec![], Scope::Whole(collection.to_string()))
+    };
+    let mut all = vec![
+        whole("cni: nodes (JSON)", "/api/v1/nodes"),
+        whole("cni: namespaces (JSON)", "/api/v1/namespaces"),
+        whole("cni: endpointslices (JSON)", "/apis/discovery.k8s.io/v1/endpointslices"),
+    ];
+    if !pool {
+        all.push(spec("cni: its pods (JSON)", "/api/v1/pods", pods, Scope::NodePods(node)));
+        all.push(whole("cni: services (JSON)", "/api/v1/services"));
+    }
     all
 }
 
 /// The cluster-wide scopes the nodes' watches check against (paths with their selectors).
-pub fn whole_scopes(pool: bool, apps: usize) -> Vec<String> {
-    let mut scopes: Vec<String> = watches(0, pool, apps)
+pub fn whole_scopes(pool: bool, shape: &Shape) -> Vec<String> {
+    let mut scopes: Vec<String> = watches(0, pool, shape)
         .into_iter()
         .filter_map(|(_, w)| match w.scope {
             Scope::Whole(p) => Some(p),
@@ -320,8 +386,8 @@ pub fn whole_scopes(pool: bool, apps: usize) -> Vec<String> {
 }
 
 /// How many watches a node keeps open in this mode.
-pub fn watches_per_node(pool: bool, apps: usize) -> usize {
-    watches(0, pool, apps).len()
+pub fn watches_per_node(pool: bool, shape: &Shape) -> usize {
+    watches(0, pool, shape).len()
 }
 
 /// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
@@ -332,7 +398,7 @@ pub fn watches_per_node(pool: bool, apps: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     i: usize,
-    apps: usize,
+    shape: Shape,
     conns: Conns,
     classes: Arc<Mutex<Classes>>,
     views: Views,
@@ -341,14 +407,16 @@ pub async fn run(
     restarted: bool,
 ) {
     let pool = matches!(conns, Conns::Pool { .. });
-    let (kubelet, kube_proxy) = match &conns {
-        Conns::Direct { kubelet, kube_proxy } => (kubelet.clone(), kube_proxy.clone()),
-        Conns::Pool { tier } => (tier.clone(), tier.clone()),
+    let (kubelet, kube_proxy, cni) = match &conns {
+        Conns::Direct { kubelet, kube_proxy, cni } => {
+            (kubelet.clone(), kube_proxy.clone(), cni.clone().unwrap_or_else(|| kubelet.clone()))
+        }
+        Conns::Pool { tier } => (tier.clone(), tier.clone(), tier.clone()),
     };
     let mut tasks = JoinSet::new();
     tasks.spawn(kubelet.clone().move_back());
     let (pods_tx, pods_rx) = mpsc::channel(1024);
-    for (w, (on_kubelet, spec)) in watches(i, pool, apps).into_iter().enumerate() {
+    for (w, (agent, spec)) in watches(i, pool, &shape).into_iter().enumerate() {
         let stats = classes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -366,8 +434,14 @@ pub async fn run(
         let view = resume.unwrap_or_default();
         all.insert((i, w), (spec.scope.clone(), view.clone()));
         drop(all);
-        let link = if on_kubelet { kubelet.clone() } else { kube_proxy.clone() };
-        let pods = matches!(spec.scope, Scope::NodePods(_)).then(|| pods_tx.clone());
+        let link = match agent {
+            Agent::Kubelet => kubelet.clone(),
+            Agent::KubeProxy => kube_proxy.clone(),
+            Agent::Cni => cni.clone(),
+        };
+        // The kubelet's status manager learns of its pods from its own watch.
+        let kubelets_pods = agent == Agent::Kubelet && matches!(spec.scope, Scope::NodePods(_));
+        let pods = kubelets_pods.then(|| pods_tx.clone());
         tasks.spawn(watcher::run(link, spec, stats, view, since, pods, from));
     }
     drop(pods_tx);

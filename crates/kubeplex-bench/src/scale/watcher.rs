@@ -56,6 +56,8 @@ pub struct WatchSpec {
     pub user_agent: &'static str,
     /// A node tier's watch (through the pool): after 410, a load not older than its RV.
     pub node_tier: bool,
+    /// Protobuf (the kubelet, kube-proxy, a node tier's caches for them), else JSON.
+    pub protobuf: bool,
 }
 
 impl WatchSpec {
@@ -63,7 +65,7 @@ impl WatchSpec {
         Informer {
             collection: self.collection.to_string(),
             selectors: self.selectors.clone(),
-            protobuf: true,
+            protobuf: self.protobuf,
             start: Start::WatchList,
             user_agent: self.user_agent,
         }
@@ -143,7 +145,8 @@ pub async fn run(
     stats.watchers.fetch_add(1, Ordering::Relaxed);
     let mut moves = link.moves();
     let informer = spec.informer();
-    let headers: Vec<(&str, &str)> = [("Accept", ACCEPT_PROTOBUF), ("User-Agent", spec.user_agent)]
+    let accept = if spec.protobuf { ACCEPT_PROTOBUF } else { "application/json" };
+    let headers: Vec<(&str, &str)> = [("Accept", accept), ("User-Agent", spec.user_agent)]
         .into_iter()
         .chain(spec.impersonate.iter().map(|(k, v)| (*k, v.as_str())))
         .collect();
@@ -213,7 +216,7 @@ pub async fn run(
                 continue;
             }
         };
-        let mut stream = Stream::new(resp.into_body(), true);
+        let mut stream = Stream::new(resp.into_body(), spec.protobuf);
         // A WatchList's initial state, until its bookmark.
         let mut initial: Option<BTreeMap<String, u64>> = from.is_none().then(BTreeMap::new);
         let mut last = from.unwrap_or(0);
