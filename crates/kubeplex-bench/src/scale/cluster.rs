@@ -387,6 +387,7 @@ pub fn endpoint_slice(shape: &Shape, s: usize) -> Value {
 /// (an earlier, larger run) are deleted.
 pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
     let admin = &cluster.admin;
+    namespace_gone_if_terminating(admin).await?;
     create(
         admin,
         "/api/v1/namespaces",
@@ -459,6 +460,27 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
         }
     }
     Ok(created)
+}
+
+/// Waits while the run's namespace is being deleted (a run's cleanup just before: the apiserver
+/// refuses anything new in a terminating namespace, 403 `NamespaceTerminating`), at most 5
+/// minutes.
+async fn namespace_gone_if_terminating(admin: &Target) -> anyhow::Result<()> {
+    let path = format!("/api/v1/namespaces/{NAMESPACE}");
+    for i in 0..300 {
+        let (status, body) = admin.fetch(Method::GET, &path, &[], None).await?;
+        let namespace: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let terminating = status.is_success()
+            && namespace.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        if !terminating {
+            return Ok(());
+        }
+        if i % 10 == 0 {
+            tracing::info!("waiting for the last run's namespace to be deleted");
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    bail!("the namespace {NAMESPACE} is still being deleted after 5 minutes")
 }
 
 /// The CNI-like agents' ClusterRole and its binding to their ServiceAccount, as the fake's
