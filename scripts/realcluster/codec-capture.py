@@ -12,7 +12,13 @@ Run it while the cluster has objects of every kind with real status — during a
 
 Writes tests/fixtures/realcluster/<name>.json and .pb (at most --max items per list, the
 first ones by the apiserver's order, and the same ones in both encodings: the lists are taken at
-one resourceVersion).
+one resourceVersion), and for the renderings a cache serves besides (issue 31's differential,
+src/cache/transcode/tests/renderings.rs):
+- <name>.watch.json / .watch.pb: a WatchList (sendInitialEvents) in each encoding, its first
+  --max ADDED events as the apiserver framed them (JSON lines; protobuf length-prefixed frames);
+- <name>.meta.json / .meta.pb: the list as a PartialObjectMetadataList at the same RV;
+- <name>.table.json (+ .table.date, the response's Date: when the apiserver computed the ages):
+  the list as a meta.k8s.io/v1 Table, for the kinds kubeplex prints (TABLES).
 """
 import argparse
 import json
@@ -46,6 +52,15 @@ KINDS = [
     ("servicecidrs", "/apis/networking.k8s.io/v1/servicecidrs"),
 ]
 
+# The kinds whose Tables kubeplex prints from its cache (wire::table::supports).
+TABLES = {"pods", "nodes", "services", "endpointslices", "configmaps", "secrets", "namespaces",
+          "deployments", "replicasets", "events", "endpoints"}
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+META_JSON = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+META_PB = PROTOBUF + ";as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
 # Not curl's: with curl's User-Agent the apiserver indents JSON.
 USER_AGENT = "kubeplex-codec-capture/1"
 
@@ -60,6 +75,42 @@ def get(path, accept, ctx, tok):
         "Accept": accept, "Authorization": "Bearer " + tok, "User-Agent": USER_AGENT})
     with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
         return resp.read()
+
+
+def get_dated(path, accept, ctx, tok):
+    """The body and the response's Date header."""
+    req = urllib.request.Request(SERVER + path, headers={
+        "Accept": accept, "Authorization": "Bearer " + tok, "User-Agent": USER_AGENT})
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+        return resp.read(), resp.headers.get("Date", "")
+
+
+def watch_list(path, rv, protobuf, most, ctx, tok):
+    """A WatchList's first `most` ADDED events (fewer if its initial events end first), as the
+    apiserver framed them: JSON lines, or protobuf frames with their 4-byte length."""
+    query = ("?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+             "&resourceVersionMatch=NotOlderThan&resourceVersion=%s&timeoutSeconds=30" % rv)
+    req = urllib.request.Request(SERVER + path + query, headers={
+        "Accept": PROTOBUF if protobuf else "application/json",
+        "Authorization": "Bearer " + tok, "User-Agent": USER_AGENT})
+    frames = []
+    with urllib.request.urlopen(req, context=ctx, timeout=60) as resp:
+        while len(frames) < most:
+            if protobuf:
+                head = resp.read(4)
+                if len(head) < 4:
+                    break
+                frame = head + resp.read(int.from_bytes(head, "big"))
+                bookmark = b"BOOKMARK" in frame[:64]
+            else:
+                frame = resp.readline()
+                if not frame:
+                    break
+                bookmark = json.loads(frame).get("type") == "BOOKMARK"
+            if bookmark:
+                break
+            frames.append(frame)
+    return b"".join(frames), len(frames)
 
 
 def main():
@@ -96,6 +147,19 @@ def main():
             with open(os.path.join(a.out, "%s.%s" % (name, ext)), "wb") as f:
                 f.write(body)
         print("%-16s %3d items at RV %s (%d B JSON, %d B protobuf)" % (name, n, rv, len(body_json), len(body_pb)))
+        renderings = {
+            "meta.json": get(path + query, META_JSON, ctx, tok),
+            "meta.pb": get(path + query, META_PB, ctx, tok),
+        }
+        for ext, protobuf in (("watch.json", False), ("watch.pb", True)):
+            renderings[ext], events = watch_list(path, rv, protobuf, a.max, ctx, tok)
+            print("%-16s %3d watch events (%s)" % ("", events, ext))
+        if name in TABLES:
+            renderings["table.json"], date = get_dated(path + query, TABLE, ctx, tok)
+            renderings["table.date"] = (date + "\n").encode()
+        for ext, body in renderings.items():
+            with open(os.path.join(a.out, "%s.%s" % (name, ext)), "wb") as f:
+                f.write(body)
 
 
 if __name__ == "__main__":

@@ -119,3 +119,5 @@ fn custom_resources_and_kinds_the_schema_lacks_have_no_transcoder() {
     let unknown = info("volumeattachments", "storage.k8s.io", "v1", "VolumeAttachment", false);
     assert!(Transcoder::new(&unknown, Encoding::Json).is_none());
 }
+
+mod renderings;

@@ -263,6 +263,12 @@ fn node_cells(node: &Value, name: Cell, age: Cell) -> Vec<Cell> {
         "" => "<unknown>".to_string(),
         s => s.to_string(),
     };
+    // 1.36 appends the architecture, when the node reports one (`printNode`: "append arch to
+    // kernelVersion").
+    let kernel = match str_at(node, &["status", "nodeInfo", "architecture"]) {
+        "" => info("kernelVersion"),
+        arch => format!("{} ({arch})", info("kernelVersion")),
+    };
     vec![
         name,
         Cell::Str(status.join(",")),
@@ -272,7 +278,7 @@ fn node_cells(node: &Value, name: Cell, age: Cell) -> Vec<Cell> {
         Cell::Str(address("InternalIP")),
         Cell::Str(address("ExternalIP")),
         Cell::Str(info("osImage")),
-        Cell::Str(info("kernelVersion")),
+        Cell::Str(kernel),
         Cell::Str(info("containerRuntimeVersion")),
     ]
 }
