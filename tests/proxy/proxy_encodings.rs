@@ -113,6 +113,39 @@ async fn readers_of_both_encodings_cost_one_upstream_list_and_watch() {
     assert_eq!(pb["resource_version"], pods[0]["resource_version"]);
 }
 
+/// A cache rendered from the other encoding's shares its source's freshness proofs: consistent
+/// lists of both encodings that arrive together (a pool's node tiers reading pods in protobuf
+/// for their kubelets and in JSON for their CNI agents) are proven by one metadata list of the
+/// scope, not one per encoding.
+#[tokio::test]
+async fn consistent_reads_of_both_encodings_share_their_proof() {
+    let stack = Stack::new(shapes::WATCHED, &["pods"]).await;
+    let addr = stack.addr();
+    // The protobuf cache, rendered from the JSON one.
+    same_from_cache(&stack, "/api/v1/pods?resourceVersion=0", PB).await;
+    let proofs = || {
+        stack.metric_sum(
+            "kubeplex_upstream_calls_total",
+            &["resource=\"pods/v1\"", "verb=\"proof_list\""],
+        )
+    };
+    let cached = || stack.served_from("cache");
+    let (before, served_before) = (proofs().await, cached().await);
+    const ROUNDS: u64 = 5;
+    for _ in 0..ROUNDS {
+        let (json, pb) = tokio::join!(
+            get_accept(&addr, "/api/v1/pods", JSON),
+            get_accept(&addr, "/api/v1/pods", PB)
+        );
+        assert_eq!((json.status, pb.status), (200, 200));
+    }
+    // Each round's two reads answered from the caches, proven by one list (two rounds may
+    // even share one): one per encoding would be 2 × ROUNDS.
+    assert_eq!(cached().await - served_before, 2 * ROUNDS, "served from the caches");
+    let sent = proofs().await - before;
+    assert!((1..=ROUNDS).contains(&sent), "{sent} proof lists for {ROUNDS} pairs of reads");
+}
+
 /// The kubelet's named reads (its own pod, in protobuf) are answered by a cache rendered from
 /// the JSON one, which a named read would never start on its own.
 #[tokio::test]

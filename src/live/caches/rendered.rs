@@ -66,17 +66,19 @@ impl Caches {
             return None;
         }
         let cache = self.new_cache(info, encoding, scope.clone());
-        // Its proofs are its own (their lists and probes ask only what its readers would); a
-        // reload they ask for is the source's, whose load it receives.
+        // Its proofs ask only what its readers would; its metadata lists are its source's (the
+        // same scope, at the same RVs), and a reload they ask for is the source's, whose load
+        // it receives.
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
-        let freshness = Arc::new(Freshness::new(
+        let freshness = Freshness::new(
             self.upstream.clone(),
             Arc::downgrade(&cache),
             self.config.freshness,
             calls,
             self.clock.clone(),
             source.reload.clone(),
-        ));
+        );
+        let freshness = Arc::new(freshness.sharing_lists_of(&source.freshness));
         let broken: mirror::OnBroken = {
             let (caches, key) = (self.me.clone(), key.clone());
             Box::new(move |why: &str| {
