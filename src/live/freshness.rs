@@ -120,9 +120,6 @@ pub struct Freshness {
     /// The highest RV a probe has moved the cache to (set before the cache moves, so a reader
     /// woken by the move can tell who moved it).
     probed_to: AtomicU64,
-    /// When the upstream last answered one of this cache's proof lists 429, 503 or 504, or
-    /// not in time (`lists::metadata_list_of`).
-    overloaded_at: Mutex<Option<Instant>>,
     /// The metadata lists of the cache (or of one namespace of it): one in flight at a time,
     /// shared by the reads that join it before it is sent, and the last one's answer
     /// ([`Freshness::listed`]).
@@ -166,7 +163,6 @@ impl Freshness {
             reload,
             probe: Mutex::new(None),
             probed_to: AtomicU64::new(0),
-            overloaded_at: Mutex::new(None),
             listings: Arc::default(),
             namespace_listings: moka::sync::Cache::builder()
                 .max_capacity(NAMESPACE_LISTINGS)
@@ -206,11 +202,13 @@ impl Freshness {
         if cache.loaded_since(arrived) {
             return Ok(Proven::loaded());
         }
-        let current = tokio::time::timeout_at(deadline, self.current_rv(arrived))
-            .await
-            .ok()
-            .flatten()
-            .ok_or(NotProven::Timeout)?;
+        let current = match tokio::time::timeout_at(deadline, self.current_rv(arrived)).await {
+            Ok(Some(rv)) => rv,
+            // Its list failed: because the upstream is overloaded (a read passed on would add
+            // to it), or for another reason.
+            Ok(None) if self.overloaded_recently() => return Err(NotProven::Overloaded),
+            _ => return Err(NotProven::Timeout),
+        };
         // A load requested while the list was in flight may have answered already.
         if cache.loaded_since(arrived) {
             return Ok(Proven::loaded());

@@ -865,6 +865,45 @@ async fn a_watch_whose_proof_times_out_is_answered_429_not_passed_on() {
     assert_eq!(watches(), before, "not passed on");
 }
 
+/// A consistent watch proven by the upstream's current RV — a node's pods in a cache of every
+/// pod, which no metadata list proves as cheaply — whose `limit=1` list the apiserver refuses
+/// 429 is answered 429 too, not passed on to the overloaded apiserver (at 2,000 node tiers
+/// starting behind a pool, ~1,200 such watches per replica went on, and the apiserver refused
+/// most of them in turn). The list is shared by every cache's reads that come together, and so
+/// is what its refusal says: a protobuf watch that shared it (its cache rendered from the JSON
+/// one, its proofs its own) is answered 429 as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_current_rv_list_is_throttled_is_answered_429_not_passed_on() {
+    let stack = Stack::new(shapes::SMALL, &["pods"]).await;
+    wait_synced(&stack, "pods").await;
+    // The protobuf cache, rendered from the JSON one.
+    let pods = "/api/v1/pods?resourceVersion=0";
+    assert_eq!(get_accept(&stack.addr(), pods, PB).await.status, 200);
+    let protobuf = ["resource=\"pods\"", "encoding=\"protobuf\""];
+    for _ in 0..100 {
+        if stack.metric_sum("kubeplex_cache_objects", &protobuf).await > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Quiet, and the cluster moved on: the watches need a proof.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    move_cluster_on(&stack, "moved");
+    let watches = || stack.upstream_calls("WATCH");
+    let before = watches();
+    stack.sim.throttle(1, 1);
+    let node = |n: u32| {
+        format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-{n}&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5")
+    };
+    let (addr, one, two) = (stack.addr(), node(1), node(2));
+    let (json, pb) = tokio::join!(get_accept(&addr, &one, JSON), get_accept(&addr, &two, PB));
+    for refused in [&json, &pb] {
+        assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+        assert_eq!(refused.header("retry-after"), "1");
+    }
+    assert_eq!(watches(), before, "not passed on");
+}
+
 /// A cold cache's first reader asking for all of its scope in one unpaged list is passed
 /// through, and its answer — the apiserver's bytes, as fast as directly — is the cache's first
 /// load: one list upstream, then the cache's watch, and the next read is the cache's. In

@@ -43,6 +43,10 @@ pub struct Clock {
     progressed: Mutex<HashMap<String, u64>>,
     /// Per resource, the list of its own under way ([`Clock::progress`]).
     own: Mutex<HashMap<String, Shared<Option<u64>>>>,
+    /// When the upstream last answered a proof's list 429, 503 or 504, or not in time,
+    /// whichever cache's it was: its priority and fairness limits kubeplex's user, not one
+    /// cache ([`Clock::overloaded_recently`]).
+    overloaded_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Clock {
@@ -71,6 +75,18 @@ impl Clock {
             })
         };
         self.lists.get(arrived, fetch).await
+    }
+
+    /// The upstream answered a proof's list 429, 503 or 504, or not in time: overloaded.
+    pub fn overloaded(&self) {
+        let now = tokio::time::Instant::now();
+        *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+
+    /// Whether the upstream was overloaded within `memory`.
+    pub fn overloaded_within(&self, memory: std::time::Duration) -> bool {
+        let at = *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner());
+        at.is_some_and(|t| t.elapsed() < memory)
     }
 
     /// The RV of the last shared list, if it was sent at or after `arrived`: the upstream's RV

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use tokio::time::Instant;
 
 use super::clock;
 use super::metadata_list::{Listed, MetadataList};
@@ -97,15 +96,16 @@ impl Freshness {
         MetadataList::parse(&body?.to_bytes())
     }
 
-    /// The upstream answered a proof list 429, 503 or 504, or not in time: overloaded.
+    /// The upstream answered a proof list 429, 503 or 504, or not in time: overloaded — for
+    /// every cache's proofs ([`Clock::overloaded`]).
     fn overloaded(&self) {
-        *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.clock.overloaded();
     }
 
-    /// Whether the upstream was overloaded a moment ago ([`OVERLOAD_MEMORY`]).
+    /// Whether the upstream was overloaded a moment ago ([`OVERLOAD_MEMORY`]), whichever
+    /// cache's proof met it.
     pub(super) fn overloaded_recently(&self) -> bool {
-        let at = *self.overloaded_at.lock().unwrap_or_else(|p| p.into_inner());
-        at.is_some_and(|t| t.elapsed() < OVERLOAD_MEMORY)
+        self.clock.overloaded_within(OVERLOAD_MEMORY)
     }
 }
 
