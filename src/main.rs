@@ -10,6 +10,7 @@ use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
 /// The settings: one YAML file, `KUBEPLEX_*` variables and flags, resolved and checked.
+mod allocator;
 mod config;
 
 /// `kubeplex sim` and `kubeplex demo`: the fake apiserver (built with the default `sim` feature;
@@ -89,6 +90,7 @@ impl ServeArgs {
 /// Every failure ends the process with one line on stderr and exit code 1 (2 for a command
 /// line clap refuses), so that a crash-looping pod's last log line says why.
 fn main() -> ExitCode {
+    allocator::tune();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -19,7 +19,11 @@ KUBEPLEX=${KUBEPLEX_BIN:-target/release/kubeplex}
 RUN=$(mktemp -d /tmp/memory.XXXXXX)
 PORT=18093 ADMIN=18094
 kp=
-cleanup() { [ -n "$kp" ] && kill "$kp" 2>/dev/null; wait 2>/dev/null || true; }
+# kubeplex itself too: under heaptrack, $kp is heaptrack's, which leaves its child running.
+cleanup() {
+  [ -n "$kp" ] && { kill "$(kubeplex_pid)" 2>/dev/null; kill "$kp" 2>/dev/null; }
+  wait 2>/dev/null || true
+}
 trap cleanup EXIT
 "$H/up.sh" >/dev/null
 
