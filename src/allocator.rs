@@ -7,8 +7,9 @@
 //! afterwards up to 64 MiB of freed heap stays resident, and every thread that allocated gets
 //! an arena of its own whose free space is not shared. Fixed thresholds and two arenas, measured
 //! against kube-apiserver 1.36 with 100,000 ConfigMaps of ~1 KB (`scripts/realcluster/memory.sh`,
-//! RSS above idle over the bytes the caches hold): JSON cache 1.51× → 1.33×, JSON and protobuf
-//! caches 1.46× → 1.36× (thresholds alone: 1.40×, two arenas alone: 1.48× / 1.44×).
+//! RSS above idle over the bytes the caches hold): JSON cache 1.51× → 1.36–1.40×, JSON and
+//! protobuf caches 1.46× → 1.36× (as `GLIBC_TUNABLES`: thresholds alone 1.40×, two arenas alone
+//! 1.48× / 1.44×; BENCHMARKS.md "The C allocator's settings").
 
 /// Sets them; a setting glibc refuses is left at its default (nothing else depends on it).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::*;
 use crate::wire::list_watch::parse_list_page;
 
-/// (fixture, group, version, resource, kind, namespaced).
+/// (resource, group, version, kind, namespaced): every kind `codec-capture.py` takes.
 const CAPTURED: &[(&str, &str, &str, &str, bool)] = &[
     ("pods", "", "v1", "Pod", true),
     ("nodes", "", "v1", "Node", false),
@@ -22,6 +22,9 @@ const CAPTURED: &[(&str, &str, &str, &str, bool)] = &[
     ("leases", "coordination.k8s.io", "v1", "Lease", true),
     ("events", "", "v1", "Event", true),
     ("endpoints", "", "v1", "Endpoints", true),
+    ("runtimeclasses", "node.k8s.io", "v1", "RuntimeClass", false),
+    ("csidrivers", "storage.k8s.io", "v1", "CSIDriver", false),
+    ("servicecidrs", "networking.k8s.io", "v1", "ServiceCIDR", false),
 ];
 
 fn info(resource: &str, group: &str, version: &str, kind: &str, namespaced: bool) -> ResourceInfo {

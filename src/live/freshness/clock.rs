@@ -45,7 +45,7 @@ pub struct Clock {
     own: Mutex<HashMap<String, Shared<Option<u64>>>>,
     /// When the upstream last answered a proof's list 429, 503 or 504, or not in time,
     /// whichever cache's it was: its priority and fairness limits kubeplex's user, not one
-    /// cache ([`Clock::overloaded_recently`]).
+    /// cache ([`Clock::overloaded_within`]).
     overloaded_at: Mutex<Option<tokio::time::Instant>>,
 }
 

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{cached, info};
+use super::{cached, info, CAPTURED};
 use crate::cache::frames::Encoder;
 use crate::cache::object::{CachedObject, Encoding};
 use crate::cache::transcode::Transcoder;
@@ -26,29 +26,10 @@ use crate::wire::proto;
 use crate::wire::resource::ResourceInfo;
 use crate::wire::table::{self, IncludeObject, ListMetaOut};
 
-/// (resource, group, version, kind, namespaced): every kind `codec-capture.py` takes.
-const KINDS: &[(&str, &str, &str, &str, bool)] = &[
-    ("pods", "", "v1", "Pod", true),
-    ("nodes", "", "v1", "Node", false),
-    ("services", "", "v1", "Service", true),
-    ("endpointslices", "discovery.k8s.io", "v1", "EndpointSlice", true),
-    ("configmaps", "", "v1", "ConfigMap", true),
-    ("secrets", "", "v1", "Secret", true),
-    ("namespaces", "", "v1", "Namespace", false),
-    ("deployments", "apps", "v1", "Deployment", true),
-    ("replicasets", "apps", "v1", "ReplicaSet", true),
-    ("leases", "coordination.k8s.io", "v1", "Lease", true),
-    ("events", "", "v1", "Event", true),
-    ("endpoints", "", "v1", "Endpoints", true),
-    ("runtimeclasses", "node.k8s.io", "v1", "RuntimeClass", false),
-    ("csidrivers", "storage.k8s.io", "v1", "CSIDriver", false),
-    ("servicecidrs", "networking.k8s.io", "v1", "ServiceCIDR", false),
-];
-
 const META_API_VERSION: &str = "meta.k8s.io/v1";
 
 fn kinds() -> impl Iterator<Item = ResourceInfo> {
-    KINDS.iter().map(|&(r, g, v, k, ns)| info(r, g, v, k, ns))
+    CAPTURED.iter().map(|&(r, g, v, k, ns)| info(r, g, v, k, ns))
 }
 
 fn captured(info: &ResourceInfo, ext: &str) -> Option<Vec<u8>> {
