@@ -29,7 +29,8 @@
 //!
 //! The parts, a file each: [`identity`] (who a request comes from), [`authenticate`],
 //! [`authorize`] (reads from the cache), [`gate`] (the step in front of the cache that asks
-//! it), [`graph_lag`] (a node's reads right after a binding),
+//! it), [`graph_lag`] (a node's reads right after a binding), [`node_rules`] (the Node
+//! authorizer's grants kubeplex decides itself),
 //! [`impersonate`] (what passes through as whom),
 //! [`refusal`] (what the apiserver would answer instead), and [`review`] (the review client,
 //! its answers' cache, outage policy and persistence).
@@ -41,6 +42,7 @@ pub mod graph_lag;
 pub mod identity;
 pub mod impersonate;
 pub mod node;
+pub mod node_rules;
 pub mod refusal;
 pub mod review;
 

@@ -10,8 +10,10 @@ use http::HeaderMap;
 
 use super::authorize::Verdict;
 use super::node::NodeAuth;
+use super::node_rules;
 use super::refusal::Refusal;
 use super::review::{ResourceAttributes, UserInfo};
+use crate::live::caches::Caches;
 
 /// One read's gate: who reads (in node mode), and what.
 pub struct Gate<'a> {
@@ -26,6 +28,9 @@ pub struct Gate<'a> {
     pub impersonation: Option<&'a HeaderMap>,
     /// A watch: reviewed afresh, as a read sent again is.
     pub watch: bool,
+    /// The caches, whose pods show what the Node authorizer's graph holds
+    /// (`nodeAuthorizer: true`, [`node_rules`]).
+    pub caches: &'a Caches,
 }
 
 /// What the gate decided.
@@ -60,6 +65,15 @@ impl Gate<'_> {
             },
             None => client,
         };
+        // A node's read the upstream's Node authorizer grants by a rule kubeplex can apply
+        // itself: no review (`node_rules`; only a grant is taken, anything else is reviewed).
+        if node.node_authorizer {
+            let now = std::time::Instant::now();
+            if node_rules::granted(self.caches, node.graph_lag, user, attributes, now).is_some() {
+                node.reviews.granted_by_node_rules();
+                return Decision::Granted;
+            }
+        }
         match node.may_read_cached(user, attributes, self.watch || afresh).await {
             Verdict::Granted => Decision::Granted,
             Verdict::NotGranted => Decision::Denied,

@@ -17,6 +17,10 @@ pub struct NodeAuth {
     /// How long after a pod's binding its node's reads that depend on it are held
     /// ([`super::graph_lag`]); zero: never.
     pub graph_lag: std::time::Duration,
+    /// The upstream authorizes with the Node authorizer, and nothing ahead of it refuses what
+    /// it grants: a node's reads it grants by rule are taken without a review
+    /// ([`super::node_rules`]).
+    pub node_authorizer: bool,
 }
 
 impl NodeAuth {

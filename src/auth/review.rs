@@ -95,6 +95,12 @@ impl Reviews {
         }
     }
 
+    /// Counts a read granted without a review by the Node authorizer's rules
+    /// (`auth::node_rules`): `kubeplex_auth_decisions_total{source="node_rules"}`.
+    pub fn granted_by_node_rules(&self) {
+        self.metrics.decisions.with_label_values(&["access", "allowed", "node_rules"]).inc();
+    }
+
     /// Who a bearer token belongs to.
     pub async fn authenticate(&self, token: &str) -> Result<TokenIdentity, ReviewError> {
         let key: TokenKey = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())

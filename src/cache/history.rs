@@ -130,6 +130,11 @@ pub struct History {
     bytes: usize,
     max_events: usize,
     max_bytes: usize,
+    /// Every event received after this instant is kept, and no load came after it: an object
+    /// the cache holds that no kept event brought in has been held since before it (it came
+    /// in a load at this instant, or an event dropped since). The history's creation, its last
+    /// [`History::reset`], or the newest event dropped over the bounds.
+    complete_after: Instant,
 }
 
 impl History {
@@ -140,6 +145,7 @@ impl History {
             bytes: 0,
             max_events: max_events.max(1),
             max_bytes,
+            complete_after: Instant::now(),
         }
     }
 
@@ -149,6 +155,7 @@ impl History {
         self.events.clear();
         self.bytes = 0;
         self.start = rv;
+        self.complete_after = Instant::now();
     }
 
     /// Nothing can be resumed until the next [`History::reset`] (the cache lost track).
@@ -176,6 +183,7 @@ impl History {
             let Some(e) = self.events.pop_front() else { break };
             self.bytes = self.bytes.saturating_sub(e.bytes());
             self.start = self.start.max(e.rv);
+            self.complete_after = self.complete_after.max(e.received);
         }
     }
 
@@ -199,6 +207,13 @@ impl History {
     /// The events received at or after `since`, newest first.
     pub fn received_since(&self, since: Instant) -> impl Iterator<Item = &Event> {
         self.events.iter().rev().take_while(move |e| e.received >= since)
+    }
+
+    /// Whether every event received at or after `since` is kept and no load came since: then
+    /// an object held now that none of [`History::received_since`]`(since)` brought in was
+    /// already held at `since`.
+    pub fn complete_since(&self, since: Instant) -> bool {
+        self.complete_after < since
     }
 
     pub fn len(&self) -> usize {

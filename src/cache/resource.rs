@@ -260,6 +260,32 @@ impl ResourceCache {
         newest.map(|e| e.received)
     }
 
+    /// Whether the object at `key` now in the cache has passed `selection` since `since` at the
+    /// latest, as far as the cache can tell: it passes it now, the cache's events since `since`
+    /// are all kept with no load among them ([`History::complete_since`]), and none of them
+    /// brought it into `selection` (an ADDED as a watcher of it would see it). A pod bound to a
+    /// node since before `since`, say. `false` when the cache cannot tell.
+    ///
+    /// [`History::complete_since`]: super::history::History::complete_since
+    pub fn held_since(
+        &self,
+        key: &str,
+        since: std::time::Instant,
+        selection: impl Fn(&CachedObject) -> bool,
+    ) -> bool {
+        // The object first: one that enters after this look is caught by the history below.
+        let Some(object) = self.current().get(key).cloned() else { return false };
+        if !self.is_synced() || !selection(&object) {
+            return false;
+        }
+        let fan = self.fanout();
+        fan.history.complete_since(since)
+            && !fan
+                .history
+                .received_since(since)
+                .any(|e| e.object.key.as_str() == key && e.seen_by(&selection) == Some(Seen::Added))
+    }
+
     /// How many events the upstream's watch brought at or after `since`, counted up to `most`
     /// (a load or a bookmark is no event).
     pub fn events_received_since(&self, since: std::time::Instant, most: usize) -> usize {

@@ -220,6 +220,7 @@ impl Settings {
                     anonymous: self.anonymous_auth,
                     reviews,
                     graph_lag: self.node_graph_lag.0,
+                    node_authorizer: self.node_authorizer,
                 })))
             }
             ModeName::Sidecar => {

@@ -213,6 +213,20 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub node_graph_lag: Duration,
+    /// Node mode: the apiserver authorizes with the Node authorizer, and nothing ahead of it
+    /// refuses what it grants (`--authorization-mode=Node,RBAC`, as kubeadm and managed
+    /// clusters run it). A node's reads it grants by rule are then answered without a
+    /// SubjectAccessReview: its own Node and pods, services, RuntimeClasses, CSIDrivers, and a
+    /// ConfigMap or Secret that a pod the cache of pods has shown bound to that node for twice
+    /// nodeGraphLag (at least 3 s) uses. Anything else is still reviewed.
+    #[arg(
+        long,
+        env = "KUBEPLEX_NODE_AUTHORIZER",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        help_heading = "Node mode"
+    )]
+    pub node_authorizer: bool,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,

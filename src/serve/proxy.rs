@@ -134,6 +134,9 @@ pub struct NodeConfig {
     /// How long a node's reads that depend on a pod just bound to it are held
     /// (`auth::graph_lag`); zero: never.
     pub graph_lag: std::time::Duration,
+    /// The upstream runs the Node authorizer: a node's reads it grants by rule are taken
+    /// without a review (`auth::node_rules`).
+    pub node_authorizer: bool,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -252,8 +255,12 @@ impl ProxyBuilder {
                     .map_err(|e| StartError::Tls(e.to_string()))?;
                 let reviews =
                     Reviews::new(upstream.clone(), config.reviews, metrics.reviews.clone());
-                let graph_lag = config.graph_lag;
-                let node = NodeAuth { reviews, anonymous: config.anonymous, graph_lag };
+                let node = NodeAuth {
+                    reviews,
+                    anonymous: config.anonymous,
+                    graph_lag: config.graph_lag,
+                    node_authorizer: config.node_authorizer,
+                };
                 (Some(Arc::new(node)), Some(tls))
             }
         };

@@ -202,6 +202,7 @@ async fn from_cache(
         node,
         impersonation: impersonates(req.headers()).then_some(req.headers()),
         watch: class.verb == Verb::Watch,
+        caches: &state.caches,
     };
     match gate.open(attempt.afresh).await {
         Decision::Granted => {}

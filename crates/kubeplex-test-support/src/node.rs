@@ -109,6 +109,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
         anonymous: true,
         reviews: options.reviews,
         graph_lag: options.graph_lag,
+        node_authorizer: options.node_authorizer,
     }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
@@ -141,6 +142,8 @@ pub struct NodeOptions {
     /// How far the fake apiserver's Node authorizer lags its store (its default: 900 ms, the
     /// most measured on 1.36).
     pub apiserver_graph_lag: Duration,
+    /// `nodeAuthorizer` (the product's default: off).
+    pub node_authorizer: bool,
     pub discovery_ttl: Duration,
     /// Caches' states, and review answers, on disk (off by default).
     pub disk: DiskConfig,
@@ -152,6 +155,7 @@ impl Default for NodeOptions {
             reviews: ReviewConfig::default(),
             graph_lag: Duration::from_millis(1500),
             apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
+            node_authorizer: false,
             discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }

@@ -115,3 +115,31 @@ fn the_byte_bound_counts_objects_and_frames() {
     tiny.push(event(2, EventType::Added, object, None));
     assert_eq!((tiny.len(), tiny.start()), (1, 1));
 }
+
+/// What the history can vouch for: since an instant after its last load, with nothing dropped
+/// since, every object that came in since did so by a kept event (the Node authorizer's grants
+/// kubeplex decides itself rest on it, `auth::node_rules`).
+#[test]
+fn the_history_is_complete_only_after_its_last_load_and_its_last_dropped_event() {
+    let object = cm("ns", "a", 1, &[]);
+    let before = Instant::now();
+    let mut h = History::new(2, usize::MAX);
+    h.reset(0);
+    let loaded = Instant::now();
+    assert!(!h.complete_since(before), "a load came after it");
+    let later = loaded + std::time::Duration::from_nanos(1);
+    assert!(h.complete_since(later));
+    let t = |ms| loaded + std::time::Duration::from_millis(ms);
+    for (rv, at) in [(1, t(10)), (2, t(20))] {
+        h.push(Event::new(rv, EventType::Added, object.clone(), None, at));
+    }
+    assert!(h.complete_since(t(5)), "both events kept");
+    // Over the bound the first goes: since before it the history cannot vouch any more.
+    h.push(Event::new(3, EventType::Modified, object.clone(), None, t(30)));
+    assert!(!h.complete_since(t(5)));
+    assert!(!h.complete_since(t(10)));
+    assert!(h.complete_since(t(11)));
+    let before_load = Instant::now();
+    h.reset(3);
+    assert!(!h.complete_since(before_load), "a load since");
+}

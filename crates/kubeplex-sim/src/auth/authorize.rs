@@ -198,7 +198,8 @@ fn node_name(user: &UserInfo) -> Option<&str> {
 /// - nodes: get/list/watch of its own Node only (the name, or `metadata.name=NODE` on a list);
 ///   create/update/patch, status update/patch;
 /// - configmaps and secrets: get/list/watch of one object (named) that a pod bound to the node
-///   references (volumes, projected volumes, env, envFrom, imagePullSecrets);
+///   references (volumes, projected volumes, env, envFrom, imagePullSecrets), unless it is a
+///   mirror pod;
 /// - leases (`authorizeLease`): get/create/update/patch/delete in `kube-node-lease` of the
 ///   lease named after the node (create whatever the name: the authorizer cannot see it, the
 ///   NodeRestriction admission plugin checks it, which the sim does not model);
@@ -361,10 +362,14 @@ fn authorize_referenced(node: &str, attrs: &Attributes, objects: &dyn Objects) -
         return Verdict::NoOpinion("No Object name found".into());
     }
     let secret = attrs.resource == "secrets";
+    // `Graph.AddPod`: a mirror pod gets its node edge and nothing else (a node must never be
+    // able to create a pod that grants it other objects).
+    let mirror =
+        |p: &Value| p.pointer("/metadata/annotations/kubernetes.io~1config.mirror").is_some();
     let related = objects
         .pods(&attrs.namespace)
         .iter()
-        .filter(|p| pod_node(p) == node)
+        .filter(|p| pod_node(p) == node && !mirror(p))
         .any(|p| references(p, secret).contains(&attrs.name));
     if related {
         Verdict::Allow(String::new())
