@@ -890,3 +890,30 @@ async fn without_the_node_authorizer_setting_a_nodes_reads_are_reviewed() {
     assert!(node.sim_reviews("subjectaccessreview") > before);
     assert_eq!(node.metric("kubeplex_auth_decisions_total", &[("source", "node_rules")]), 0);
 }
+
+/// One identity reading with a selector of each node, or by name — a node tier's caches of its
+/// node's pods and Node, a CNI agent's pods of its node — is reviewed once for all: the read
+/// without its selectors and name is granted, and whoever may read all may be shown any. A read
+/// the wider review does not grant is reviewed itself, and refused by the apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_narrowed_by_selectors_are_granted_by_one_review_of_the_whole() {
+    let node = Node::start().await;
+    let viewer = TlsClient::new(&node.pki.ca_pem, &Credentials::token(VIEWER_TOKEN), true);
+    let reviews = || node.sim_reviews("subjectaccessreview");
+    let before = reviews();
+    for n in 0..3 {
+        let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-{n}&resourceVersion=0");
+        let answer = viewer.get(&node.addr(), &path).await;
+        assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+    }
+    let named =
+        "/api/v1/namespaces/team-1/configmaps?fieldSelector=metadata.name%3Dx&resourceVersion=0";
+    assert_eq!(viewer.get(&node.addr(), named).await.status, 200);
+    assert_eq!(reviews() - before, 2, "one review of all pods, one of all configmaps");
+    // A reader of team-0 only: its read of team-1 is not granted by a review of the whole
+    // (that is refused too), and the apiserver refuses it.
+    let reader = TlsClient::new(&node.pki.ca_pem, &Credentials::token(READER_TOKEN), true);
+    let other =
+        "/api/v1/namespaces/team-1/configmaps?fieldSelector=metadata.name%3Dx&resourceVersion=0";
+    assert_eq!(reader.get(&node.addr(), other).await.status, 403);
+}
