@@ -19,9 +19,9 @@ use crate::wire::selector::fields_by_kind::FieldRules;
 use super::object::{holds_field, CachedObject, Encoding};
 
 /// The keys of the objects holding one value, in key order. `Arc<str>` so that copying a
-/// persistent node on a change costs reference counts, not string copies. Most values are held
-/// by one object (every name, in the `metadata.name` index): that key is kept on its own, not
-/// in a set of one (a set's node is a few hundred bytes: measured, 26 MB for 100,000 objects).
+/// persistent node on a change costs reference counts, not string copies. A value held by one
+/// object keeps that key on its own, not in a set of one (a set's node is a few hundred bytes:
+/// measured, 26 MB for 100,000 objects in a `metadata.name` index).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Keys {
     One(Arc<str>),
@@ -93,13 +93,19 @@ impl Keys {
     }
 }
 
-/// The fields every cache indexes: `metadata.name` (a list across namespaces by name, or any
-/// continued one, cannot be turned into a single-key get).
-pub const DEFAULT_INDEXED_FIELDS: &[&str] = &["metadata.name"];
+/// The fields every cache indexes: none. An index costs an entry and an allocation of the
+/// value per object: a `metadata.name` index on every cache cost 5–13 MiB per cache of 100,000
+/// ConfigMaps, 27 MiB for a JSON and a protobuf cache of them (`scripts/realcluster/memory.sh`:
+/// RSS above the bytes held 1.33× → 1.30× JSON, 1.46× → 1.34× protobuf, 1.36× → 1.25× both),
+/// for the lists by name across namespaces it served — which the apiserver's watch
+/// cache answers by walking its objects too (it indexes only what the registry names: pods'
+/// `spec.nodeName`); a list by name within a namespace is a get of one key
+/// (`select::single_key`).
+pub const DEFAULT_INDEXED_FIELDS: &[&str] = &[];
 
-/// The fields a cache of this resource in this encoding indexes: the default ones, plus those
-/// the apiserver indexes ([`FieldRules::index_fields`]) when the encoding holds them (a protobuf
-/// cache holds what its partial decode reads: pods' `spec.nodeName` among them).
+/// The fields a cache of this resource in this encoding indexes: those the apiserver indexes
+/// ([`FieldRules::index_fields`]) when the encoding holds them (a protobuf cache holds what its
+/// partial decode reads: pods' `spec.nodeName` among them).
 pub fn indexed_fields(encoding: Encoding, group: &str, resource: &str) -> Vec<&'static str> {
     let mut fields = DEFAULT_INDEXED_FIELDS.to_vec();
     for &field in FieldRules::for_resource(group, resource).index_fields() {
