@@ -73,7 +73,8 @@ impl NodeAuth {
     /// Whether `user` may do the read `attributes` describes without its name and selectors —
     /// the same verb of every object of the resource in the namespace — which answers the
     /// narrower read without a review of its own: a client that may read all of them may be
-    /// shown any of them. One identity that reads with a selector per node (a node tier's
+    /// shown any of them (RBAC grants a resource whole or by names, never by selectors; the
+    /// authorizers the apiserver ships refuse no part of what they grant whole). One identity that reads with a selector per node (a node tier's
     /// `spec.nodeName=NODE` and `metadata.name=NODE` caches, a CNI agent's pods of its node)
     /// is then reviewed once, not once per node (at 2,000 node tiers behind a pool, ~4,000
     /// reviews at its start). Not for a node: the Node authorizer grants a node only the

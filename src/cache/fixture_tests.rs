@@ -76,7 +76,7 @@ fn configmap_items_keep_upstream_bytes() {
     let cm_b = store.get("fx/cm-b").unwrap();
     assert_eq!(cm_b.resource_version, 262);
     assert_eq!(
-        cm_b.labels.to_vec(),
+        cm_b.labels().to_vec(),
         [("app".into(), "web".into()), ("tier".into(), "back".into())]
     );
     // An unpaged list from the cache is the apiserver's body.
@@ -185,7 +185,7 @@ fn protobuf_items_keep_upstream_bytes() {
         assert!(is_slice_of(&o.body, &body));
         assert_eq!(o.body.as_ref(), *item);
     }
-    assert_eq!(objects[0].labels.to_vec(), [("app".into(), "web".into())]);
+    assert_eq!(objects[0].labels().to_vec(), [("app".into(), "web".into())]);
     assert_eq!(objects[0].field("spec.nodeName"), Some("node-1"));
 
     let mut store = Store::default();

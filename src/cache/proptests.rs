@@ -52,7 +52,7 @@ fn build(
 }
 
 fn view(o: &CachedObject) -> View {
-    (o.key.to_string(), o.resource_version, o.labels.to_vec())
+    (o.key.to_string(), o.resource_version, o.labels().to_vec())
 }
 
 fn model_view(key: &str, o: &Obj) -> View {

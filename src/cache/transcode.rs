@@ -72,8 +72,8 @@ impl Transcoder {
             }
         };
         // The rendered object is the same object: what the cache routes on must agree.
-        if (rendered.key.as_str(), rendered.resource_version, &rendered.labels)
-            != (object.key.as_str(), object.resource_version, &object.labels)
+        if (rendered.key.as_str(), rendered.resource_version, rendered.labels())
+            != (object.key.as_str(), object.resource_version, object.labels())
         {
             return Err(TranscodeError::NotExact);
         }

@@ -10,7 +10,10 @@ fn builtin_object_is_stored_as_its_list_item() {
     assert_eq!(cm.key, "fx/cm-a");
     assert_eq!((cm.namespace(), cm.name()), ("fx", "cm-a"));
     assert_eq!(cm.resource_version, 261);
-    assert_eq!(cm.labels.to_vec(), [("app".into(), "web".into()), ("tier".into(), "front".into())]);
+    assert_eq!(
+        cm.labels().to_vec(),
+        [("app".into(), "web".into()), ("tier".into(), "front".into())]
+    );
     assert_eq!(cm.field_set(), [("metadata.name", "cm-a"), ("metadata.namespace", "fx")]);
     assert!(cm.body.starts_with(br#"{"metadata":{"name":"cm-a","namespace":"fx","#));
     assert!(cm.body.ends_with(br#""data":{"key":"value-of-cm-a"}}"#));
@@ -33,7 +36,7 @@ fn custom_resource_keeps_type_meta_and_bytes() {
             .unwrap();
     assert_eq!(w.body, body);
     assert_eq!(w.key, "ns/w");
-    assert_eq!(w.labels.to_vec(), [("a".into(), "1".into()), ("b".into(), "2".into())]);
+    assert_eq!(w.labels().to_vec(), [("a".into(), "1".into()), ("b".into(), "2".into())]);
     // Without the flag, a custom resource would lose what its list items keep.
     let stripped =
         CachedObject::from_json_object("example.com", "widgets", body.clone(), false).unwrap();
@@ -53,7 +56,7 @@ fn cluster_scoped_key_and_fields() {
 fn repeated_label_keeps_the_last_value() {
     let body = br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"1","labels":{"k":"1","k":"2"}}}"#;
     let o = CachedObject::from_json_item("", "configmaps", Bytes::from_static(body)).unwrap();
-    assert_eq!(o.labels.to_vec(), [("k".into(), "2".into())]);
+    assert_eq!(o.labels().to_vec(), [("k".into(), "2".into())]);
 }
 
 #[test]
@@ -115,7 +118,7 @@ proptest! {
                 let o = built.unwrap();
                 prop_assert_eq!(&o.key, &format!("n/{name}"));
                 prop_assert_eq!(o.resource_version, rv);
-                prop_assert_eq!(&o.labels.to_vec(), &labels.into_iter().collect::<Vec<_>>());
+                prop_assert_eq!(&o.labels().to_vec(), &labels.into_iter().collect::<Vec<_>>());
                 prop_assert_eq!(o.field("spec.nodeName"), Some(""));
                 prop_assert_eq!(o.body.get(..12), Some(br#"{"metadata":"#.as_slice()));
             }
@@ -124,13 +127,25 @@ proptest! {
 }
 
 #[test]
-fn labels_are_read_back_as_they_were_whatever_their_bytes() {
+fn labels_and_fields_are_read_back_as_they_were_whatever_their_bytes() {
     let pairs = [("", ""), ("a\0b", "x"), ("app", ""), ("k8s.io/name", "ünï\0códe")];
-    let labels = Labels::from_sorted(pairs);
-    assert_eq!(labels.iter().collect::<Vec<_>>(), pairs);
-    assert_eq!(labels.get("app"), Some(""));
-    assert_eq!(labels.get("a\0b"), Some("x"));
-    assert_eq!(labels.get("a"), None);
-    assert!(Labels::from_sorted([]).is_empty());
-    assert_eq!(Labels::from_sorted([]).iter().count(), 0);
+    let fields = [("spec.nodeName", "n\u{ff}"), ("status.phase", "")];
+    let (pairs, fields, none): (&[_], &[_], &[(&str, &str)]) = (&pairs, &fields, &[]);
+    for (labels, fields) in [(pairs, fields), (pairs, none), (none, fields), (none, none)] {
+        let attributes = Attributes::new(labels.iter().copied(), fields.iter().copied());
+        let read = attributes.labels();
+        assert_eq!(read.iter().collect::<Vec<_>>(), labels);
+        assert_eq!(read.is_empty(), labels.is_empty());
+        assert_eq!(attributes.fields().collect::<Vec<_>>(), fields);
+        if !labels.is_empty() {
+            assert_eq!(read.get("app"), Some(""));
+            assert_eq!(read.get("a\0b"), Some("x"));
+        }
+        assert_eq!(read.get("a"), None);
+        assert_eq!(read.get("spec.nodeName"), None, "a field is no label");
+    }
+    // The same labels read the same whatever fields follow them.
+    let with = Attributes::new(pairs.iter().copied(), fields.iter().copied());
+    let without = Attributes::new(pairs.iter().copied(), []);
+    assert_eq!(with.labels(), without.labels());
 }
