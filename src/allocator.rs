@@ -1,5 +1,6 @@
 //! The C allocator's settings for a cache-heavy process: glibc's malloc, as the binary is built
-//! on a glibc host (the container image is static musl, where these do not apply).
+//! on a glibc host and the container image ships it so (a static musl build has none of these
+//! settings, and measured 1.58× / 1.52× where glibc with them gave 1.35× / 1.36×).
 //!
 //! glibc adapts its thresholds to what the process frees: once a large block it had `mmap`ed is
 //! freed — a cache's first load (the gunzipped answer to a list of 100,000 ConfigMaps is 135 MB)
