@@ -177,6 +177,8 @@ async fn run_mode(
         .as_ref()
         .map(|r| r.nodes.iter().filter_map(|k| Some((k.node.clone(), k.pid()?))).collect())
         .unwrap_or_default();
+    let replicas_rss_ready: Vec<u64> =
+        replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
 
     // Each node's connections: Targets of its own (one connection each); none for agents
     // that are not ours.
@@ -268,6 +270,7 @@ async fn run_mode(
     let replicas_rss: Vec<u64> =
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
     let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
+    let replicas_cache_bytes = replica_cache_bytes(replicas.as_ref()).await;
 
     // Through the pool: the node tiers' rollout, then a replica's restart.
     let mut disruptions = Vec::new();
@@ -357,6 +360,8 @@ async fn run_mode(
         replicas: replica_pids,
         replicas_cpu: [replicas_cpu_at_sync, replicas_cpu_end],
         replicas_rss,
+        replicas_rss_ready,
+        replicas_cache_bytes,
         classes,
         writes,
         counts,
@@ -418,6 +423,18 @@ fn synced_watches(classes: &Mutex<node::Classes>) -> u64 {
         .values()
         .map(|c| c.synced.load(Ordering::Relaxed))
         .sum()
+}
+
+/// The bytes of the objects each pool replica's caches hold (`kubeplex_cache_bytes`).
+async fn replica_cache_bytes(replicas: Option<&Tier>) -> Vec<f64> {
+    let mut bytes = Vec::new();
+    for k in replicas.iter().flat_map(|r| &r.nodes) {
+        let text = k.metrics().await.unwrap_or_default();
+        let series = crate::node::report::series(&text);
+        bytes
+            .push(series.iter().filter(|(n, _, _)| n == "kubeplex_cache_bytes").map(|s| s.2).sum());
+    }
+    bytes
 }
 
 /// The watch events the pool replicas received from the apiserver so far

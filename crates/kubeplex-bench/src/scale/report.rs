@@ -31,6 +31,12 @@ pub struct Process {
     pub cpu_steady_s: f64,
     pub cpu_total_s: f64,
     pub rss_mib: f64,
+    /// A pool replica's RSS once ready — its configured caches loaded — before any node
+    /// connected.
+    pub rss_ready_mib: Option<f64>,
+    /// The bytes of the objects a pool replica's caches hold at the end
+    /// (`kubeplex_cache_bytes`).
+    pub caches_mib: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -142,6 +148,10 @@ pub(super) struct Readings {
     /// Replicas' CPU-seconds (from their start) at sync and at the end.
     pub replicas_cpu: [Vec<f64>; 2],
     pub replicas_rss: Vec<u64>,
+    /// Replicas' RSS once ready, before any node connected.
+    pub replicas_rss_ready: Vec<u64>,
+    /// The bytes of the objects replicas' caches hold at the end.
+    pub replicas_cache_bytes: Vec<f64>,
     pub classes: Classes,
     pub writes: Arc<Writes>,
     pub counts: Arc<WriteCounts>,
@@ -170,6 +180,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             cpu_steady_s: at(c2, i) - at(c1, i),
             cpu_total_s: at(c3, i) - at(c0, i),
             rss_mib: r.control_plane_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
+            rss_ready_mib: None,
+            caches_mib: None,
         })
         .collect();
     let [p1, p2] = &r.replicas_cpu;
@@ -183,6 +195,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             cpu_steady_s: at(p2, i) - at(p1, i),
             cpu_total_s: at(p2, i),
             rss_mib: r.replicas_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
+            rss_ready_mib: r.replicas_rss_ready.get(i).map(|&b| b as f64 / MIB),
+            caches_mib: r.replicas_cache_bytes.get(i).map(|&b| b / MIB),
         })
         .collect();
     let mut delivery: BTreeMap<String, Histogram> = BTreeMap::new();
@@ -353,6 +367,32 @@ impl fmt::Display for ScaleReport {
                 .collect();
             parts.join(", ")
         })?;
+        if modes.iter().any(|m| !m.replicas.is_empty()) {
+            row(f, "pool replica RSS (MiB): ready, before any node / at the end; objects' bytes held; per node watch above ready (KiB)", &|m| {
+                let per_replica = m.watches as f64 / m.replicas.len().max(1) as f64;
+                let parts: Vec<String> = m
+                    .replicas
+                    .iter()
+                    .map(|p| {
+                        let ready = p.rss_ready_mib.unwrap_or(0.0);
+                        let per_watch = (p.rss_mib - ready) * 1024.0 / per_replica.max(1.0);
+                        format!(
+                            "{} {:.0} / {:.0}; {:.0}; {:.1}",
+                            p.name,
+                            ready,
+                            p.rss_mib,
+                            p.caches_mib.unwrap_or(0.0),
+                            per_watch
+                        )
+                    })
+                    .collect();
+                if parts.is_empty() {
+                    "—".into()
+                } else {
+                    parts.join(", ")
+                }
+            })?;
+        }
         for what in ["endpointslices", "services", "pods"] {
             row(f, &format!("write → node sees it, {what}: p50 / p99 / max ms (n)"), &|m| {
                 m.delivery.get(what).map_or("—".into(), |d| {
