@@ -141,26 +141,22 @@ impl Attributes {
         Attributes(packed.into_boxed_slice())
     }
 
-    /// The labels' part: the strings up to the mark or the end.
+    /// The labels: the pairs before the mark.
     fn labels(&self) -> Labels<'_> {
+        Labels(&self.0)
+    }
+
+    /// The fields' (name, value) pairs: those after the mark, found by stepping over the
+    /// labels' strings.
+    fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
         let mut at = 0;
         while let Some(len) = self.0.get(at..at + 4) {
             if len == FIELDS_MARK {
-                break;
+                return pairs(&self.0[at + 4..]);
             }
             at += 4 + u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
         }
-        Labels(&self.0[..at.min(self.0.len())])
-    }
-
-    /// The fields' (name, value) pairs.
-    fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
-        let labels = self.labels().0.len();
-        let rest = match self.0.get(labels..labels + 4) {
-            Some(mark) if mark == FIELDS_MARK => &self.0[labels + 4..],
-            _ => &[],
-        };
-        pairs(rest)
+        pairs(&[])
     }
 }
 
@@ -177,10 +173,14 @@ fn push_pairs<'a>(packed: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str
     }
 }
 
-/// The (first, second) string pairs packed in `bytes`, until the bytes end or are not a pair.
+/// The (first, second) string pairs packed in `bytes`, until the bytes end, the fields' mark,
+/// or what is not a pair.
 fn pairs(mut rest: &[u8]) -> impl Iterator<Item = (&str, &str)> {
     let mut next = move || {
         let (len, tail) = rest.split_first_chunk::<4>()?;
+        if *len == FIELDS_MARK {
+            return None;
+        }
         let len = u32::from_le_bytes(*len) as usize;
         let (s, tail) = tail.split_at_checked(len)?;
         rest = tail;
@@ -189,9 +189,19 @@ fn pairs(mut rest: &[u8]) -> impl Iterator<Item = (&str, &str)> {
     std::iter::from_fn(move || Some((next()?, next()?)))
 }
 
-/// An object's labels (`metadata.labels`), sorted by key.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+/// An object's labels (`metadata.labels`), sorted by key: its packed attributes, read up to the
+/// fields' mark.
+#[derive(Clone, Copy, Default)]
 pub struct Labels<'a>(&'a [u8]);
+
+/// The same labels, whatever fields follow them.
+impl PartialEq for Labels<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Labels<'_> {}
 
 impl<'a> Labels<'a> {
     /// The (key, value) pairs, sorted by key.
@@ -205,7 +215,7 @@ impl<'a> Labels<'a> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.iter().next().is_none()
     }
 
     /// The pairs as strings (tests, and printing).
