@@ -41,7 +41,10 @@
 //! costs: a grant taken from the graph's rule outlives the pod by as long as kubeplex's cache
 //! takes to see it deleted (the watch's delay, milliseconds), as a reviewed grant outlives a
 //! revocation by its TTL (`accessReviewAllowedTtl`, a minute) — and an apiserver whose graph
-//! is still filling after its own restart would refuse for a moment what its rule grants.
+//! is still filling after its own restart would refuse for a moment what its rule grants. A
+//! pod deleted and created again under the same name, bound to the same node, while kubeplex's
+//! watch was down, comes back in its relist as changed rather than new: its new references are
+//! then taken at once, where the graph may take its lag to add them.
 
 use std::ops::Bound;
 use std::sync::Arc;
