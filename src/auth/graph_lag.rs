@@ -32,6 +32,7 @@ use http::HeaderMap;
 use super::impersonate::requested_impersonation;
 use super::node::NodeAuth;
 use super::review::{ResourceAttributes, UserInfo};
+use crate::cache::resource::ResourceCache;
 use crate::cache::CachedObject;
 use crate::live::caches::Caches;
 
@@ -108,18 +109,27 @@ pub fn window_until(
 ) -> Option<Instant> {
     let since = now.checked_sub(lag)?;
     let attributes = &read.attributes;
-    let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(read.node.as_str());
+    let on_node = bound_to(&read.node);
     let wanted = |o: &CachedObject| {
         o.namespace() == attributes.namespace
             && (attributes.resource != "pods" || o.name() == attributes.name)
     };
-    let newest = caches
-        .running()
-        .iter()
-        .filter(|c| (c.info().group.as_str(), c.info().resource.as_str()) == ("", "pods"))
-        .filter_map(|c| c.entered_since(since, on_node, wanted))
-        .max()?;
+    let newest =
+        pod_caches(caches).filter_map(|c| c.entered_since(since, &on_node, wanted)).max()?;
     Some(newest + lag).filter(|until| *until > now)
+}
+
+/// The running caches of pods (`core/v1`), whatever their scope.
+pub(super) fn pod_caches(caches: &Caches) -> impl Iterator<Item = std::sync::Arc<ResourceCache>> {
+    let pods = |c: &std::sync::Arc<ResourceCache>| {
+        (c.info().group.as_str(), c.info().resource.as_str()) == ("", "pods")
+    };
+    caches.running().into_iter().filter(pods)
+}
+
+/// Whether a pod is bound to `node` (`spec.nodeName`), as the Node authorizer's graph links it.
+pub(super) fn bound_to(node: &str) -> impl Fn(&CachedObject) -> bool + '_ {
+    move |o| o.field("spec.nodeName") == Some(node)
 }
 
 /// When a refused read is sent again: after 25 ms, then twice as long each time (at most

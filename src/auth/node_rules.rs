@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::graph_lag::node_of;
+use super::graph_lag::{bound_to, node_of, pod_caches};
 use super::review::{ResourceAttributes, UserInfo};
 use crate::cache::resource::ResourceCache;
 use crate::cache::{CachedObject, Encoding};
@@ -146,12 +146,8 @@ fn own_pods(a: &ResourceAttributes, node: &str) -> bool {
 }
 
 /// The running caches of pods whose state is whole.
-fn pod_caches(caches: &Caches) -> impl Iterator<Item = Arc<ResourceCache>> {
-    caches
-        .running()
-        .into_iter()
-        .filter(|c| (c.info().group.as_str(), c.info().resource.as_str()) == ("", "pods"))
-        .filter(|c| c.is_synced())
+fn synced_pod_caches(caches: &Caches) -> impl Iterator<Item = Arc<ResourceCache>> {
+    pod_caches(caches).filter(|c| c.is_synced())
 }
 
 /// Whether a running cache of pods holds the pod `a` names bound to `node` since `settled` at
@@ -159,22 +155,20 @@ fn pod_caches(caches: &Caches) -> impl Iterator<Item = Arc<ResourceCache>> {
 /// pod's too).
 fn bound_pod(caches: &Caches, node: &str, a: &ResourceAttributes, settled: Instant) -> bool {
     let key = format!("{}/{}", a.namespace, a.name);
-    let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(node);
-    pod_caches(caches).any(|cache| cache.held_since(&key, settled, on_node))
+    synced_pod_caches(caches).any(|cache| cache.held_since(&key, settled, bound_to(node)))
 }
 
 /// Whether a running cache of pods holds a pod of `a`'s namespace bound to `node` since
 /// `settled` at the latest that uses the ConfigMap or Secret `a` names.
 fn used_by_a_pod_of(caches: &Caches, node: &str, a: &ResourceAttributes, settled: Instant) -> bool {
     let secret = a.resource == "secrets";
-    let on_node = |o: &CachedObject| o.field("spec.nodeName") == Some(node);
-    pod_caches(caches).any(|cache| {
+    synced_pod_caches(caches).any(|cache| {
         candidates(&cache, &a.namespace, node).into_iter().any(|pod| {
             // Cheap first: the name's bytes are in the pod's, in either encoding (a name
             // is a DNS subdomain: JSON writes it unescaped).
             contains(&pod.body, a.name.as_bytes())
                 && references(cache.encoding(), &pod.body, secret).contains(&a.name)
-                && cache.held_since(&pod.key, settled, on_node)
+                && cache.held_since(&pod.key, settled, bound_to(node))
         })
     })
 }
@@ -185,7 +179,8 @@ fn candidates(cache: &ResourceCache, namespace: &str, node: &str) -> Vec<Arc<Cac
     let snapshot = cache.current();
     let prefix = format!("{namespace}/");
     let from = (Bound::Included(prefix.as_str()), Bound::Unbounded);
-    let on_node = |o: &&Arc<CachedObject>| o.field("spec.nodeName") == Some(node);
+    let bound = bound_to(node);
+    let on_node = |o: &&Arc<CachedObject>| bound(o);
     match snapshot.indexes().get("spec.nodeName") {
         Some(index) => index
             .keys(node)
