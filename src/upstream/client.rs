@@ -30,6 +30,12 @@ pub type UpstreamBody = kubeplex_net::Body;
 /// 15 s): a watch on a dead connection otherwise waits forever for the next event.
 const H2_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 const H2_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+/// Idle connections kept per upstream, as client-go's transport keeps them
+/// (`transport/cache.go`: `MaxIdleConnsPerHost: idleConnsPerHost`, 25). Over HTTP/1.1 each
+/// request in flight has a connection of its own, and hyper keeps every one that comes back
+/// idle (for its 90 s idle timeout) with its 8 KiB read buffer: after a burst of a thousand
+/// passthrough requests, a thousand idle connections on both sides. Over HTTP/2 there is one.
+const MAX_IDLE_PER_UPSTREAM: usize = 25;
 
 type HttpClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
 
@@ -498,6 +504,7 @@ fn build_client(
         .http2_keep_alive_interval(H2_PING_INTERVAL)
         .http2_keep_alive_timeout(H2_PING_TIMEOUT)
         .http2_keep_alive_while_idle(true)
+        .pool_max_idle_per_host(MAX_IDLE_PER_UPSTREAM)
         .build(connector);
     Ok(client)
 }

@@ -1,6 +1,8 @@
 //! Passthrough details against a scripted upstream: whose identity goes upstream, and
 //! upgraded connections (exec, attach, port-forward) tunnelled both ways.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,15 +18,34 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Answers every request with the Authorization it received; `/upgrade` switches protocols and
-/// echoes bytes.
+/// echoes bytes; `/slow` answers after 300 ms. HTTP/1.1 only. Counts its open connections.
 async fn scripted_upstream() -> std::net::SocketAddr {
+    scripted_upstream_counted().await.0
+}
+
+/// The upstream's connections: open now, and the most open at once.
+#[derive(Default)]
+struct Conns {
+    open: AtomicUsize,
+    most: AtomicUsize,
+}
+
+async fn scripted_upstream_counted() -> (std::net::SocketAddr, Arc<Conns>) {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = l.local_addr().expect("addr");
+    let conns = Arc::new(Conns::default());
+    let counted = conns.clone();
     tokio::spawn(async move {
         loop {
             let Ok((s, _)) = l.accept().await else { return };
+            let conns = counted.clone();
+            let now = conns.open.fetch_add(1, Ordering::SeqCst) + 1;
+            conns.most.fetch_max(now, Ordering::SeqCst);
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(|mut req: Request<Incoming>| async move {
+                    if req.uri().path() == "/slow" {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
                     if req.uri().path() == "/upgrade" {
                         let on = hyper::upgrade::on(&mut req);
                         tokio::spawn(async move {
@@ -59,10 +80,11 @@ async fn scripted_upstream() -> std::net::SocketAddr {
                     .serve_connection(TokioIo::new(s), svc)
                     .with_upgrades()
                     .await;
+                conns.open.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
-    addr
+    (addr, conns)
 }
 
 async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf) {
@@ -159,5 +181,30 @@ async fn upgraded_connections_are_tunnelled() {
             .expect("read");
         assert_eq!(buf, msg);
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A burst of requests passed on to an HTTP/1.1 upstream opens a connection per request in
+/// flight; once answered, kubeplex keeps 25 of them idle (client-go's `MaxIdleConnsPerHost`)
+/// and closes the rest, rather than holding every one — and the upstream's side of each — for
+/// the idle timeout.
+#[tokio::test]
+async fn a_burst_of_passed_on_requests_leaves_at_most_25_idle_upstream_connections() {
+    let (upstream, conns) = scripted_upstream_counted().await;
+    let (proxy, dir) = proxy_for(upstream).await;
+    let addr = proxy.addr.to_string();
+    let gets = (0..60).map(|_| kubeplex_test_support::get(&addr, "/slow"));
+    for resp in futures_util::future::join_all(gets).await {
+        assert_eq!(resp.status, 200);
+    }
+    let most = conns.most.load(Ordering::SeqCst);
+    assert!(most > 25, "the burst had {most} connections in flight at once");
+    let open = || conns.open.load(Ordering::SeqCst);
+    // Connections beyond the idle limit are closed as they come back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open() > 25 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(open() <= 25, "{} upstream connections still open", open());
     let _ = std::fs::remove_dir_all(dir);
 }
