@@ -234,6 +234,7 @@ async fn run_serve(config: config::Config, args: &ServeArgs) -> anyhow::Result<(
     let upstreams = upstream.urls().join(",");
     // The one registry: each layer defines its metrics and registers them into it.
     let registry = prometheus::Registry::new();
+    allocator::start_trimmer(&registry).context("starting the allocator's trimmer")?;
     let proxy = Proxy::builder(upstream, config.caches)
         .listen(s.listen)
         .listen_when_ready(s.listen_when_ready)

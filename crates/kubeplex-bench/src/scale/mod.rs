@@ -179,6 +179,7 @@ async fn run_mode(
         .unwrap_or_default();
     let replicas_rss_ready: Vec<u64> =
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
+    let replicas_heap_ready = replica_sums(replicas.as_ref(), HEAP_IN_USE).await;
 
     // Each node's connections: Targets of its own (one connection each); none for agents
     // that are not ours.
@@ -270,7 +271,8 @@ async fn run_mode(
     let replicas_rss: Vec<u64> =
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
     let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
-    let replicas_cache_bytes = replica_cache_bytes(replicas.as_ref()).await;
+    let replicas_cache_bytes = replica_sums(replicas.as_ref(), CACHE_BYTES).await;
+    let replicas_heap = replica_sums(replicas.as_ref(), HEAP_IN_USE).await;
 
     // Through the pool: the node tiers' rollout, then a replica's restart.
     let mut disruptions = Vec::new();
@@ -362,6 +364,8 @@ async fn run_mode(
         replicas_rss,
         replicas_rss_ready,
         replicas_cache_bytes,
+        replicas_heap_ready,
+        replicas_heap,
         classes,
         writes,
         counts,
@@ -425,16 +429,27 @@ fn synced_watches(classes: &Mutex<node::Classes>) -> u64 {
         .sum()
 }
 
-/// The bytes of the objects each pool replica's caches hold (`kubeplex_cache_bytes`).
-async fn replica_cache_bytes(replicas: Option<&Tier>) -> Vec<f64> {
-    let mut bytes = Vec::new();
+/// The bytes of the objects a pool replica's caches hold.
+const CACHE_BYTES: Series = ("kubeplex_cache_bytes", None);
+/// The C allocator's heap handed out (kubeplex's allocations, not what glibc keeps besides).
+const HEAP_IN_USE: Series = ("kubeplex_allocator_heap_bytes", Some(("state", "in_use")));
+
+/// A metric's name, and a label it must have.
+type Series = (&'static str, Option<(&'static str, &'static str)>);
+
+/// Each pool replica's sum of a series.
+async fn replica_sums(replicas: Option<&Tier>, (name, label): Series) -> Vec<f64> {
+    let mut sums = Vec::new();
     for k in replicas.iter().flat_map(|r| &r.nodes) {
         let text = k.metrics().await.unwrap_or_default();
         let series = crate::node::report::series(&text);
-        bytes
-            .push(series.iter().filter(|(n, _, _)| n == "kubeplex_cache_bytes").map(|s| s.2).sum());
+        let matches =
+            |(n, labels, _): &&(String, std::collections::BTreeMap<String, String>, f64)| {
+                n == name && label.is_none_or(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+            };
+        sums.push(series.iter().filter(matches).map(|s| s.2).sum());
     }
-    bytes
+    sums
 }
 
 /// The watch events the pool replicas received from the apiserver so far

@@ -37,6 +37,10 @@ pub struct Process {
     /// The bytes of the objects a pool replica's caches hold at the end
     /// (`kubeplex_cache_bytes`).
     pub caches_mib: Option<f64>,
+    /// A pool replica's heap in use (`kubeplex_allocator_heap_bytes{state="in_use"}`) once
+    /// ready, and at the end.
+    pub heap_ready_mib: Option<f64>,
+    pub heap_mib: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -152,6 +156,9 @@ pub(super) struct Readings {
     pub replicas_rss_ready: Vec<u64>,
     /// The bytes of the objects replicas' caches hold at the end.
     pub replicas_cache_bytes: Vec<f64>,
+    /// Replicas' heap in use once ready, and at the end.
+    pub replicas_heap_ready: Vec<f64>,
+    pub replicas_heap: Vec<f64>,
     pub classes: Classes,
     pub writes: Arc<Writes>,
     pub counts: Arc<WriteCounts>,
@@ -182,6 +189,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             rss_mib: r.control_plane_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
             rss_ready_mib: None,
             caches_mib: None,
+            heap_ready_mib: None,
+            heap_mib: None,
         })
         .collect();
     let [p1, p2] = &r.replicas_cpu;
@@ -197,6 +206,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             rss_mib: r.replicas_rss.get(i).copied().unwrap_or(0) as f64 / MIB,
             rss_ready_mib: r.replicas_rss_ready.get(i).map(|&b| b as f64 / MIB),
             caches_mib: r.replicas_cache_bytes.get(i).map(|&b| b / MIB),
+            heap_ready_mib: r.replicas_heap_ready.get(i).map(|&b| b / MIB),
+            heap_mib: r.replicas_heap.get(i).map(|&b| b / MIB),
         })
         .collect();
     let mut delivery: BTreeMap<String, Histogram> = BTreeMap::new();
@@ -384,6 +395,23 @@ impl fmt::Display for ScaleReport {
                             p.caches_mib.unwrap_or(0.0),
                             per_watch
                         )
+                    })
+                    .collect();
+                if parts.is_empty() {
+                    "—".into()
+                } else {
+                    parts.join(", ")
+                }
+            })?;
+            row(f, "pool replica heap in use (MiB): ready / at the end; per node watch above ready (KiB)", &|m| {
+                let per_replica = m.watches as f64 / m.replicas.len().max(1) as f64;
+                let parts: Vec<String> = m
+                    .replicas
+                    .iter()
+                    .filter_map(|p| Some((p, p.heap_ready_mib?, p.heap_mib?)))
+                    .map(|(p, ready, end)| {
+                        let per_watch = (end - ready) * 1024.0 / per_replica.max(1.0);
+                        format!("{} {ready:.0} / {end:.0}; {per_watch:.1}", p.name)
                     })
                     .collect();
                 if parts.is_empty() {
