@@ -33,6 +33,8 @@ pub struct WatchConfig {
     pub history_events: usize,
     /// Bytes kept for resuming watches, at most (objects and their encoded frames).
     pub history_bytes: usize,
+    /// How long events are kept for resuming watches (beyond the newest 100).
+    pub history_window: Duration,
     /// Frames a watcher may have waiting before it is ended as too slow.
     pub queue_frames: usize,
     /// How long a frame may wait for a watcher before it is ended as too slow.
@@ -49,6 +51,7 @@ impl Default for WatchConfig {
         WatchConfig {
             history_events: super::history::DEFAULT_MAX_EVENTS,
             history_bytes: super::history::DEFAULT_MAX_BYTES,
+            history_window: super::history::DEFAULT_WINDOW,
             queue_frames: 1000,
             slow_after: Duration::from_secs(30),
             bookmark_interval: Duration::from_secs(60),
@@ -294,7 +297,8 @@ pub struct FanOut {
 impl FanOut {
     pub fn new(encoder: Arc<Encoder>, config: &WatchConfig) -> Self {
         FanOut {
-            history: History::new(config.history_events, config.history_bytes),
+            history: History::new(config.history_events, config.history_bytes)
+                .with_window(config.history_window),
             encoder,
             watchers: HashMap::new(),
             unindexed: Vec::new(),

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -18,6 +18,13 @@ use super::object::CachedObject;
 pub const DEFAULT_MAX_EVENTS: usize = 100_000;
 /// Default bound on the bytes kept.
 pub const DEFAULT_MAX_BYTES: usize = 256 * 1024 * 1024;
+/// Default span of the events kept: twice the apiserver's (`storagebackend.
+/// DefaultEventsHistoryWindow`, 75 s — the least its watch cache keeps: it doubles its ring
+/// while every event in it is younger, and halves it once its newest quarter spans more).
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(150);
+/// Events kept whatever their age, as the apiserver's ring never holds fewer
+/// (`defaultLowerBoundCapacity`).
+pub const MIN_EVENTS: usize = 100;
 
 /// What happened to the object, as the upstream (or a relist's diff) reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +137,9 @@ pub struct History {
     bytes: usize,
     max_events: usize,
     max_bytes: usize,
+    /// Events received longer than this before the newest are dropped, beyond the newest
+    /// [`MIN_EVENTS`].
+    window: Duration,
     /// Every event received after this instant is kept, and no load came after it: an object
     /// the cache holds that no kept event brought in has been held since before it (it came
     /// in a load at this instant, or an event dropped since). The history's creation, its last
@@ -145,8 +155,15 @@ impl History {
             bytes: 0,
             max_events: max_events.max(1),
             max_bytes,
+            window: DEFAULT_WINDOW,
             complete_after: Instant::now(),
         }
+    }
+
+    /// Keeps events for `window` (and the newest [`MIN_EVENTS`] whatever their age).
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
     }
 
     /// Forgets every event: from now on watches can resume from `rv` on (a first sync, or a
@@ -176,9 +193,17 @@ impl History {
         self.trim();
     }
 
+    /// Drops the oldest events over the bounds: the count, the bytes, and the window — an
+    /// event received longer than the window before the newest goes once more than
+    /// [`MIN_EVENTS`] are kept (the newest's arrival is the clock: a quiet cache keeps what it
+    /// has, as the apiserver's ring does).
     fn trim(&mut self) {
+        let newest = self.events.back().map(|e| e.received);
+        let expired =
+            |e: &Event| newest.is_some_and(|n| n.duration_since(e.received) > self.window);
         while self.events.len() > self.max_events
             || (self.bytes > self.max_bytes && self.events.len() > 1)
+            || (self.events.len() > MIN_EVENTS && self.events.front().is_some_and(expired))
         {
             let Some(e) = self.events.pop_front() else { break };
             self.bytes = self.bytes.saturating_sub(e.bytes());

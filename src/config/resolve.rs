@@ -134,6 +134,7 @@ impl Settings {
         let watch = WatchConfig {
             history_events: s.watch_history_events,
             history_bytes: s.watch_history_mib.saturating_mul(1 << 20),
+            history_window: s.watch_history_window.0,
             queue_frames: s.watch_queue,
             slow_after: s.watch_slow_after.0,
             bookmark_interval: s.watch_bookmark_interval.0,

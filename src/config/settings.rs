@@ -309,6 +309,16 @@ pub struct Settings {
         help_heading = "Watches"
     )]
     pub watch_history_events: usize,
+    /// How long events are kept per cache for watches that resume from a resourceVersion
+    /// (the newest 100 whatever their age): the apiserver keeps at least 75 s; older RVs get
+    /// 410 Gone, and the client lists again (from the cache).
+    #[arg(
+        long,
+        env = "KUBEPLEX_WATCH_HISTORY_WINDOW",
+        default_value = "150s",
+        help_heading = "Watches"
+    )]
+    pub watch_history_window: Duration,
     /// MiB kept per cache for resuming watches (objects and encoded events).
     #[arg(
         long,

@@ -143,3 +143,38 @@ fn the_history_is_complete_only_after_its_last_load_and_its_last_dropped_event()
     h.reset(3);
     assert!(!h.complete_since(before_load), "a load since");
 }
+
+/// The apiserver's watch cache keeps at least 75 s of events, and no fewer than 100; kubeplex
+/// keeps its window (here 60 s) the same way: an event received longer than the window before
+/// the newest goes once more than 100 are kept, and a watch from before it is too old.
+#[test]
+fn events_older_than_the_window_go_once_more_than_a_hundred_are_kept() {
+    let t0 = Instant::now();
+    let at = |rv: u64, secs: u64| {
+        let o = cm("ns", &format!("o{rv}"), rv, &[]);
+        Event::new(rv, EventType::Added, o, None, t0 + Duration::from_secs(secs))
+    };
+    let mut h = History::new(100_000, usize::MAX).with_window(Duration::from_secs(60));
+    h.reset(1);
+    // 150 events over 10 s, then nothing for a long while: all kept.
+    for rv in 2..152 {
+        h.push(at(rv, (rv - 2) / 15));
+    }
+    assert_eq!(h.len(), 150);
+    assert_eq!(h.position_after(1), Ok(0));
+    // An event 70 s in: every one before it is past the window; the oldest go down to 100.
+    h.push(at(152, 70));
+    assert_eq!(h.len(), MIN_EVENTS);
+    assert_eq!(h.position_after(1), Err(TooOld { oldest: 52 }));
+    assert_eq!(h.position_after(52), Ok(0));
+    // Within the window, more than 100 stay.
+    for rv in 153..253 {
+        h.push(at(rv, 71));
+    }
+    assert_eq!(h.len(), 101, "the one at 70 s and the hundred at 71 s");
+    // However old, the newest 100 stay.
+    h.push(at(253, 10_000));
+    assert_eq!(h.len(), MIN_EVENTS);
+    assert_eq!(h.start(), 153);
+    assert_eq!(h.position_after(153), Ok(0));
+}
