@@ -333,6 +333,12 @@ impl WatchBody {
                 }
             }
         }
+        if self.initial.is_empty() {
+            // The queue's buffer goes with its last object rather than live as long as the
+            // watch: a pool's watch of every Node kept 16 KiB at 2,000 nodes (a heap profile
+            // of a pool replica: 18 MiB for its 28,000 node watches).
+            self.initial = VecDeque::new();
+        }
         out.freeze()
     }
 }

@@ -273,6 +273,7 @@ async fn run_mode(
     let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
     let replicas_cache_bytes = replica_sums(replicas.as_ref(), CACHE_BYTES).await;
     let replicas_heap = replica_sums(replicas.as_ref(), HEAP_IN_USE).await;
+    let replicas_history_bytes = replica_sums(replicas.as_ref(), HISTORY_BYTES).await;
 
     // Through the pool: the node tiers' rollout, then a replica's restart.
     let mut disruptions = Vec::new();
@@ -366,6 +367,7 @@ async fn run_mode(
         replicas_cache_bytes,
         replicas_heap_ready,
         replicas_heap,
+        replicas_history_bytes,
         classes,
         writes,
         counts,
@@ -431,6 +433,8 @@ fn synced_watches(classes: &Mutex<node::Classes>) -> u64 {
 
 /// The bytes of the objects a pool replica's caches hold.
 const CACHE_BYTES: Series = ("kubeplex_cache_bytes", None);
+/// The bytes of the events a pool replica's caches keep for resuming watches.
+const HISTORY_BYTES: Series = ("kubeplex_watch_history_bytes", None);
 /// The C allocator's heap handed out (kubeplex's allocations, not what glibc keeps besides).
 const HEAP_IN_USE: Series = ("kubeplex_allocator_heap_bytes", Some(("state", "in_use")));
 

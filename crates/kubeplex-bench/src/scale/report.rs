@@ -41,6 +41,8 @@ pub struct Process {
     /// ready, and at the end.
     pub heap_ready_mib: Option<f64>,
     pub heap_mib: Option<f64>,
+    /// The bytes of the events a pool replica's caches keep for resuming watches, at the end.
+    pub history_mib: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -159,6 +161,7 @@ pub(super) struct Readings {
     /// Replicas' heap in use once ready, and at the end.
     pub replicas_heap_ready: Vec<f64>,
     pub replicas_heap: Vec<f64>,
+    pub replicas_history_bytes: Vec<f64>,
     pub classes: Classes,
     pub writes: Arc<Writes>,
     pub counts: Arc<WriteCounts>,
@@ -191,6 +194,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             caches_mib: None,
             heap_ready_mib: None,
             heap_mib: None,
+            history_mib: None,
         })
         .collect();
     let [p1, p2] = &r.replicas_cpu;
@@ -208,6 +212,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             caches_mib: r.replicas_cache_bytes.get(i).map(|&b| b / MIB),
             heap_ready_mib: r.replicas_heap_ready.get(i).map(|&b| b / MIB),
             heap_mib: r.replicas_heap.get(i).map(|&b| b / MIB),
+            history_mib: r.replicas_history_bytes.get(i).map(|&b| b / MIB),
         })
         .collect();
     let mut delivery: BTreeMap<String, Histogram> = BTreeMap::new();
@@ -403,15 +408,16 @@ impl fmt::Display for ScaleReport {
                     parts.join(", ")
                 }
             })?;
-            row(f, "pool replica heap in use (MiB): ready / at the end; per node watch above ready (KiB)", &|m| {
+            row(f, "pool replica heap in use (MiB): ready / at the end; of it the watch history's bytes; per node watch above ready, the history left out (KiB)", &|m| {
                 let per_replica = m.watches as f64 / m.replicas.len().max(1) as f64;
                 let parts: Vec<String> = m
                     .replicas
                     .iter()
                     .filter_map(|p| Some((p, p.heap_ready_mib?, p.heap_mib?)))
                     .map(|(p, ready, end)| {
-                        let per_watch = (end - ready) * 1024.0 / per_replica.max(1.0);
-                        format!("{} {ready:.0} / {end:.0}; {per_watch:.1}", p.name)
+                        let history = p.history_mib.unwrap_or(0.0);
+                        let per_watch = (end - ready - history) * 1024.0 / per_replica.max(1.0);
+                        format!("{} {ready:.0} / {end:.0}; {history:.0}; {per_watch:.1}", p.name)
                     })
                     .collect();
                 if parts.is_empty() {
