@@ -385,46 +385,20 @@ impl fmt::Display for ScaleReport {
         })?;
         if modes.iter().any(|m| !m.replicas.is_empty()) {
             row(f, "pool replica RSS (MiB): ready, before any node / at the end; objects' bytes held; per node watch above ready (KiB)", &|m| {
-                let per_replica = m.watches as f64 / m.replicas.len().max(1) as f64;
-                let parts: Vec<String> = m
-                    .replicas
-                    .iter()
-                    .map(|p| {
-                        let ready = p.rss_ready_mib.unwrap_or(0.0);
-                        let per_watch = (p.rss_mib - ready) * 1024.0 / per_replica.max(1.0);
-                        format!(
-                            "{} {:.0} / {:.0}; {:.0}; {:.1}",
-                            p.name,
-                            ready,
-                            p.rss_mib,
-                            p.caches_mib.unwrap_or(0.0),
-                            per_watch
-                        )
-                    })
-                    .collect();
-                if parts.is_empty() {
-                    "—".into()
-                } else {
-                    parts.join(", ")
-                }
+                replica_parts(m, |p, watches| {
+                    let ready = p.rss_ready_mib.unwrap_or(0.0);
+                    let per_watch = (p.rss_mib - ready) * 1024.0 / watches;
+                    let caches = p.caches_mib.unwrap_or(0.0);
+                    Some(format!("{} {ready:.0} / {:.0}; {caches:.0}; {per_watch:.1}", p.name, p.rss_mib))
+                })
             })?;
             row(f, "pool replica heap in use (MiB): ready / at the end; of it the watch history's bytes; per node watch above ready, the history left out (KiB)", &|m| {
-                let per_replica = m.watches as f64 / m.replicas.len().max(1) as f64;
-                let parts: Vec<String> = m
-                    .replicas
-                    .iter()
-                    .filter_map(|p| Some((p, p.heap_ready_mib?, p.heap_mib?)))
-                    .map(|(p, ready, end)| {
-                        let history = p.history_mib.unwrap_or(0.0);
-                        let per_watch = (end - ready - history) * 1024.0 / per_replica.max(1.0);
-                        format!("{} {ready:.0} / {end:.0}; {history:.0}; {per_watch:.1}", p.name)
-                    })
-                    .collect();
-                if parts.is_empty() {
-                    "—".into()
-                } else {
-                    parts.join(", ")
-                }
+                replica_parts(m, |p, watches| {
+                    let (ready, end) = (p.heap_ready_mib?, p.heap_mib?);
+                    let history = p.history_mib.unwrap_or(0.0);
+                    let per_watch = (end - ready - history) * 1024.0 / watches;
+                    Some(format!("{} {ready:.0} / {end:.0}; {history:.0}; {per_watch:.1}", p.name))
+                })
             })?;
         }
         for what in ["endpointslices", "services", "pods"] {
@@ -559,5 +533,17 @@ impl fmt::Display for Disruption {
             "  write → node sees it: p50 / p99 / max {:.0} / {:.0} / {:.0} ms ({})",
             d.p50_ms, d.p99_ms, d.max_ms, d.count
         )
+    }
+}
+
+/// Each pool replica's part of a row (given the replica and the node watches it serves, at
+/// least 1), joined; "—" when none has one.
+fn replica_parts(m: &ModeReport, part: impl Fn(&Process, f64) -> Option<String>) -> String {
+    let watches = (m.watches as f64 / m.replicas.len().max(1) as f64).max(1.0);
+    let parts: Vec<String> = m.replicas.iter().filter_map(|p| part(p, watches)).collect();
+    if parts.is_empty() {
+        "—".into()
+    } else {
+        parts.join(", ")
     }
 }
