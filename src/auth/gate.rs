@@ -10,7 +10,7 @@ use http::HeaderMap;
 
 use super::authorize::Verdict;
 use super::node::NodeAuth;
-use super::node_rules;
+use super::node_rules::{self, Grant};
 use super::refusal::Refusal;
 use super::review::{ResourceAttributes, UserInfo};
 use crate::live::caches::Caches;
@@ -69,9 +69,13 @@ impl Gate<'_> {
         // itself: no review (`node_rules`; only a grant is taken, anything else is reviewed).
         if node.node_authorizer {
             let now = std::time::Instant::now();
-            if node_rules::granted(self.caches, node.graph_lag, user, attributes, now).is_some() {
-                node.reviews.granted_by_node_rules();
-                return Decision::Granted;
+            match node_rules::granted(self.caches, node.graph_lag, user, attributes, now) {
+                Some(Grant::Rule(_)) => {
+                    node.reviews.granted_by_node_rules();
+                    return Decision::Granted;
+                }
+                Some(Grant::Above) => return Decision::Unverified,
+                None => {}
             }
         }
         match node.may_read_cached(user, attributes, self.watch || afresh).await {

@@ -37,14 +37,24 @@
 //! reference kubeplex does not read, a cache of pods not running — is reviewed as before, and a
 //! refusal is always the apiserver's. What this assumes, and why it is a setting: the upstream
 //! authorizes with the Node authorizer and nothing ahead of it refuses such reads
-//! (`--authorization-mode=Node,RBAC`, as kubeadm and the managed clusters run it). What it
-//! costs: a grant taken from the graph's rule outlives the pod by as long as kubeplex's cache
-//! takes to see it deleted (the watch's delay, milliseconds), as a reviewed grant outlives a
-//! revocation by its TTL (`accessReviewAllowedTtl`, a minute) — and an apiserver whose graph
-//! is still filling after its own restart would refuse for a moment what its rule grants. A
-//! pod deleted and created again under the same name, bound to the same node, while kubeplex's
-//! watch was down, comes back in its relist as changed rather than new: its new references are
-//! then taken at once, where the graph may take its lag to add them.
+//! (`--authorization-mode=Node,RBAC`, as kubeadm and the managed clusters run it).
+//!
+//! **A grant is only as current as the view it comes from.** The apiserver's graph drops a
+//! pod's edges as soon as its informer sees the deletion; kubeplex's cache sees it as soon as
+//! its own watch does — but only while that watch runs. So the rules that go through a pod
+//! (a pod by name, a ConfigMap or Secret it uses) are applied only through a cache of pods
+//! whose view is live ([`through_pods`]): its watch of the apiserver has run without a gap — no failed,
+//! refused or throttled watch, no relist — for at least [`graph_settled`] (a relist replaces
+//! what the cache knew, and a pod deleted and created again under the same name during the
+//! gap comes back as changed, not new), and it heard from the upstream within
+//! [`HEARD_WITHIN`] (a watch that stopped carrying what the apiserver sends would otherwise
+//! look current). A state read back from disk grants nothing until its first load from the
+//! upstream. A cache that watches a tier above kubeplex (a node tier's, fed by a pool) cannot
+//! tell whether that tier's own watch is in a gap: a read such a view would grant goes up to
+//! that tier unreviewed ([`Grant::Above`]), which decides it from its own view. Through a live view a grant outlives the pod by the watch's delay (milliseconds),
+//! as a reviewed grant outlives a revocation by its TTL (`accessReviewAllowedTtl`, a minute);
+//! an apiserver whose graph is still filling after its own restart would refuse for a moment
+//! what its rule grants.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -54,7 +64,7 @@ use serde_json::Value;
 
 use super::graph_lag::{bound_to, node_of, pod_caches};
 use super::review::{ResourceAttributes, UserInfo};
-use crate::cache::resource::ResourceCache;
+use crate::cache::resource::{ResourceCache, View};
 use crate::cache::{CachedObject, Encoding};
 use crate::live::caches::Caches;
 use crate::wire::codec;
@@ -85,24 +95,39 @@ pub fn graph_settled(graph_lag: Duration) -> Duration {
     (graph_lag * 2).max(MIN_GRAPH_SETTLED)
 }
 
-/// The rule by which the Node authorizer grants `user` the read `a`, if kubeplex can tell it
-/// does from `caches` at `now` (module documentation); `None`: the read is reviewed.
+/// What kubeplex makes of a node's read by the Node authorizer's rules ([`granted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Granted by this rule: the cache answers without a review.
+    Rule(NodeRule),
+    /// The rule would grant it through a pod that only a cache watching a tier above kubeplex
+    /// (a pool) shows: that tier, which watches the apiserver itself, knows whether its view
+    /// is live, and this one cannot. The read goes up to it as the client's, unreviewed here
+    /// (it grants by the same rule from its own live view, or reviews it).
+    Above,
+}
+
+/// What the Node authorizer's rules make of `user`'s read `a`, from what `caches` show at
+/// `now` (module documentation); `None`: the read is reviewed.
 pub fn granted(
     caches: &Caches,
     graph_lag: Duration,
     user: &UserInfo,
     a: &ResourceAttributes,
     now: Instant,
-) -> Option<NodeRule> {
+) -> Option<Grant> {
     let node = node_of(user)?;
     let rule = rule_for(node, a)?;
     let settled = || now.checked_sub(graph_settled(graph_lag));
-    let holds = match rule {
+    let through = match rule {
         NodeRule::BoundPod => bound_pod(caches, node, a, settled()?),
         NodeRule::PodReference => used_by_a_pod_of(caches, node, a, settled()?),
-        _ => true,
+        _ => return Some(Grant::Rule(rule)),
     };
-    holds.then_some(rule)
+    match through? {
+        Through::Live => Some(Grant::Rule(rule)),
+        Through::Tier => Some(Grant::Above),
+    }
 }
 
 /// The rule that grants `node` the read `a`, if one may: [`NodeRule::BoundPod`] and
@@ -145,25 +170,68 @@ fn own_pods(a: &ResourceAttributes, node: &str) -> bool {
     })
 }
 
-/// The running caches of pods whose state is whole.
-fn synced_pod_caches(caches: &Caches) -> impl Iterator<Item = Arc<ResourceCache>> {
-    pod_caches(caches).filter(|c| c.is_synced())
+/// How recently the upstream must have been heard from on a cache of pods for its view to
+/// grant anything: two of kube-apiserver 1.36's bookmark periods and a tick. The apiserver
+/// sends each watch a BOOKMARK once a minute while the resource's RV moves (on a 1 s tick;
+/// DESIGN.md §5), so a watch that missed two has stopped carrying what the apiserver sends —
+/// or watches a resource so quiet that its RV has not moved (no pod changed anywhere): its
+/// reads are then reviewed until the next event. (A connection that died is found sooner: the
+/// upstream's HTTP/2 pings end its watch, a gap.)
+pub const HEARD_WITHIN: Duration = Duration::from_secs(121);
+
+/// Through which view of pods a rule holds.
+enum Through {
+    /// A cache whose watch of the apiserver has run without a gap since the binding settled.
+    Live,
+    /// Only a cache watching a tier above kubeplex.
+    Tier,
 }
 
-/// Whether a running cache of pods holds the pod `a` names bound to `node` since `settled` at
-/// the latest (`authorizeGet` of a pod: the graph's edge from the pod to its node; a mirror
-/// pod's too).
-fn bound_pod(caches: &Caches, node: &str, a: &ResourceAttributes, settled: Instant) -> bool {
+/// Whether a synced cache of pods shows what `holds` looks for, through which view: one that
+/// is live since `settled` at the latest comes first (`ResourceCache::view`). A deletion the
+/// apiserver's graph has already acted on may be missing from any other view — a watch failing,
+/// refused or throttled, a relist, a state read back from disk, a watch silent past
+/// [`HEARD_WITHIN`] — for as long as that lasts: those grant nothing.
+fn through_pods(
+    caches: &Caches,
+    settled: Instant,
+    holds: impl Fn(&ResourceCache) -> bool,
+) -> Option<Through> {
+    let mut via_tier = false;
+    for cache in pod_caches(caches).filter(|c| c.is_synced()) {
+        match cache.view(HEARD_WITHIN) {
+            View::Live(since) if since <= settled && holds(&cache) => return Some(Through::Live),
+            View::ViaTier if !via_tier => via_tier = holds(&cache),
+            _ => {}
+        }
+    }
+    via_tier.then_some(Through::Tier)
+}
+
+/// Whether a cache of pods holds the pod `a` names bound to `node` since `settled` at the
+/// latest (`authorizeGet` of a pod: the graph's edge from the pod to its node; a mirror pod's
+/// too), and through which view.
+fn bound_pod(
+    caches: &Caches,
+    node: &str,
+    a: &ResourceAttributes,
+    settled: Instant,
+) -> Option<Through> {
     let key = format!("{}/{}", a.namespace, a.name);
-    synced_pod_caches(caches).any(|cache| cache.held_since(&key, settled, bound_to(node)))
+    through_pods(caches, settled, |cache| cache.held_since(&key, settled, bound_to(node)))
 }
 
-/// Whether a running cache of pods holds a pod of `a`'s namespace bound to `node` since
-/// `settled` at the latest that uses the ConfigMap or Secret `a` names.
-fn used_by_a_pod_of(caches: &Caches, node: &str, a: &ResourceAttributes, settled: Instant) -> bool {
+/// Whether a cache of pods holds a pod of `a`'s namespace bound to `node` since `settled` at
+/// the latest that uses the ConfigMap or Secret `a` names, and through which view.
+fn used_by_a_pod_of(
+    caches: &Caches,
+    node: &str,
+    a: &ResourceAttributes,
+    settled: Instant,
+) -> Option<Through> {
     let secret = a.resource == "secrets";
-    synced_pod_caches(caches).any(|cache| {
-        candidates(&cache, &a.namespace, node).into_iter().any(|pod| {
+    through_pods(caches, settled, |cache| {
+        candidates(cache, &a.namespace, node).into_iter().any(|pod| {
             // Cheap first: the name's bytes are in the pod's, in either encoding (a name
             // is a DNS subdomain: JSON writes it unescaped).
             contains(&pod.body, a.name.as_bytes())

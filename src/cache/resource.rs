@@ -43,6 +43,17 @@ pub enum EventKind {
     Deleted,
 }
 
+/// How current a cache's view is ([`ResourceCache::view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Its watch of the apiserver has run without a gap since then.
+    Live(std::time::Instant),
+    /// Its watch runs on a tier above kubeplex: only that tier can tell how current it is.
+    ViaTier,
+    /// Its watch failed, a load is under way, or the upstream has been silent too long.
+    Gap,
+}
+
 /// A load of the cache's state, as requested.
 #[derive(Debug, Clone, Copy)]
 struct Load {
@@ -63,6 +74,9 @@ impl Load {
 pub struct LoadMarks {
     loaded_from: Option<Load>,
     loading: Option<Load>,
+    /// Since when it has watched without a gap, and through what ([`ResourceCache::view`]).
+    watching_since: Option<std::time::Instant>,
+    via_tier: bool,
 }
 
 pub struct ResourceCache {
@@ -101,6 +115,11 @@ pub struct ResourceCache {
     last_used: Mutex<Instant>,
     /// When the upstream was last heard from (set with every store change and bookmark).
     heard: Mutex<Instant>,
+    /// Since when the upstream's watch has run without a gap — no failed watch, no load —
+    /// while it does; `None` during a gap ([`ResourceCache::live_since`]).
+    watching_since: Mutex<Option<std::time::Instant>>,
+    /// The watch runs on a tier above kubeplex (a pool), not on the apiserver itself.
+    via_tier: AtomicBool,
     /// Set while the state is one read back from disk (`restore`): when it was written, Unix
     /// seconds. Cleared by the first load from the upstream.
     from_disk: Mutex<Option<u64>>,
@@ -150,6 +169,10 @@ pub struct CacheStatus {
     pub seconds_since_upstream: u64,
     /// Silent for longer than [`STALE_AFTER`]: serving its last state.
     pub stale: bool,
+    /// Its watch of the upstream runs without a gap since its last load (false while a watch
+    /// fails, is refused or throttled, during a load, and for a state from disk): only then
+    /// can a grant be derived from what it shows (`auth::node_rules`).
+    pub watching: bool,
     pub seconds_since_read: u64,
     pub watchers: usize,
     /// Reads waiting on this cache now: for its first sync, or for it to reach an RV (a
@@ -232,6 +255,8 @@ impl ResourceCache {
             label,
             last_used: Mutex::new(Instant::now()),
             heard: Mutex::new(Instant::now()),
+            watching_since: Mutex::new(None),
+            via_tier: AtomicBool::new(false),
             from_disk: Mutex::new(None),
             pinned: AtomicBool::new(false),
             complete: AtomicBool::new(true),
@@ -508,6 +533,25 @@ impl ResourceCache {
         self.disk_state_written().is_some() || self.upstream_silent_for() > STALE_AFTER
     }
 
+    /// How current the cache's view is, for a grant derived from what it shows
+    /// (`auth::node_rules`): [`View::Live`] since when its watch of the apiserver has run
+    /// without a gap — no failed, refused or throttled watch, no load (a relist replaces what
+    /// the cache knew) — while the upstream was heard from (an event, a bookmark, a watch
+    /// answered) within `heard_within`; [`View::ViaTier`] when that watch runs on a tier above
+    /// kubeplex (a pool), whose own watch may be in a gap this cache cannot see;
+    /// [`View::Gap`] otherwise — a gap, a state read back from disk, an upstream silent for
+    /// longer.
+    pub fn view(&self, heard_within: Duration) -> View {
+        if self.disk_state_written().is_some() || self.upstream_silent_for() > heard_within {
+            return View::Gap;
+        }
+        match *self.watching_since.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => View::Gap,
+            Some(_) if self.via_tier.load(Ordering::Acquire) => View::ViaTier,
+            Some(since) => View::Live(since),
+        }
+    }
+
     /// When the state read back from disk was written (Unix seconds), while it is what the
     /// cache serves.
     pub fn disk_state_written(&self) -> Option<u64> {
@@ -536,6 +580,8 @@ impl ResourceCache {
             resource_version,
             seconds_since_upstream: self.upstream_silent_for().as_secs(),
             stale: self.is_stale(),
+            watching: disk.is_none()
+                && self.watching_since.lock().unwrap_or_else(|p| p.into_inner()).is_some(),
             seconds_since_read: self.idle_for().as_secs(),
             watchers: fan.len(),
             waiting_reads: self.synced_tx.receiver_count() + self.rv_tx.receiver_count(),

@@ -33,6 +33,12 @@ pub enum Feed {
     Bookmark(u64),
     /// A change's object could not be indexed and was skipped.
     Skipped,
+    /// The upstream answered a watch of the state (or a streaming list's state is in and its
+    /// stream goes on as a watch). `via_tier`: the upstream is a tier above kubeplex (a pool),
+    /// not the apiserver: its own watch may be in a gap this one cannot see.
+    Watching { via_tier: bool },
+    /// The watch failed or was refused: changes may be missed until one is answered again.
+    WatchLost,
 }
 
 /// Applies one event to `cache` (kube-runtime's `Writer::apply_watcher_event`).
@@ -49,5 +55,7 @@ pub fn apply(cache: &ResourceCache, feed: Feed) {
         Feed::Event(kind, object) => cache.apply(kind, object),
         Feed::Bookmark(rv) => cache.bookmark(rv),
         Feed::Skipped => cache.mark_incomplete(),
+        Feed::Watching { via_tier } => cache.watching(via_tier),
+        Feed::WatchLost => cache.watch_lost(),
     }
 }

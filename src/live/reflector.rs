@@ -386,7 +386,9 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     }
 
     /// Exponential backoff with full jitter, or the upstream's `Retry-After` when it gave one.
+    /// Every failure comes here: the cache is told its watch is lost until one is answered.
     fn wait_after(&self, e: &ReflectError, failures: u32, then: State) -> State {
+        (self.feed)(Feed::WatchLost);
         let errors = &self.calls.errors;
         match e {
             ReflectError::Transport(_) => errors.unreachable.inc(),

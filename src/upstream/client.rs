@@ -184,6 +184,12 @@ impl Upstream {
         self.inner.endpoints.last().map_or("", |e| e.base_url.as_str())
     }
 
+    /// Whether the upstream at `position` (a response's [`ServedBy`]) is the apiserver itself,
+    /// the last of the upstreams, rather than a tier in front of it.
+    pub fn is_apiserver(&self, position: usize) -> bool {
+        position + 1 >= self.inner.endpoints.len()
+    }
+
     /// Every upstream's URL, in order of preference (the apiserver last).
     pub fn urls(&self) -> Vec<&str> {
         self.inner.endpoints.iter().map(|e| e.base_url.as_str()).collect()

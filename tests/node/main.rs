@@ -4,5 +4,6 @@
 //! is one former `tests/*.rs` file.
 
 mod node_clients;
+mod node_rules;
 mod proxy_node;
 mod proxy_node_outage;

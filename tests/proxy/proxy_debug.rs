@@ -40,6 +40,7 @@ async fn debug_caches_shows_each_cache_and_how_stale_it_is() {
     assert_eq!(cm["watchers"], 1);
     assert_eq!(cm["waiting_reads"], 0, "nothing waits on a synced cache");
     assert!(cm["seconds_since_upstream"].as_u64().unwrap() <= 5, "{cm}");
+    assert_eq!(cm["watching"], true, "its watch runs: {cm}");
 
     // A read for an RV the cache has not reached waits on it (then gets the apiserver's 504),
     // and the view says so meanwhile.
@@ -72,5 +73,6 @@ async fn debug_caches_shows_each_cache_and_how_stale_it_is() {
     let all = caches(&admin, &support::get(&admin, "/debug/caches").await.body);
     let cm = all.iter().find(|c| c["resource"] == "configmaps/v1").expect("still there");
     assert!(cm["seconds_since_upstream"].as_u64().unwrap() >= 2, "{cm}");
+    assert_eq!(cm["watching"], false, "its watch failed and cannot come back: {cm}");
     assert_eq!(cm["objects"], stack.sim.count("", "configmaps") as u64);
 }

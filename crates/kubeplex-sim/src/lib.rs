@@ -400,6 +400,25 @@ impl Sim {
             delay.map(|d| (group.to_string(), resource.to_string(), d));
     }
 
+    /// While `on`, the watch cache of `group`/`resource` is (re)initializing, as the apiserver's
+    /// is after its own watch on etcd broke: watches of it, and lists at a resourceVersion, are
+    /// answered 429 `storage is (re)initializing` (`Retry-After: 1`); consistent lists and gets
+    /// are served. Switching it on ends the open watches of that resource.
+    pub fn reinitializing(&self, group: &str, resource: &str, on: bool) {
+        let mut unready =
+            self.state.faults.reinitializing.lock().unwrap_or_else(|p| p.into_inner());
+        unready.retain(|(g, r)| (g.as_str(), r.as_str()) != (group, resource));
+        if on {
+            unready.push((group.to_string(), resource.to_string()));
+        }
+        drop(unready);
+        if on {
+            if let Some(kind) = self.state.registry.get(group, resource) {
+                self.state.store.drop_watchers_of(kind);
+            }
+        }
+    }
+
     /// Holds every TokenReview and SubjectAccessReview for `delay` before it is answered (an
     /// apiserver too busy to answer them in time); `None` ends the fault.
     pub fn slow_reviews(&self, delay: Option<Duration>) {

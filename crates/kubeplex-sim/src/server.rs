@@ -399,6 +399,10 @@ async fn resource_request(
         if let Some(delay) = state.faults.wide_read_delay(&kind, &opts) {
             tokio::time::sleep(delay).await;
         }
+        if let Some(unready) = state.faults.unready_cache(&kind, &opts) {
+            state.metrics.observe(&labels, 429);
+            return respond::error(&unready, error_is_protobuf(req.headers()) && kind.protobuf);
+        }
     }
     let protobuf_errors = kind.protobuf && error_is_protobuf(req.headers());
     let repr = match negotiate(req.headers(), kind.protobuf, opts.watch) {

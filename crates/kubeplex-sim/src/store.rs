@@ -386,6 +386,13 @@ impl Store {
         }
     }
 
+    /// Ends the open watches of one kind only.
+    pub fn drop_watchers_of(&self, kind: &Kind) {
+        if let Some(state) = self.lock().resources.get_mut(&kind.key) {
+            state.live = broadcast::channel(LIVE_CHANNEL_CAPACITY).0;
+        }
+    }
+
     /// Number of objects of a kind (for tests and metrics).
     pub fn count(&self, kind: &Kind) -> usize {
         self.lock().resources.get(&kind.key).map_or(0, |s| s.items.len())

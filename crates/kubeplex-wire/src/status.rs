@@ -302,11 +302,19 @@ impl Status {
 
     /// 429 with `Retry-After`, as priority-and-fairness rejects a request.
     pub fn too_many_requests(retry_after_seconds: u32) -> Self {
-        Status::new(429, "TooManyRequests", "Too many requests, please try again later.")
-            .with_details(Details {
-                retry_after_seconds: Some(retry_after_seconds),
-                ..Details::default()
-            })
+        Status::too_many_requests_because(
+            "Too many requests, please try again later.",
+            retry_after_seconds,
+        )
+    }
+
+    /// 429 TooManyRequests with the apiserver's own message (`errors.NewTooManyRequests`), as
+    /// its watch cache answers while it is (re)initializing: `storage is (re)initializing`.
+    pub fn too_many_requests_because(message: &str, retry_after_seconds: u32) -> Self {
+        Status::new(429, "TooManyRequests", message).with_details(Details {
+            retry_after_seconds: Some(retry_after_seconds),
+            ..Details::default()
+        })
     }
 
     /// The Status as a JSON value, fields in the apiserver's order.

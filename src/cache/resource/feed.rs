@@ -89,7 +89,9 @@ impl ResourceCache {
             return None;
         }
         let loading = *self.loading.lock().unwrap_or_else(|p| p.into_inner());
-        Some(LoadMarks { loaded_from, loading })
+        let watching_since = *self.watching_since.lock().unwrap_or_else(|p| p.into_inner());
+        let via_tier = self.via_tier.load(Ordering::Acquire);
+        Some(LoadMarks { loaded_from, loading, watching_since, via_tier })
     }
 
     /// A first state taken over from the cache it is fed by (`live::mirror`): `objects` at `rv`,
@@ -98,6 +100,8 @@ impl ResourceCache {
         *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = marks.loaded_from;
         self.replace(objects, rv);
         *self.loading.lock().unwrap_or_else(|p| p.into_inner()) = marks.loading;
+        *self.watching_since.lock().unwrap_or_else(|p| p.into_inner()) = marks.watching_since;
+        self.via_tier.store(marks.via_tier, Ordering::Release);
     }
 
     /// A state read back from disk (`cache::persist`), written at `written_at` (Unix seconds),
@@ -129,10 +133,30 @@ impl ResourceCache {
     /// `consistent` (resourceVersion unset), its state will be consistent for reads that
     /// arrived before `requested`.
     pub fn load_started(&self, requested: std::time::Instant, consistent: bool) {
+        // A load replaces what the cache knew: its view is not live until the watch after it.
+        self.watch_lost();
         self.complete.store(true, Ordering::Release);
         *self.loading.lock().unwrap_or_else(|p| p.into_inner()) =
             Some(super::Load { requested, consistent });
         self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The upstream answered a watch from the cache's state (or a streaming list's state is in
+    /// and its stream goes on as a watch): the view is live from now, unless it has been since
+    /// before (a watch resumed after its routine end is no gap).
+    ///
+    /// `via_tier`: the watch runs on a tier above kubeplex (a pool), not on the apiserver.
+    pub fn watching(&self, via_tier: bool) {
+        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
+        self.via_tier.store(via_tier, Ordering::Release);
+        let mut since = self.watching_since.lock().unwrap_or_else(|p| p.into_inner());
+        since.get_or_insert_with(std::time::Instant::now);
+    }
+
+    /// The upstream's watch failed or was refused (it broke, 410, 429, an error): until a watch
+    /// is answered again the cache may miss changes, however current it looks.
+    pub fn watch_lost(&self) {
+        self.watching_since.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// A load failed before it replaced the state. A cold cache's readers are told (they pass

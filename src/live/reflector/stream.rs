@@ -57,6 +57,17 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
         self.apply_fed_state();
         self.apply_resumed_state();
         let mut served_by = served_by(&resp);
+        // The cache is told it is watched once the stream is a watch of its state: now, or
+        // when a streaming list's initial events end.
+        let mut watching = false;
+        let tell_watching = |initial: &Initial, served_by: usize, told: &mut bool| {
+            if initial.is_none() && !*told {
+                *told = true;
+                let via_tier = !self.upstream.is_apiserver(served_by);
+                (self.feed)(Feed::Watching { via_tier });
+            }
+        };
+        tell_watching(initial, served_by, &mut watching);
         let mut active = self.upstream.active();
         let mut body = compressed::Chunks::new(resp);
         // The moved-to stream's first bytes, read to see whether it has history.
@@ -97,6 +108,8 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                                 Some(moved) => {
                                     tracing::info!(resource = %self.describe, rv = last, "watch moved back to the returned upstream");
                                     (body, served_by, pending) = moved;
+                                    watching = false;
+                                    tell_watching(initial, served_by, &mut watching);
                                     moving_since = None;
                                     started = Instant::now();
                                     deadline = started + silent_after;
@@ -156,6 +169,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
                     }
                 }
             }
+            tell_watching(initial, served_by, &mut watching);
         }
         // A watch that ends at once with nothing in it is a failing upstream (or something in
         // front of it), not a routine timeout: back off rather than reconnect in a tight loop,

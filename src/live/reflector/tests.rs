@@ -29,6 +29,8 @@ enum Seen {
     Event(EventKind, String, u64),
     Bookmark,
     Skipped,
+    Watching,
+    WatchLost,
 }
 
 fn seen(feed: &Feed) -> Seen {
@@ -43,6 +45,8 @@ fn seen(feed: &Feed) -> Seen {
         Feed::Event(kind, o) => Seen::Event(*kind, o.key.to_string(), o.resource_version),
         Feed::Bookmark(_) => Seen::Bookmark,
         Feed::Skipped => Seen::Skipped,
+        Feed::Watching { .. } => Seen::Watching,
+        Feed::WatchLost => Seen::WatchLost,
     }
 }
 
@@ -124,12 +128,15 @@ async fn a_streaming_list_yields_the_state_then_changes() {
             "{encoding:?}: the state, in key order, at the upstream's RV"
         );
 
+        let events = r.until(3).await;
+        assert_eq!(events[2], Seen::Watching, "{encoding:?}: the stream goes on as a watch");
+
         let changed = r.sim.modify("", "configmaps", "feed", "a", |v| v["data"]["k"] = json!("x"));
         let rv: u64 =
             changed.unwrap()["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
         r.sim.delete("", "configmaps", "feed", "b").unwrap();
-        let events = r.until(4).await;
-        let changes: Vec<_> = events[2..].iter().filter(|e| **e != Seen::Bookmark).collect();
+        let events = r.until(5).await;
+        let changes: Vec<_> = events[3..].iter().filter(|e| **e != Seen::Bookmark).collect();
         assert_eq!(
             changes,
             [
@@ -186,4 +193,34 @@ async fn a_cache_started_by_a_read_of_any_state_lists_at_resource_version_0() {
     assert_eq!(events[0], Seen::LoadStarted { consistent: false });
     assert!(matches!(&events[1], Seen::Loaded { names, whole: true, .. } if names.len() == 2));
     assert_eq!((r.calls("list"), r.calls("watchlist")), (1, 0), "one paged list");
+}
+
+/// A watch the upstream refuses — its watch cache (re)initializing, 429 — is a gap in the
+/// cache's view until a watch is answered again: the cache is told both, and the watch resumes
+/// from its RV (no load).
+#[tokio::test]
+async fn a_refused_watch_is_a_gap_until_one_is_answered_again() {
+    let r = Running::start(Encoding::Json).await;
+    assert_eq!(r.until(3).await[2], Seen::Watching);
+    r.sim.reinitializing("", "configmaps", true);
+    let lost = loop {
+        let events = r.until(4).await;
+        if let Some(i) = events.iter().position(|e| *e == Seen::WatchLost) {
+            break i;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    r.sim.reinitializing("", "configmaps", false);
+    let back = loop {
+        let events = r.until(lost + 2).await;
+        if let Some(i) = events.iter().skip(lost).position(|e| *e == Seen::Watching) {
+            break events[lost..=lost + i].to_vec();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        back.iter().all(|e| matches!(e, Seen::WatchLost | Seen::Watching | Seen::Bookmark)),
+        "resumed by RV, with no load in between: {back:?}"
+    );
+    assert_eq!(r.calls("watchlist"), 1, "one load only");
 }

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::kinds::Kind;
 use crate::wire::request::ListOptions;
 use crate::wire::selector::FieldSelector;
+use crate::wire::status::Status;
 
 /// Injected faults, switched by tests through the `Sim` handle.
 #[derive(Debug, Default)]
@@ -32,6 +33,13 @@ pub struct Faults {
     /// apiserver too busy to answer them in time (kube-apiserver 1.36 left ~31,000 reviews of
     /// 1,000 node tiers' kubelets unanswered for 10 s while they all started).
     pub slow_reviews: Mutex<Option<Duration>>,
+    /// Resources whose watch cache is (re)initializing, `(group, resource)`: kube-apiserver
+    /// 1.36's cacher after its own watch on etcd broke (`cacher.go`, with
+    /// `ResilientWatchCacheInitialization`, on since 1.31) answers their watches, and lists at a
+    /// resourceVersion, 429 `storage is (re)initializing` with `Retry-After`, while consistent
+    /// lists and gets go to etcd. For as long as it lasts a client's watch of that resource
+    /// cannot come back, whatever other resources do.
+    pub reinitializing: Mutex<Vec<(String, String)>>,
 }
 
 impl Faults {
@@ -49,6 +57,20 @@ impl Faults {
             }
             _ => None,
         }
+    }
+
+    /// The 429 a watch of `kind`, or a list of it at a resourceVersion, gets while its watch
+    /// cache is (re)initializing (`Faults::reinitializing`); `None` when it is served.
+    pub fn unready_cache(&self, kind: &Kind, opts: &ListOptions) -> Option<Status> {
+        let unready = self.reinitializing.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = unready.iter().any(|(g, r)| {
+            (g.as_str(), r.as_str()) == (kind.group.as_str(), kind.resource.as_str())
+        });
+        let at_rv = opts.resource_version.as_deref().is_some_and(|rv| !rv.is_empty());
+        // `errors.NewTooManyRequests(err.Error(), calculateRetryAfterForUnreadyCache(..))`: 1 s
+        // for a cache down a few seconds (`exp(0.06 × downtime)`, at least 1).
+        (hit && (opts.watch || at_rv))
+            .then(|| Status::too_many_requests_because("storage is (re)initializing", 1))
     }
 
     /// How long a list or watch of `kind` waits under the slow-wide-reads fault: not at all
