@@ -72,16 +72,22 @@ impl NodeAuth {
 
     /// Whether `user` may do the read `attributes` describes without its name and selectors —
     /// the same verb of every object of the resource in the namespace — which answers the
-    /// narrower read without a review of its own: a client that may read all of them may be
-    /// shown any of them (RBAC grants a resource whole or by names, never by selectors; the
-    /// authorizers the apiserver ships refuse no part of what they grant whole). One identity that reads with a selector per node (a node tier's
-    /// `spec.nodeName=NODE` and `metadata.name=NODE` caches, a CNI agent's pods of its node)
-    /// is then reviewed once, not once per node (at 2,000 node tiers behind a pool, ~4,000
-    /// reviews at its start). Not for a node: the Node authorizer grants a node only the
+    /// narrower read without a review of its own, when the upstream's authorizers grant a
+    /// resource whole (`authorizersGrantWhole`): a client that may read all of them may then be
+    /// shown any of them. RBAC grants a resource whole or by names, never by selectors, and the
+    /// Node authorizer and ABAC refuse no part of what they grant whole; a webhook authorizer
+    /// may (structured authorization configuration: CEL `matchConditions` see the name and the
+    /// selectors, and a review of the whole matches none of them), so it is a setting, off by
+    /// default. One identity that reads with a selector per node (a CNI agent's pods of its
+    /// node) is then reviewed once, not once per node (at 2,000 node tiers behind a pool,
+    /// ~4,000 reviews at its start). Not for a node: the Node authorizer grants a node only the
     /// narrower reads, so its wider review would be one more refused review per node. Only a
     /// grant is acted on: a denial, remembered or not, or a failed review leaves the read's
     /// own review to decide.
     async fn may_read_all(&self, user: &UserInfo, attributes: &ResourceAttributes) -> bool {
+        if !self.authorizers_grant_whole {
+            return false;
+        }
         let narrowed = !attributes.name.is_empty()
             || attributes.field_selector.is_some()
             || attributes.label_selector.is_some();

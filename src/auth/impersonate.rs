@@ -64,8 +64,15 @@ impl NodeAuth {
     /// 2,000 nodes, ~2,000 reviews a minute for their Lease renewals alone). Only a grant is
     /// acted on: a denial (a cluster that names the users) or a failed review leaves the named
     /// check to decide, as before.
+    ///
+    /// Only when the upstream's authorizers grant a resource whole (`authorizersGrantWhole`): a
+    /// webhook may refuse impersonating one user by name that RBAC grants for all.
     async fn may_impersonate_any(&self, client: &UserInfo, check: &ResourceAttributes) -> bool {
-        if check.resource != "users" || !check.group.is_empty() || check.name.is_empty() {
+        if !self.authorizers_grant_whole
+            || check.resource != "users"
+            || !check.group.is_empty()
+            || check.name.is_empty()
+        {
             return false;
         }
         let any = ResourceAttributes { name: String::new(), ..check.clone() };

@@ -21,6 +21,12 @@ pub struct NodeAuth {
     /// it grants: a node's reads it grants by rule are taken without a review
     /// ([`super::node_rules`]).
     pub node_authorizer: bool,
+    /// The upstream's authorizers refuse no part of what they grant whole (RBAC, Node, ABAC;
+    /// not a webhook that looks at names or selectors): a read narrowed by a name or selector
+    /// is granted by a review of the whole resource, an impersonation of one user by a review
+    /// of impersonating any ([`super::authorize`], [`super::impersonate`]). Off: each is
+    /// reviewed as it is.
+    pub authorizers_grant_whole: bool,
 }
 
 impl NodeAuth {

@@ -222,6 +222,7 @@ impl Settings {
                     reviews,
                     graph_lag: self.node_graph_lag.0,
                     node_authorizer: self.node_authorizer,
+                    authorizers_grant_whole: self.authorizers_grant_whole,
                 })))
             }
             ModeName::Sidecar => {

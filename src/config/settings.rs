@@ -227,6 +227,22 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub node_authorizer: bool,
+    /// Node mode: the apiserver's authorizers grant a resource whole — none refuses part of
+    /// what it grants for every object (a name, a label or field selector): RBAC, the Node
+    /// authorizer and ABAC do not, a webhook whose matchConditions or policy look at names or
+    /// selectors may (structured authorization configuration). A read narrowed by a name or
+    /// selector is then granted by one review of the same read of the whole resource, and an
+    /// impersonation of one user by one review of impersonating every user, shared by all the
+    /// names and selectors a client reads with (a CNI agent's pods of each node). Off, each
+    /// such read is reviewed as it is.
+    #[arg(
+        long,
+        env = "KUBEPLEX_AUTHORIZERS_GRANT_WHOLE",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        help_heading = "Node mode"
+    )]
+    pub authorizers_grant_whole: bool,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,

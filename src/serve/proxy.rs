@@ -137,6 +137,9 @@ pub struct NodeConfig {
     /// The upstream runs the Node authorizer: a node's reads it grants by rule are taken
     /// without a review (`auth::node_rules`).
     pub node_authorizer: bool,
+    /// The upstream's authorizers refuse no part of what they grant whole: a narrowed read is
+    /// granted by a review of the whole (`NodeAuth::authorizers_grant_whole`).
+    pub authorizers_grant_whole: bool,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -260,6 +263,7 @@ impl ProxyBuilder {
                     anonymous: config.anonymous,
                     graph_lag: config.graph_lag,
                     node_authorizer: config.node_authorizer,
+                    authorizers_grant_whole: config.authorizers_grant_whole,
                 };
                 (Some(Arc::new(node)), Some(tls))
             }

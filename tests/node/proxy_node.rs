@@ -761,12 +761,14 @@ async fn a_watch_whose_review_goes_unanswered_is_answered_429_not_passed_on() {
 }
 
 /// A node tier vouches for many kubelets (`Impersonate-User: system:node:NAME`), and may
-/// impersonate any user (deploy/base/node, `kubeplex:impersonator`): that is reviewed once —
+/// impersonate any user (deploy/base/node, `kubeplex:impersonator`): with
+/// `authorizersGrantWhole`, that is reviewed once —
 /// a review of impersonating all users — not once per kubelet, so a pool serving 2,000 node
 /// tiers does not review 2,000 impersonations a minute for their Lease renewals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_tier_vouching_for_many_kubelets_is_reviewed_once_for_all() {
-    let node = Node::start().await;
+    let whole = NodeOptions { authorizers_grant_whole: true, ..Default::default() };
+    let node = Node::start_with(whole).await;
     let cert = node.pki.client("kubeplex-node-tier", &[support::node::NODE_TIERS_GROUP]);
     let client = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(cert), false);
     let addr = node.addr();
@@ -899,13 +901,14 @@ async fn without_the_node_authorizer_setting_a_nodes_reads_are_reviewed() {
     assert_eq!(node.metric("kubeplex_auth_decisions_total", &[("source", "node_rules")]), 0);
 }
 
-/// One identity reading with a selector of each node, or by name — a node tier's caches of its
-/// node's pods and Node, a CNI agent's pods of its node — is reviewed once for all: the read
+/// With `authorizersGrantWhole`, one identity reading with a selector of each node, or by name —
+/// a CNI agent's pods of its node — is reviewed once for all: the read
 /// without its selectors and name is granted, and whoever may read all may be shown any. A read
 /// the wider review does not grant is reviewed itself, and refused by the apiserver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_narrowed_by_selectors_are_granted_by_one_review_of_the_whole() {
-    let node = Node::start().await;
+    let whole = NodeOptions { authorizers_grant_whole: true, ..Default::default() };
+    let node = Node::start_with(whole).await;
     let viewer = TlsClient::new(&node.pki.ca_pem, &Credentials::token(VIEWER_TOKEN), true);
     let reviews = || node.sim_reviews("subjectaccessreview");
     let before = reviews();
@@ -924,4 +927,67 @@ async fn reads_narrowed_by_selectors_are_granted_by_one_review_of_the_whole() {
     let other =
         "/api/v1/namespaces/team-1/configmaps?fieldSelector=metadata.name%3Dx&resourceVersion=0";
     assert_eq!(reader.get(&node.addr(), other).await.status, 403);
+}
+
+/// A webhook authorizer between the Node authorizer and RBAC (structured authorization
+/// configuration) denies one ConfigMap by name to a reader RBAC lets read every ConfigMap of
+/// its namespace. By default kubeplex reviews the named read as it is, and the reader gets the
+/// webhook's refusal, as directly — by name and by a `metadata.name=` list. With
+/// `authorizersGrantWhole` (whose assumption such a webhook breaks, docs/operations.md) one
+/// review of the whole collection grants it: the webhook is not asked (its matchConditions see
+/// no name), and the cache answers what the apiserver refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_denies_one_name_is_bypassed_only_when_authorizers_grant_whole() {
+    use kubeplex_sim::auth::{Denial, Webhook};
+    for whole in [false, true] {
+        let node =
+            Node::start_with(NodeOptions { authorizers_grant_whole: whole, ..Default::default() })
+                .await;
+        let webhook =
+            Webhook { deny: vec![Denial::named("configmaps", "team-0", "db-root", "off limits")] };
+        node.sim.set_auth(Some(support::node::policy().webhook(webhook)));
+        node.sim
+            .create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "db-root", "namespace": "team-0"},
+                "data": {"password": "hunter2"}}))
+            .expect("create");
+        let reader = TlsClient::new(&node.pki.ca_pem, &Credentials::token(READER_TOKEN), true);
+        let upstream = node.sim.addr().to_string();
+        let bearer = format!("Bearer {READER_TOKEN}");
+        let headers = [("Accept", "application/json"), ("Authorization", bearer.as_str())];
+        let paths = [
+            "/api/v1/namespaces/team-0/configmaps/db-root?resourceVersion=0",
+            "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Ddb-root&resourceVersion=0",
+        ];
+        for path in paths {
+            let direct = support::request(&upstream, http::Method::GET, path, &headers, None).await;
+            assert_eq!(direct.status, 403, "the apiserver refuses it: {path}");
+            let started = Instant::now();
+            let through = loop {
+                let answer = reader.get(&node.addr(), path).await;
+                // Until the cache has the new ConfigMap, an allowed read may not show it yet.
+                if answer.status != 200 || String::from_utf8_lossy(&answer.body).contains("hunter2")
+                {
+                    break answer;
+                }
+                assert!(started.elapsed() < Duration::from_secs(5), "{path}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let body = String::from_utf8_lossy(&through.body);
+            match whole {
+                false => {
+                    assert_eq!(through.status, 403, "{path}: {body}");
+                    assert!(body.contains("off limits"), "the webhook's reason: {body}");
+                    assert_eq!(body, String::from_utf8_lossy(&direct.body), "the same refusal");
+                }
+                true => {
+                    assert_eq!(through.status, 200, "{path}: {body}");
+                    assert!(body.contains("hunter2"), "what the setting trades away: {body}");
+                }
+            }
+        }
+        // Another name the webhook has no opinion on is served from the cache either way.
+        let other = "/api/v1/namespaces/team-0/configmaps?fieldSelector=metadata.name%3Dx&resourceVersion=0";
+        assert_eq!(reader.get(&node.addr(), other).await.status, 200);
+    }
 }

@@ -110,6 +110,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
         reviews: options.reviews,
         graph_lag: options.graph_lag,
         node_authorizer: options.node_authorizer,
+        authorizers_grant_whole: options.authorizers_grant_whole,
     }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
@@ -144,6 +145,8 @@ pub struct NodeOptions {
     pub apiserver_graph_lag: Duration,
     /// `nodeAuthorizer` (the product's default: off).
     pub node_authorizer: bool,
+    /// `authorizersGrantWhole` (the product's default: off).
+    pub authorizers_grant_whole: bool,
     pub discovery_ttl: Duration,
     /// Caches' states, and review answers, on disk (off by default).
     pub disk: DiskConfig,
@@ -156,6 +159,7 @@ impl Default for NodeOptions {
             graph_lag: Duration::from_millis(1500),
             apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
             node_authorizer: false,
+            authorizers_grant_whole: false,
             discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }

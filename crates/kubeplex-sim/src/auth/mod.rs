@@ -195,6 +195,42 @@ pub struct Binding {
     pub subjects: Vec<Subject>,
 }
 
+/// A webhook authorizer as structured authorization configuration runs one
+/// (`--authorization-config`, `apiserver.config.k8s.io/v1`, GA since 1.32): the apiserver asks
+/// it only about requests its CEL `matchConditions` match, and it may deny (the union authorizer
+/// then stops: RBAC is not asked) or have no opinion. Modelled as the policy engines behind such
+/// webhooks are written (`forbid ... when resource.name == X`): a list of denials by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Webhook {
+    pub deny: Vec<Denial>,
+}
+
+/// One denial of a [`Webhook`]: `verbs` (empty: any) of the object `name` of `group`/`resource`,
+/// in `namespace` (`None`: any), with the webhook's `status.reason`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Denial {
+    pub verbs: Vec<String>,
+    pub group: String,
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub reason: String,
+}
+
+impl Denial {
+    /// Any verb on the object `namespace/name` of `resource` in the core group.
+    pub fn named(resource: &str, namespace: &str, name: &str, reason: &str) -> Denial {
+        Denial {
+            verbs: Vec::new(),
+            group: String::new(),
+            resource: resource.into(),
+            namespace: Some(namespace.into()),
+            name: name.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A bearer token the sim's authenticator knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
@@ -217,6 +253,8 @@ pub struct Auth {
     pub(crate) anonymous: bool,
     /// `--api-audiences`.
     pub(crate) audiences: Vec<String>,
+    /// Webhook authorizers between the Node authorizer and RBAC, in order.
+    pub(crate) webhooks: Vec<Webhook>,
     grants: usize,
 }
 
@@ -268,6 +306,7 @@ impl Auth {
             bindings: Vec::new(),
             anonymous: true,
             audiences: vec![DEFAULT_AUDIENCE.into()],
+            webhooks: Vec::new(),
             grants: 0,
         };
         auth.cluster_role("system:discovery", vec![Rule::non_resource(&["get"], &discovery)])
@@ -350,6 +389,13 @@ impl Auth {
         let jti = format!("JTI={}", uuid::Uuid::new_v4());
         let user = UserInfo::service_account(namespace, name).with_extra(CREDENTIAL_ID, &[&jti]);
         self.token(token, user)
+    }
+
+    /// A webhook authorizer after the Node authorizer and before RBAC (structured
+    /// authorization configuration: `authorizers: [Node, Webhook, RBAC]`).
+    pub fn webhook(mut self, webhook: Webhook) -> Self {
+        self.webhooks.push(webhook);
+        self
     }
 
     /// `--anonymous-auth`: off makes requests without credentials 401.

@@ -351,3 +351,24 @@ fn helpers_quote_and_name_like_go() {
     );
     assert_eq!(with_authenticated(UserInfo::anonymous()).groups, [UNAUTHENTICATED]);
 }
+
+/// A webhook between the Node authorizer and RBAC: its deny stops the chain (RBAC, which would
+/// allow, is not asked) with its reason; what its conditions do not match — a review of the
+/// whole collection, another name — RBAC decides.
+#[test]
+fn a_webhook_denies_by_name_before_rbac_is_asked() {
+    let auth = Auth::new()
+        .grant(Subject::user("u"), Some("prod"), vec![Rule::read(&[""], &["secrets"])])
+        .webhook(Webhook { deny: vec![Denial::named("secrets", "prod", "db-root", "off limits")] });
+    let named = attrs("get", "", "secrets", "", "prod", "db-root");
+    let decision = auth.authorize(&named, &NoObjects);
+    assert_eq!((decision.allowed, decision.denied), (false, true));
+    assert_eq!(decision.reason, "off limits");
+    let mut by_selector = attrs("list", "", "secrets", "", "prod", "db-root");
+    by_selector.field_selector = "metadata.name=db-root".into();
+    assert!(auth.authorize(&by_selector, &NoObjects).denied);
+    let whole = attrs("list", "", "secrets", "", "prod", "");
+    assert!(auth.authorize(&whole, &NoObjects).allowed, "the whole is RBAC's to grant");
+    let other = attrs("get", "", "secrets", "", "prod", "app");
+    assert!(auth.authorize(&other, &NoObjects).allowed);
+}
