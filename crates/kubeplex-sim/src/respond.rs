@@ -103,16 +103,6 @@ pub fn forbidden(status: &Status, protobuf: bool) -> Response<Body> {
     .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
-/// `responsewriters.InternalError`: Go's `http.Error`, plain text.
-pub fn internal_text(message: &str) -> Response<Body> {
-    Response::builder()
-        .status(StatusCode::INTERNAL_SERVER_ERROR)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .header("X-Content-Type-Options", "nosniff")
-        .body(full(format!("{message}\n")))
-        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
-}
-
 /// A request shed by priority-and-fairness (or the max-in-flight filter): k8s.io/apiserver
 /// `filters.tooManyRequests` sets `Retry-After` and answers with Go's `http.Error` — plain
 /// text, not a Status. The outer filters' headers (audit id, cache control) and the flow

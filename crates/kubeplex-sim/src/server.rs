@@ -218,17 +218,29 @@ async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> 
     // With a policy, every request is authenticated (and impersonation applied) first, as
     // the apiserver's filter chain does before routing.
     let policy = state.auth();
+    let parsed = parse_path(&path);
     let user = match &policy {
         None => None,
         Some(a) => {
-            let uri = req.uri().path_and_query().map_or(path.clone(), |p| p.as_str().to_string());
-            match auth::request::identify(a, req.headers(), &uri, state.as_ref()) {
+            // What the request asks, as `RequestInfo` has it before authentication: the
+            // constrained impersonation modes authorize the requester for it.
+            let asked = match &parsed {
+                ApiPath::Resource(rp) => auth::request::resource_attributes(
+                    Default::default(),
+                    req.method(),
+                    rp,
+                    req.uri().query(),
+                ),
+                _ => {
+                    auth::request::non_resource_attributes(Default::default(), req.method(), &path)
+                }
+            };
+            match auth::request::identify(a, req.headers(), asked, state.as_ref()) {
                 Ok(u) => Some(u),
                 Err(refusal) => return *refusal,
             }
         }
     };
-    let parsed = parse_path(&path);
     if let (Some(a), Some(u)) = (&policy, &user) {
         if !matches!(parsed, ApiPath::Resource(_)) {
             let attrs = auth::request::non_resource_attributes(u.clone(), req.method(), &path);

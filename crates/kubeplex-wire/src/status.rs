@@ -343,7 +343,7 @@ impl Status {
 
     /// The Status as JSON bytes, byte-identical to the apiserver's.
     pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.to_value()).unwrap_or_default()
+        crate::gojson::to_vec(&self.to_value())
     }
 
     /// `Retry-After` header value, when the apiserver sends one.

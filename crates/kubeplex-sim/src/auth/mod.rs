@@ -42,6 +42,9 @@ pub const NODES: &str = "system:nodes";
 /// The audience of tokens the apiserver accepts when a TokenReview names none
 /// (`--api-audiences`, by default the service account issuer; fixture `tokenreview-valid`).
 pub const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc";
+/// The `user.extra` key naming the node a ServiceAccount token is bound to
+/// (`serviceaccount.NodeNameKey`).
+pub const NODE_NAME_KEY: &str = "authentication.kubernetes.io/node-name";
 /// The `user.extra` key naming the credential that authenticated a user (`user.CredentialIDKey`).
 pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
@@ -396,6 +399,31 @@ impl Auth {
     pub fn webhook(mut self, webhook: Webhook) -> Self {
         self.webhooks.push(webhook);
         self
+    }
+
+    /// A ServiceAccount token bound to a pod on a node — the token the kubelet projects into
+    /// a pod (`TokenRequest` with a Pod `boundObjectRef`): it authenticates as the
+    /// ServiceAccount, and kube-apiserver 1.36 names the pod, its node and the credential in
+    /// the user's extras (`ServiceAccountTokenPodNodeInfo`, GA since 1.32; a TokenReview
+    /// answers with them, as the real one did for `scripts/realcluster/
+    /// capture-impersonation.py`'s token). Uids are derived from the names.
+    pub fn bound_service_account_token(
+        self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        pod: &str,
+        node: &str,
+    ) -> Self {
+        let jti = format!("JTI={}", uuid::Uuid::new_v4());
+        let user = UserInfo::service_account(namespace, name)
+            .with_uid(format!("uid-serviceaccount-{namespace}-{name}"))
+            .with_extra(CREDENTIAL_ID, &[&jti])
+            .with_extra(NODE_NAME_KEY, &[node])
+            .with_extra("authentication.kubernetes.io/node-uid", &[&format!("uid-node-{node}")])
+            .with_extra("authentication.kubernetes.io/pod-name", &[pod])
+            .with_extra("authentication.kubernetes.io/pod-uid", &[&format!("uid-pod-{pod}")]);
+        self.token(token, user)
     }
 
     /// `--anonymous-auth`: off makes requests without credentials 401.

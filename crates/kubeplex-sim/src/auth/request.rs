@@ -4,7 +4,9 @@
 use http::{HeaderMap, Method, Response};
 
 use super::authorize::{Attributes, Objects};
-use super::{quote, Auth, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
+use super::{
+    Auth, UserInfo, ANONYMOUS, AUTHENTICATED, MASTERS, NODES, NODE_NAME_KEY, UNAUTHENTICATED,
+};
 use crate::repr::error_is_protobuf;
 use crate::respond::{self, Body};
 use crate::wire::request::{go_url, ListOptions, ResourcePath};
@@ -44,25 +46,7 @@ pub(crate) fn authenticate(auth: &Auth, headers: &HeaderMap) -> Result<UserInfo,
     }
 }
 
-/// One thing a request asks to impersonate (the filter's `ObjectReference`s).
-struct Impersonation {
-    kind: &'static str,
-    namespace: String,
-    name: String,
-    api_version: &'static str,
-    field_path: String,
-}
-
-impl Impersonation {
-    /// Go's `%v` of an `ObjectReference`, as the filter's error message prints it.
-    fn go_value(&self) -> String {
-        format!(
-            "{{{} {} {}  {}  {}}}",
-            self.kind, self.namespace, self.name, self.api_version, self.field_path
-        )
-    }
-}
-
+/// `impersonate-*` header values of `name`, as Go's `Header` holds them.
 fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
     headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect()
 }
@@ -98,46 +82,78 @@ fn split_service_account(username: &str) -> Option<(&str, &str)> {
     (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
 }
 
-/// The `WithImpersonation` filter: every `Impersonate-*` header is authorized for the
-/// requester (verb `impersonate` on `users`, `serviceaccounts`, `groups`,
-/// `userextras/KEY`, `uids`); the request then runs as the user it names.
+/// `isNodeUsername`: `system:node:NAME` with NAME a DNS subdomain (`ValidateNodeName`).
+fn node_username(username: &str) -> Option<&str> {
+    let name = username.strip_prefix("system:node:")?;
+    crate::wire::names::is_dns1123_subdomain(name).then_some(name)
+}
+
+/// The extra an associated-node check authorizes the requester with, in place of its own
+/// extras (`associatedNodeImpersonationRequestorUserInfo`).
+const ASSOCIATED_NODE_KEYS: &str = "authentication.kubernetes.io/associated-node-keys";
+
+/// Go's `%#v` of a `*user.DefaultInfo`, as the filter's 400 prints the headers it read.
+fn go_default_info(user: &UserInfo, groups: &[String]) -> String {
+    let quoted = |v: &[String]| -> String {
+        v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+    };
+    let groups = if groups.is_empty() {
+        "[]string(nil)".to_string()
+    } else {
+        format!("[]string{{{}}}", quoted(groups))
+    };
+    let extra = if user.extra.is_empty() {
+        "map[string][]string(nil)".to_string()
+    } else {
+        let pairs: Vec<String> =
+            user.extra.iter().map(|(k, v)| format!("{k:?}:[]string{{{}}}", quoted(v))).collect();
+        format!("map[string][]string{{{}}}", pairs.join(", "))
+    };
+    format!(
+        "&user.DefaultInfo{{Name:{:?}, UID:{:?}, Groups:{groups}, Extra:{extra}}}",
+        user.username, user.uid
+    )
+}
+
+/// What an impersonation check refused: the apiserver's 403 for those attributes, with the
+/// authorizers' reason (`checkAuthorization`, `responsewriters.ForbiddenStatusError`).
+struct Refused(Attributes, String);
+
+/// The impersonation filter of kube-apiserver 1.36, with `ConstrainedImpersonation` (beta, on by
+/// default: `WithConstrainedImpersonation`, `endpoints/filters/impersonation/
+/// constrained_impersonation.go` and `mode.go`). The headers name the wanted user
+/// (`Impersonate-User`, `-Uid`, each `-Group`, `-Extra-KEY`); each mode in turn — associated-node,
+/// arbitrary-node, serviceaccount, user-info, then the legacy `impersonate` verb — that applies to
+/// what is wanted checks it with the authorizer, and the first that allows it makes the request
+/// that user's; otherwise the first mode's refusal is the 403.
+///
+/// - **associated-node**: a ServiceAccount whose token is bound to node NAME (its one
+///   `authentication.kubernetes.io/node-name` extra) impersonating `system:node:NAME` by user
+///   name alone: `impersonate-on:associated-node:VERB` on what the request does, and
+///   `impersonate:associated-node` on `nodes` (`authentication.k8s.io`) named `*` — both asked
+///   with the requester's extras replaced by the list of their keys, so one answer holds for the
+///   ServiceAccount on every node. The user is `system:node:NAME` in `system:nodes`.
+/// - **arbitrary-node**, **serviceaccount**: a node's or a ServiceAccount's user name alone:
+///   `impersonate-on:MODE:VERB`, then `impersonate:MODE` on `nodes`/`serviceaccounts`
+///   (`authentication.k8s.io`) by name.
+/// - **user-info**: any other user, with any groups, uid and extras:
+///   `impersonate-on:user-info:VERB`, then `impersonate:user-info` on each part; never
+///   `system:masters`.
+/// - **legacy**: `impersonate` on `users` (or the `serviceaccounts` object), `uids`, each of
+///   `groups` and `userextras/KEY`, as since 1.3.
 pub(crate) fn impersonate(
     auth: &Auth,
-    requester: UserInfo,
+    request: &Attributes,
     headers: &HeaderMap,
-    request_uri: &str,
     objects: &dyn Objects,
 ) -> Result<UserInfo, Refusal> {
-    let mut wanted = Vec::new();
-    let user = header_values(headers, "impersonate-user").first().copied().unwrap_or("");
-    if !user.is_empty() {
-        wanted.push(match split_service_account(user) {
-            Some((ns, name)) => Impersonation {
-                kind: "ServiceAccount",
-                namespace: ns.into(),
-                name: name.into(),
-                api_version: "",
-                field_path: String::new(),
-            },
-            None => Impersonation {
-                kind: "User",
-                namespace: String::new(),
-                name: user.into(),
-                api_version: "",
-                field_path: String::new(),
-            },
-        });
-    }
-    let groups = header_values(headers, "impersonate-group");
-    for g in &groups {
-        wanted.push(Impersonation {
-            kind: "Group",
-            namespace: String::new(),
-            name: g.to_string(),
-            api_version: "",
-            field_path: String::new(),
-        });
-    }
+    let requester = &request.user;
+    let mut wanted = UserInfo {
+        username: header_values(headers, "impersonate-user").first().copied().unwrap_or("").into(),
+        uid: header_values(headers, "impersonate-uid").first().copied().unwrap_or("").into(),
+        groups: header_values(headers, "impersonate-group").iter().map(|g| g.to_string()).collect(),
+        extra: Default::default(),
+    };
     let mut extra_keys: Vec<&str> = headers
         .keys()
         .map(|k| k.as_str())
@@ -148,119 +164,256 @@ pub(crate) fn impersonate(
     for header in &extra_keys {
         let key = unescape_extra_key(&header["impersonate-extra-".len()..]);
         for value in header_values(headers, header) {
-            wanted.push(Impersonation {
-                kind: "UserExtra",
-                namespace: String::new(),
-                name: value.to_string(),
-                api_version: "authentication.k8s.io/v1",
-                field_path: key.clone(),
-            });
+            wanted.extra.entry(key.clone()).or_default().push(value.to_string());
         }
     }
-    let uid = header_values(headers, "impersonate-uid").first().copied().unwrap_or("");
-    if !uid.is_empty() {
-        wanted.push(Impersonation {
-            kind: "UID",
-            namespace: String::new(),
-            name: uid.into(),
-            api_version: "authentication.k8s.io/v1",
-            field_path: String::new(),
-        });
-    }
-    if wanted.is_empty() {
-        return Ok(requester);
-    }
-    if user.is_empty() {
-        // `buildImpersonationRequests` fails and the filter answers with InternalError.
-        let list: Vec<String> = wanted.iter().map(Impersonation::go_value).collect();
+    let protobuf = error_is_protobuf(headers);
+    if wanted.username.is_empty() {
+        if wanted.uid.is_empty() && wanted.groups.is_empty() && wanted.extra.is_empty() {
+            return Ok(requester.clone());
+        }
         let message = format!(
-            "Internal Server Error: {}: requested [{}] without impersonating a user",
-            quote(request_uri),
-            list.join(" ")
+            "requested {} without impersonating a user name",
+            go_default_info(&wanted, &wanted.groups)
         );
-        return Err(Box::new(respond::internal_text(&sanitize(&message))));
+        return Err(Box::new(respond::error(&Status::bad_request(message), protobuf)));
     }
-
-    let groups_specified = !groups.is_empty();
-    let mut username = String::new();
-    let mut new_groups: Vec<String> = Vec::new();
-    let mut new_uid = String::new();
-    let mut extra = std::collections::BTreeMap::<String, Vec<String>>::new();
-    for w in &wanted {
-        let mut attrs = Attributes {
-            user: requester.clone(),
-            verb: "impersonate".into(),
-            resource_request: true,
-            namespace: w.namespace.clone(),
-            name: w.name.clone(),
-            ..Default::default()
-        };
-        match w.kind {
-            "ServiceAccount" => {
-                attrs.version = "v1".into();
-                attrs.resource = "serviceaccounts".into();
-                username = format!("system:serviceaccount:{}:{}", w.namespace, w.name);
-                if !groups_specified {
-                    new_groups = vec![
-                        "system:serviceaccounts".into(),
-                        format!("system:serviceaccounts:{}", w.namespace),
-                    ];
-                }
-            }
-            "User" => {
-                attrs.version = "v1".into();
-                attrs.resource = "users".into();
-                username = w.name.clone();
-            }
-            "Group" => {
-                attrs.version = "v1".into();
-                attrs.resource = "groups".into();
-                new_groups.push(w.name.clone());
-            }
-            "UserExtra" => {
-                attrs.group = "authentication.k8s.io".into();
-                attrs.version = "v1".into();
-                attrs.resource = "userextras".into();
-                attrs.subresource = w.field_path.clone();
-                extra.entry(w.field_path.clone()).or_default().push(w.name.clone());
-            }
-            _ => {
-                attrs.group = "authentication.k8s.io".into();
-                attrs.version = "v1".into();
-                attrs.resource = "uids".into();
-                new_uid = w.name.clone();
-            }
-        }
+    let ask = |attrs: Attributes| -> Result<(), Refused> {
         let decision = auth.authorize(&attrs, objects);
-        if !decision.allowed {
-            return Err(Box::new(respond::forbidden(
-                &forbidden(&attrs, &decision.reason),
-                error_is_protobuf(headers),
-            )));
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(Refused(attrs, decision.reason))
+        }
+    };
+    let only_username =
+        wanted.uid.is_empty() && wanted.groups.is_empty() && wanted.extra.is_empty();
+    let mut first: Option<Refused> = None;
+    let modes: [&dyn Fn() -> Option<Result<UserInfo, Refused>>; 5] = [
+        &|| associated_node(&ask, request, &wanted, only_username),
+        &|| constrained_named(&ask, request, &wanted, only_username, "arbitrary-node"),
+        &|| constrained_named(&ask, request, &wanted, only_username, "serviceaccount"),
+        &|| user_info(&ask, request, &wanted),
+        &|| Some(legacy(&ask, request, &wanted)),
+    ];
+    for mode in modes {
+        match mode() {
+            None => {}
+            Some(Ok(user)) => return Ok(user),
+            Some(Err(refused)) => {
+                first.get_or_insert(refused);
+            }
         }
     }
-    // The impersonated user is in system:authenticated (or system:unauthenticated when it is
-    // system:anonymous) unless the groups asked for name one of the two.
-    let (add, unless) = if username == ANONYMOUS {
-        (UNAUTHENTICATED, [UNAUTHENTICATED, UNAUTHENTICATED])
-    } else {
-        (AUTHENTICATED, [AUTHENTICATED, UNAUTHENTICATED])
-    };
-    if !new_groups.iter().any(|g| unless.contains(&g.as_str())) {
-        new_groups.push(add.into());
-    }
-    Ok(UserInfo { username, uid: new_uid, groups: new_groups, extra })
+    let Refused(attrs, reason) =
+        first.unwrap_or_else(|| Refused(request.clone(), "all impersonation modes failed".into()));
+    Err(Box::new(respond::forbidden(&forbidden(&attrs, &reason), protobuf)))
 }
 
-/// Authentication and impersonation together: the user the request runs as.
+/// Impersonation check attributes (`impersonationAttributes`).
+fn check_attrs(user: &UserInfo, group: &str, verb: &str, resource: &str, name: &str) -> Attributes {
+    Attributes {
+        user: user.clone(),
+        verb: verb.into(),
+        resource_request: true,
+        group: group.into(),
+        version: "v1".into(),
+        resource: resource.into(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// The request's own attributes with the verb `impersonate-on:MODE:VERB`
+/// (`impersonateOnAttributes`).
+fn impersonate_on(request: &Attributes, user: &UserInfo, mode: &str) -> Attributes {
+    Attributes {
+        user: user.clone(),
+        verb: format!("impersonate-on:{mode}:{}", request.verb),
+        ..request.clone()
+    }
+}
+
+/// The user the checks made (`ensureGroup`): `system:authenticated` added unless it is
+/// anonymous (then `system:unauthenticated`) or already unauthenticated.
+fn finished(mut user: UserInfo) -> UserInfo {
+    if user.username == ANONYMOUS {
+        if !user.in_group(UNAUTHENTICATED) {
+            user.groups.push(UNAUTHENTICATED.into());
+        }
+    } else if !user.in_group(UNAUTHENTICATED) && !user.in_group(AUTHENTICATED) {
+        user.groups.push(AUTHENTICATED.into());
+    }
+    user
+}
+
+type Ask<'a> = dyn Fn(Attributes) -> Result<(), Refused> + 'a;
+
+fn associated_node(
+    ask: &Ask<'_>,
+    request: &Attributes,
+    wanted: &UserInfo,
+    only_username: bool,
+) -> Option<Result<UserInfo, Refused>> {
+    let node = node_username(&wanted.username)?;
+    let requester = &request.user;
+    split_service_account(&requester.username)?;
+    let bound = requester.extra.get(NODE_NAME_KEY).filter(|v| v.len() == 1)?;
+    if !only_username || bound[0] != node {
+        return None;
+    }
+    // The requester as the checks see it: its extras' keys, not their values.
+    let mut keyed = requester.clone();
+    let keys: Vec<String> = requester.extra.keys().cloned().collect();
+    keyed.extra = [(ASSOCIATED_NODE_KEYS.to_string(), keys)].into_iter().collect();
+    Some((|| {
+        ask(impersonate_on(request, &keyed, "associated-node"))?;
+        let verb = "impersonate:associated-node";
+        ask(check_attrs(&keyed, "authentication.k8s.io", verb, "nodes", "*"))?;
+        Ok(finished(UserInfo {
+            username: wanted.username.clone(),
+            groups: vec![NODES.into()],
+            ..Default::default()
+        }))
+    })())
+}
+
+/// arbitrary-node and serviceaccount: the user name alone, of a node or a ServiceAccount.
+fn constrained_named(
+    ask: &Ask<'_>,
+    request: &Attributes,
+    wanted: &UserInfo,
+    only_username: bool,
+    mode: &str,
+) -> Option<Result<UserInfo, Refused>> {
+    if !only_username {
+        return None;
+    }
+    let requester = &request.user;
+    let verb = format!("impersonate:{mode}");
+    let (check, groups) = match mode {
+        "arbitrary-node" => {
+            let node = node_username(&wanted.username)?;
+            (
+                check_attrs(requester, "authentication.k8s.io", &verb, "nodes", node),
+                vec![NODES.into()],
+            )
+        }
+        _ => {
+            let (ns, name) = split_service_account(&wanted.username)?;
+            let mut check =
+                check_attrs(requester, "authentication.k8s.io", &verb, "serviceaccounts", name);
+            check.namespace = ns.into();
+            let groups =
+                vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}")];
+            (check, groups)
+        }
+    };
+    Some((|| {
+        ask(impersonate_on(request, requester, mode))?;
+        ask(check)?;
+        Ok(finished(UserInfo { username: wanted.username.clone(), groups, ..Default::default() }))
+    })())
+}
+
+fn user_info(
+    ask: &Ask<'_>,
+    request: &Attributes,
+    wanted: &UserInfo,
+) -> Option<Result<UserInfo, Refused>> {
+    if node_username(&wanted.username).is_some()
+        || split_service_account(&wanted.username).is_some()
+    {
+        return None;
+    }
+    let requester = &request.user;
+    Some((|| {
+        ask(impersonate_on(request, requester, "user-info"))?;
+        parts(ask, requester, wanted, "impersonate:user-info", "authentication.k8s.io", true)
+    })())
+}
+
+fn legacy(ask: &Ask<'_>, request: &Attributes, wanted: &UserInfo) -> Result<UserInfo, Refused> {
+    parts(ask, &request.user, wanted, "impersonate", "", false)
+}
+
+/// `impersonationModeState.check`: the user name, the uid, each group, each extra, with `verb`;
+/// users and groups in `group` (`authentication.k8s.io` for constrained modes, the core group
+/// for legacy); a ServiceAccount as its `serviceaccounts` object.
+fn parts(
+    ask: &Ask<'_>,
+    requester: &UserInfo,
+    wanted: &UserInfo,
+    verb: &str,
+    group: &str,
+    constrained: bool,
+) -> Result<UserInfo, Refused> {
+    let mut user = wanted.clone();
+    let mut username = check_attrs(requester, group, verb, "users", &wanted.username);
+    if let Some((ns, name)) = split_service_account(&wanted.username) {
+        username.resource = "serviceaccounts".into();
+        username.namespace = ns.into();
+        username.name = name.into();
+        if wanted.groups.is_empty() {
+            user.groups =
+                vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}")];
+        }
+    }
+    ask(username)?;
+    if !wanted.uid.is_empty() {
+        ask(check_attrs(requester, "authentication.k8s.io", verb, "uids", &wanted.uid))?;
+    }
+    if !wanted.groups.is_empty() {
+        let mut groups = check_attrs(requester, group, verb, "groups", "");
+        if constrained {
+            if wanted.groups.iter().any(String::is_empty) {
+                return Err(Refused(
+                    groups,
+                    "impersonating the empty string group is not allowed".into(),
+                ));
+            }
+            if wanted.groups.iter().any(|g| g == MASTERS) {
+                groups.name = MASTERS.into();
+                return Err(Refused(
+                    groups,
+                    "impersonating the system:masters group is not allowed".into(),
+                ));
+            }
+        }
+        let all_at_once = constrained && wanted.groups.len() >= 4 && {
+            groups.name = "*".into();
+            ask(groups.clone()).is_ok()
+        };
+        if !all_at_once {
+            for g in &wanted.groups {
+                groups.name = g.clone();
+                ask(groups.clone())?;
+            }
+        }
+    }
+    let mut extras = check_attrs(requester, "authentication.k8s.io", verb, "userextras", "");
+    for (key, values) in &wanted.extra {
+        extras.subresource = key.clone();
+        for v in values {
+            extras.name = v.clone();
+            ask(extras.clone())?;
+        }
+    }
+    Ok(finished(user))
+}
+
+/// Authentication and impersonation together: the user the request runs as. `request` is
+/// what the request asks (its attributes with any user): the constrained modes authorize the
+/// requester for that too.
 pub(crate) fn identify(
     auth: &Auth,
     headers: &HeaderMap,
-    request_uri: &str,
+    request: Attributes,
     objects: &dyn Objects,
 ) -> Result<UserInfo, Refusal> {
     let requester = authenticate(auth, headers)?;
-    impersonate(auth, requester, headers, request_uri, objects)
+    let request = Attributes { user: requester, ..request };
+    impersonate(auth, &request, headers, objects)
 }
 
 /// `path.IsValidPathSegmentName`.
@@ -348,11 +501,6 @@ pub(crate) fn non_resource_attributes(user: UserInfo, method: &Method, path: &st
         path: path.to_string(),
         ..Default::default()
     }
-}
-
-/// `responsewriters` sanitizer: the message is HTML-escaped.
-fn sanitize(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// `responsewriters.Forbidden`: `apierrors.NewForbidden` with `forbiddenMessage`, the

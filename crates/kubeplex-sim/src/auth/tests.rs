@@ -311,7 +311,8 @@ fn impersonation_builds_the_user_like_the_apiserver() {
     let auth = Auth::new();
     let root = UserInfo::new("root").with_group(MASTERS);
     let as_user = |pairs: &[(&'static str, &str)]| {
-        impersonate(&auth, root.clone(), &headers(pairs), "/", &NoObjects).expect("allowed")
+        let request = Attributes { user: root.clone(), ..attrs("get", "", "pods", "", "ns", "p") };
+        impersonate(&auth, &request, &headers(pairs), &NoObjects).expect("allowed")
     };
     let u = as_user(&[
         ("impersonate-user", "jane"),
