@@ -117,7 +117,7 @@ fn go_default_info(user: &UserInfo, groups: &[String]) -> String {
 
 /// What an impersonation check refused: the apiserver's 403 for those attributes, with the
 /// authorizers' reason (`checkAuthorization`, `responsewriters.ForbiddenStatusError`).
-struct Refused(Attributes, String);
+struct Refused(Box<Attributes>, String);
 
 /// The impersonation filter of kube-apiserver 1.36, with `ConstrainedImpersonation` (beta, on by
 /// default: `WithConstrainedImpersonation`, `endpoints/filters/impersonation/
@@ -183,7 +183,7 @@ pub(crate) fn impersonate(
         if decision.allowed {
             Ok(())
         } else {
-            Err(Refused(attrs, decision.reason))
+            Err(Refused(Box::new(attrs), decision.reason))
         }
     };
     let only_username =
@@ -205,8 +205,9 @@ pub(crate) fn impersonate(
             }
         }
     }
-    let Refused(attrs, reason) =
-        first.unwrap_or_else(|| Refused(request.clone(), "all impersonation modes failed".into()));
+    let Refused(attrs, reason) = first.unwrap_or_else(|| {
+        Refused(Box::new(request.clone()), "all impersonation modes failed".into())
+    });
     Err(Box::new(respond::forbidden(&forbidden(&attrs, &reason), protobuf)))
 }
 
@@ -368,14 +369,14 @@ fn parts(
         if constrained {
             if wanted.groups.iter().any(String::is_empty) {
                 return Err(Refused(
-                    groups,
+                    Box::new(groups.clone()),
                     "impersonating the empty string group is not allowed".into(),
                 ));
             }
             if wanted.groups.iter().any(|g| g == MASTERS) {
                 groups.name = MASTERS.into();
                 return Err(Refused(
-                    groups,
+                    Box::new(groups.clone()),
                     "impersonating the system:masters group is not allowed".into(),
                 ));
             }
