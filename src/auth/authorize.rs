@@ -80,7 +80,10 @@ impl NodeAuth {
     /// selectors, and a review of the whole matches none of them), so it is a setting, off by
     /// default. One identity that reads with a selector per node (a CNI agent's pods of its
     /// node) is then reviewed once, not once per node (at 2,000 node tiers behind a pool,
-    /// ~4,000 reviews at its start). Not for a node: the Node authorizer grants a node only the
+    /// ~4,000 reviews at its start). Likewise for a ServiceAccount whose token names the pod
+    /// and node it is bound to and the credential (`extra`; every node tier's and every
+    /// DaemonSet agent's token differs so): the review asks for the ServiceAccount without
+    /// them — RBAC, Node and ABAC decide on the user and its groups alone. Not for a node: the Node authorizer grants a node only the
     /// narrower reads, so its wider review would be one more refused review per node. Only a
     /// grant is acted on: a denial, remembered or not, or a failed review leaves the read's
     /// own review to decide.
@@ -91,7 +94,14 @@ impl NodeAuth {
         let narrowed = !attributes.name.is_empty()
             || attributes.field_selector.is_some()
             || attributes.label_selector.is_some();
-        if !narrowed || attributes.non_resource_path.is_some() || node_of(user).is_some() {
+        // One of a ServiceAccount's credentials: its token names the pod and node it is bound
+        // to and the credential itself (`extra`), different on every node of a DaemonSet.
+        let one_credential =
+            user.username.starts_with("system:serviceaccount:") && !user.extra.is_empty();
+        if !(narrowed || one_credential)
+            || attributes.non_resource_path.is_some()
+            || node_of(user).is_some()
+        {
             return false;
         }
         let all = ResourceAttributes {
@@ -100,7 +110,8 @@ impl NodeAuth {
             label_selector: None,
             ..attributes.clone()
         };
-        matches!(self.reviews.authorize(user, &all).await, Ok(d) if d.allowed)
+        let any_credential = UserInfo { extra: Default::default(), ..user.clone() };
+        matches!(self.reviews.authorize(&any_credential, &all).await, Ok(d) if d.allowed)
     }
 
     /// The upstream answered a read of `user`'s that was passed through with success: a

@@ -55,7 +55,7 @@ impl Gate<'_> {
         let Some((node, client, attributes)) = &self.node else { return Decision::Granted };
         let target;
         let user = match self.impersonation {
-            Some(headers) => match node.impersonation(client, headers).await {
+            Some(headers) => match node.impersonation(client, headers, Some(attributes)).await {
                 Ok(Some(t)) => {
                     target = t;
                     &target

@@ -7,7 +7,16 @@ use http::{header, HeaderMap, HeaderValue};
 use super::node::NodeAuth;
 use super::refusal::Refusal;
 use super::review::{ResourceAttributes, UserInfo};
+use crate::wire::names::is_dns1123_subdomain;
 use crate::wire::request::go_url::unescape_path;
+
+/// The extra naming the node a ServiceAccount token is bound to (`serviceaccount.NodeNameKey`).
+pub const NODE_NAME_KEY: &str = "authentication.kubernetes.io/node-name";
+/// The extra an associated-node check authorizes a ServiceAccount with, in place of its own
+/// extras (`associatedNodeImpersonationRequestorUserInfo`): the list of their keys.
+const ASSOCIATED_NODE_KEYS: &str = "authentication.kubernetes.io/associated-node-keys";
+const NODES_GROUP: &str = "system:nodes";
+const AUTHENTICATED_GROUP: &str = "system:authenticated";
 use crate::wire::status::{Refused, Status};
 
 impl NodeAuth {
@@ -15,10 +24,16 @@ impl NodeAuth {
     /// once the upstream agrees that the client may impersonate each part of it (the
     /// apiserver's impersonation filter: `impersonate` on `users` — or the ServiceAccount —,
     /// `groups`, `uids` and `userextras/KEY`). `Ok(None)` when there are no such headers.
+    ///
+    /// `read`: the read from the cache the client asks for as that user, if it is one. A
+    /// ServiceAccount bound to node NAME (a node tier's token) asking for `system:node:NAME` by
+    /// name alone is then checked as kube-apiserver 1.36's constrained impersonation checks it
+    /// ([`NodeAuth::associated_node`]) — shared by every node tier of that ServiceAccount.
     pub async fn impersonation(
         &self,
         client: &UserInfo,
         headers: &HeaderMap,
+        read: Option<&ResourceAttributes>,
     ) -> Result<Option<UserInfo>, Refusal> {
         let Some(target) = requested_impersonation(headers) else { return Ok(None) };
         let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
@@ -29,6 +44,11 @@ impl NodeAuth {
                 "requested impersonation of groups, a uid or extras without impersonating a user",
             )));
         };
+        if let Some(read) = read {
+            if let Some(node) = self.associated_node(client, &target, read).await {
+                return Ok(Some(node));
+            }
+        }
         for attributes in impersonation_checks(&target) {
             if self.may_impersonate_any(client, &attributes).await {
                 continue;
@@ -56,6 +76,93 @@ impl NodeAuth {
 }
 
 impl NodeAuth {
+    /// kube-apiserver 1.36's constrained impersonation in its associated-node mode
+    /// (`endpoints/filters/impersonation/mode.go`), for a read from the cache: `client`, a
+    /// ServiceAccount whose token is bound to node NAME (its one `node-name` extra), asks to be
+    /// `system:node:NAME` by user name alone. The apiserver then asks its authorizers
+    /// `impersonate-on:associated-node:VERB` on the read itself and `impersonate:associated-node`
+    /// on `nodes` (`authentication.k8s.io`) named `*`, both for the client with its extras
+    /// replaced by the list of their keys — so the answers hold for that ServiceAccount on
+    /// every node, and kubeplex asks exactly those reviews: one pair for all the node tiers of
+    /// a DaemonSet. The user is then `system:node:NAME` in `system:nodes`. The read's own review
+    /// is asked whole, without its name and selectors, when the authorizers grant whole
+    /// (`authorizersGrantWhole`). `None` when it does not apply or is not granted: the
+    /// apiserver's other modes (and the legacy verb) are the caller's to try.
+    async fn associated_node(
+        &self,
+        client: &UserInfo,
+        target: &UserInfo,
+        read: &ResourceAttributes,
+    ) -> Option<UserInfo> {
+        let node = target.username.strip_prefix("system:node:")?;
+        let only_name =
+            target.uid.is_empty() && target.groups.is_empty() && target.extra.is_empty();
+        let bound = client.extra.get(NODE_NAME_KEY).filter(|v| v.len() == 1)?;
+        let service_account = client.username.starts_with("system:serviceaccount:");
+        if !only_name || !service_account || bound[0] != node || !is_dns1123_subdomain(node) {
+            return None;
+        }
+        let keys: Vec<String> = client.extra.keys().cloned().collect();
+        let keyed = UserInfo {
+            extra: [(ASSOCIATED_NODE_KEYS.to_string(), keys)].into_iter().collect(),
+            ..client.clone()
+        };
+        let on = ResourceAttributes {
+            verb: format!("impersonate-on:associated-node:{}", read.verb),
+            ..read.clone()
+        };
+        let whole = ResourceAttributes {
+            name: String::new(),
+            field_selector: None,
+            label_selector: None,
+            ..on.clone()
+        };
+        let granted = |d: Result<super::review::Decision, _>| matches!(d, Ok(d) if d.allowed);
+        let on_whole = self.authorizers_grant_whole
+            && whole != on
+            && granted(self.reviews.authorize(&keyed, &whole).await);
+        if !on_whole && !granted(self.reviews.authorize(&keyed, &on).await) {
+            return None;
+        }
+        let associated = ResourceAttributes {
+            verb: "impersonate:associated-node".into(),
+            group: "authentication.k8s.io".into(),
+            version: "v1".into(),
+            resource: "nodes".into(),
+            name: "*".into(),
+            ..ResourceAttributes::default()
+        };
+        if !granted(self.reviews.authorize(&keyed, &associated).await) {
+            return None;
+        }
+        Some(UserInfo {
+            username: target.username.clone(),
+            groups: vec![NODES_GROUP.into(), AUTHENTICATED_GROUP.into()],
+            ..UserInfo::default()
+        })
+    }
+
+    /// Whom kubeplex vouches for upstream when it passes a certificate client's request on:
+    /// its own user and groups (the legacy `impersonate` verb on each) — or, bound to a node
+    /// (`nodeImpersonation: associated-node`), that node's kubelet by user name alone, the
+    /// form constrained impersonation grants a credential bound to that node (the apiserver
+    /// then gives it `system:nodes` itself). Any other certificate client keeps its user and
+    /// groups: the upstream refuses it unless RBAC grants the legacy verb.
+    pub fn vouched(&self, user: UserInfo) -> UserInfo {
+        let kubelet = self
+            .bound_node
+            .as_deref()
+            .is_some_and(|n| user.username.strip_prefix("system:node:") == Some(n))
+            && user.uid.is_empty()
+            && user.extra.is_empty()
+            && user.groups.iter().all(|g| g == NODES_GROUP || g == AUTHENTICATED_GROUP)
+            && user.groups.iter().any(|g| g == NODES_GROUP);
+        match kubelet {
+            true => UserInfo { username: user.username, ..UserInfo::default() },
+            false => user,
+        }
+    }
+
     /// Whether `client` may impersonate every user, which answers `check` (impersonating one
     /// user) without a review of its own: a SubjectAccessReview's empty name means all names
     /// (`ResourceAttributes.name`), and RBAC cannot narrow users but by whole names — so a

@@ -27,6 +27,11 @@ pub struct NodeAuth {
     /// of impersonating any ([`super::authorize`], [`super::impersonate`]). Off: each is
     /// reviewed as it is.
     pub authorizers_grant_whole: bool,
+    /// The node this kubeplex's credential is bound to (`nodeImpersonation: associated-node`):
+    /// its kubelet's requests go upstream as `Impersonate-User: system:node:NAME` alone —
+    /// what kube-apiserver 1.36's constrained impersonation grants such a credential for its
+    /// own node, and for no other ([`NodeAuth::vouched`]).
+    pub bound_node: Option<String>,
 }
 
 impl NodeAuth {

@@ -12,7 +12,7 @@ use kubeplex::wire::names::{is_dns1123_label, is_dns1123_subdomain};
 
 use super::error::ConfigError;
 use super::read::{API_VERSION, KIND};
-use super::settings::{Http1ServerName, LogFormat, ModeName, Settings};
+use super::settings::{Http1ServerName, LogFormat, ModeName, NodeImpersonationName, Settings};
 
 /// The settings a process runs with, checked.
 #[derive(Debug)]
@@ -216,6 +216,13 @@ impl Settings {
                     timeout: self.review_timeout.0,
                     ..ReviewConfig::default()
                 };
+                let bound_node = match (self.node_impersonation, &self.node_name) {
+                    (NodeImpersonationName::Legacy, _) => None,
+                    (NodeImpersonationName::AssociatedNode, Some(name)) => Some(name.clone()),
+                    (NodeImpersonationName::AssociatedNode, None) => {
+                        return Err(ConfigError("nodeImpersonation: associated-node needs nodeName (--node-name, KUBEPLEX_NODE_NAME): the node whose kubelet this kubeplex acts for".into()));
+                    }
+                };
                 Ok(Mode::Node(Box::new(NodeConfig {
                     tls,
                     anonymous: self.anonymous_auth,
@@ -223,6 +230,7 @@ impl Settings {
                     graph_lag: self.node_graph_lag.0,
                     node_authorizer: self.node_authorizer,
                     authorizers_grant_whole: self.authorizers_grant_whole,
+                    bound_node,
                 })))
             }
             ModeName::Sidecar => {

@@ -230,11 +230,13 @@ pub struct Settings {
     /// Node mode: the apiserver's authorizers grant a resource whole — none refuses part of
     /// what it grants for every object (a name, a label or field selector): RBAC, the Node
     /// authorizer and ABAC do not, a webhook whose matchConditions or policy look at names or
-    /// selectors may (structured authorization configuration). A read narrowed by a name or
-    /// selector is then granted by one review of the same read of the whole resource, and an
-    /// impersonation of one user by one review of impersonating every user, shared by all the
-    /// names and selectors a client reads with (a CNI agent's pods of each node). Off, each
-    /// such read is reviewed as it is.
+    /// selectors may (structured authorization configuration), or at a ServiceAccount token's
+    /// extras (the pod and node it is bound to). A read narrowed by a name or selector, or by
+    /// one ServiceAccount's token, is then granted by one review of the same read of the whole
+    /// resource by the ServiceAccount, and an impersonation of one user by one review of
+    /// impersonating every user, shared by all the names, selectors and nodes a client reads
+    /// with (a CNI agent's pods of each node; every node tier's services). Off, each such read
+    /// is reviewed as it is.
     #[arg(
         long,
         env = "KUBEPLEX_AUTHORIZERS_GRANT_WHOLE",
@@ -243,6 +245,22 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub authorizers_grant_whole: bool,
+    /// Node mode, with `nodeName`: how this kubeplex acts for its node's kubelet upstream.
+    /// `associated-node`: its credential is bound to its node (the pod's ServiceAccount token,
+    /// whose node kube-apiserver 1.36 knows), and it acts only as that node — with
+    /// `Impersonate-User: system:node:NAME` alone, which constrained impersonation
+    /// (`impersonate:associated-node`, beta and on by default since 1.36) grants it for its own
+    /// node and no other; the caches of the node's own pods and Node load as that node too, so
+    /// its credential needs no read of every pod or Node. `legacy`: the `impersonate` verb,
+    /// with the certificate's user and groups (any node, if RBAC lets it name any user; older
+    /// apiservers).
+    #[arg(
+        long,
+        env = "KUBEPLEX_NODE_IMPERSONATION",
+        default_value = "legacy",
+        help_heading = "Node mode"
+    )]
+    pub node_impersonation: NodeImpersonationName,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,
@@ -493,6 +511,14 @@ pub struct Settings {
 pub enum ModeName {
     Sidecar,
     Node,
+}
+
+/// `--node-impersonation`.
+#[derive(ValueEnum, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeImpersonationName {
+    AssociatedNode,
+    Legacy,
 }
 
 /// `--http1-server`.

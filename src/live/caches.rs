@@ -49,6 +49,7 @@ use crate::cache::store::StoreLimits;
 use crate::cache::{Encoding, Scope};
 use crate::upstream::Upstream;
 use crate::wire::resource::ResourceInfo;
+use crate::wire::selector::field::FieldSelector;
 
 /// Tunables of the caches (see `config`).
 #[derive(Debug, Clone)]
@@ -180,9 +181,44 @@ pub struct Caches {
     /// their own: a cache rendered from the other encoding's met an object the schema cannot
     /// render exactly (`live::mirror`).
     own_watch: Mutex<HashSet<(String, String, String, Encoding)>>,
+    /// The node whose own pods' and Node's caches load as that node, and the upstream that
+    /// acts as it ([`Caches::act_as_node`]).
+    as_node: std::sync::OnceLock<(String, Arc<Upstream>)>,
 }
 
 impl Caches {
+    /// Loads the caches of `node`'s own pods (`spec.nodeName=NODE`) and Node
+    /// (`metadata.name=NODE`) as `system:node:NODE` (`Upstream::acting_as`: the
+    /// associated-node form of constrained impersonation), their list, watch and freshness
+    /// proofs alike: a node tier whose credential is bound to its node then needs no read of
+    /// every pod or Node, and the upstream authorizes those reads as the node's own. Set once,
+    /// before any cache starts.
+    pub fn act_as_node(&self, node: &str) {
+        if let Some(upstream) = self.upstream.acting_as(&format!("system:node:{node}")) {
+            let _ = self.as_node.set((node.to_string(), Arc::new(upstream)));
+        }
+    }
+
+    /// The upstream a cache of `info` within `scope` loads through: acting as the node when
+    /// the scope is that node's own pods or Node ([`Caches::act_as_node`]).
+    fn upstream_for(&self, info: &ResourceInfo, scope: &Scope) -> Arc<Upstream> {
+        let Some((node, acting)) = self.as_node.get() else { return self.upstream.clone() };
+        let field = match (info.group.as_str(), info.resource.as_str()) {
+            ("", "pods") => "spec.nodeName",
+            ("", "nodes") => "metadata.name",
+            _ => return self.upstream.clone(),
+        };
+        let own = scope
+            .field_selector()
+            .and_then(|s| FieldSelector::parse(&s).ok())
+            .is_some_and(|s| s.exact_value(field) == Some(node.as_str()));
+        if own {
+            acting.clone()
+        } else {
+            self.upstream.clone()
+        }
+    }
+
     /// An empty cache of `info` in `encoding` for `scope`, with this set's limits and metrics
     /// (a cache of its own or a rendered one alike).
     fn new_cache(
@@ -250,6 +286,7 @@ impl Caches {
             clock: Clock::new(),
             declared,
             own_watch: Mutex::new(HashSet::new()),
+            as_node: std::sync::OnceLock::new(),
         })
     }
 
@@ -415,11 +452,12 @@ impl Caches {
             attach.run(&live);
             return Some(live);
         }
+        let upstream = self.upstream_for(info, &scope);
         let cache = self.new_cache(info, encoding, scope);
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let (reload, reloads) = tokio::sync::watch::channel(0);
         let freshness = Arc::new(Freshness::new(
-            self.upstream.clone(),
+            upstream.clone(),
             Arc::downgrade(&cache),
             self.config.freshness,
             calls.clone(),
@@ -447,7 +485,7 @@ impl Caches {
         // of the other encoding rendered from this one are fed (`live::mirror`).
         let mirror = Arc::new(Mirror::default());
         let feed = mirror.sink(self.weighed(key.clone(), cache.clone(), apply));
-        let reflector = Reflector::new(self.upstream.clone(), info.clone(), encoding, calls, feed)
+        let reflector = Reflector::new(upstream, info.clone(), encoding, calls, feed)
             .within(cache.collection_path(), cache.selector_query())
             .first_load(first)
             .reloaded_by(reloads);

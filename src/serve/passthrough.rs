@@ -115,8 +115,9 @@ where
             let Some(node) = &state.node else {
                 return denied(body::refused(&Refusal::Unauthorized));
             };
-            match node.impersonation(&user, req.headers()).await {
-                Ok(target) => Some(As::Impersonating(target.unwrap_or(user))),
+            match node.impersonation(&user, req.headers(), None).await {
+                Ok(Some(target)) => Some(As::Impersonating(target)),
+                Ok(None) => Some(As::Impersonating(node.vouched(user))),
                 Err(refusal) => return denied(body::refused(&refusal)),
             }
         }

@@ -140,6 +140,9 @@ pub struct NodeConfig {
     /// The upstream's authorizers refuse no part of what they grant whole: a narrowed read is
     /// granted by a review of the whole (`NodeAuth::authorizers_grant_whole`).
     pub authorizers_grant_whole: bool,
+    /// `nodeImpersonation: associated-node`: the node this kubeplex's credential is bound to,
+    /// the only one it acts as (`NodeAuth::bound_node`).
+    pub bound_node: Option<String>,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -264,6 +267,7 @@ impl ProxyBuilder {
                     graph_lag: config.graph_lag,
                     node_authorizer: config.node_authorizer,
                     authorizers_grant_whole: config.authorizers_grant_whole,
+                    bound_node: config.bound_node.clone(),
                 };
                 (Some(Arc::new(node)), Some(tls))
             }
@@ -297,6 +301,9 @@ impl ProxyBuilder {
             disk,
         );
         caches.stash(from_disk);
+        if let Some(name) = node.as_ref().and_then(|n| n.bound_node.as_deref()) {
+            caches.act_as_node(name);
+        }
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
             upstream,

@@ -23,6 +23,9 @@ use super::failover::{self, Failover};
 use super::streams::{ResponseBody, Spread};
 use super::tls::{self, TlsError};
 
+/// The header that names whom a request acts as.
+const IMPERSONATE_USER: http::HeaderName = http::HeaderName::from_static("impersonate-user");
+
 /// A streaming request body, as the server hands them over.
 pub type UpstreamBody = kubeplex_net::Body;
 
@@ -79,6 +82,9 @@ impl ClientError {
 #[derive(Clone)]
 pub struct Upstream {
     inner: Arc<Inner>,
+    /// The user every request of [`Upstream::send`] acts as (`Impersonate-User`), if any
+    /// ([`Upstream::acting_as`]).
+    acting_as: Option<http::HeaderValue>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -175,7 +181,7 @@ impl Upstream {
             failover,
             answered: Mutex::new(None),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self { inner: Arc::new(inner), acting_as: None })
     }
 
     /// The apiserver's base URL, e.g. `https://10.0.0.1:6443` (with its path prefix, if any):
@@ -227,6 +233,16 @@ impl Upstream {
         *self.inner.answered.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The same upstream and connections, whose [`Upstream::send`] acts as `user` by name alone
+    /// (`Impersonate-User`, no groups): the form kube-apiserver 1.36's constrained
+    /// impersonation grants a ServiceAccount bound to node NAME for `system:node:NAME`
+    /// (associated-node mode). A node tier loads the caches of its own node's pods and Node
+    /// so: its credential needs no read of every pod or Node (`auth::node`).
+    pub fn acting_as(&self, user: &str) -> Option<Upstream> {
+        let value = http::HeaderValue::from_str(user).ok()?;
+        Some(Upstream { inner: self.inner.clone(), acting_as: Some(value) })
+    }
+
     /// Sends `req` as kubeplex: with kubeplex's client certificate and `Authorization`
     /// (replacing the caller's whenever kubeplex has credentials of its own). Other headers,
     /// including any `Impersonate-*`, are sent unchanged — the caller decides what to forward.
@@ -247,6 +263,9 @@ impl Upstream {
                         Some(value) => req.headers_mut().insert(AUTHORIZATION, value.clone()),
                         None => req.headers_mut().remove(AUTHORIZATION),
                     };
+                }
+                if let Some(user) = &self.acting_as {
+                    req.headers_mut().insert(IMPERSONATE_USER, user.clone());
                 }
                 Ok((pools, req))
             })

@@ -5,5 +5,6 @@
 
 mod node_clients;
 mod node_rules;
+mod node_tier_bounds;
 mod proxy_node;
 mod proxy_node_outage;

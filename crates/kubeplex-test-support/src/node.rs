@@ -12,7 +12,7 @@ use kubeplex::cache::StoreLimits;
 use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::live::disk::DiskConfig;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
-use kubeplex::upstream::{CertFiles, PreferredServer, ServerUrl, Upstream, UpstreamConfig};
+use kubeplex::upstream::{PreferredServer, ServerUrl, Upstream, UpstreamConfig};
 use kubeplex_sim::auth::{Auth, Rule, Subject, UserInfo};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
@@ -28,6 +28,12 @@ pub const READER_TOKEN: &str = "reader-sa-token";
 pub const NOBODY_TOKEN: &str = "nobody-token";
 pub const ADMIN_TOKEN: &str = "admin-token";
 pub const VIEWER_TOKEN: &str = "viewer-token";
+/// A node tier's credential: the token of the ServiceAccount `kube-system/kubeplex-node`,
+/// bound to its pod on node-0 (`BOUND_NODE`).
+pub const NODE_TIER_TOKEN: &str = "node-tier-token";
+pub const NODE_TIER_ACCOUNT: &str = "kubeplex-node";
+/// The node a node tier in front of a pool runs on.
+pub const BOUND_NODE: &str = "node-0";
 
 /// The group of the node tiers' client certificate a pool tier authenticates (`deploy/`'s
 /// RBAC binds kubeplex's roles to it).
@@ -61,6 +67,28 @@ pub fn policy_without_reader_grant() -> Auth {
         // Authenticated, with no rights at all.
         .token(NOBODY_TOKEN, UserInfo::new("nobody"))
         .token(ADMIN_TOKEN, UserInfo::new("admin").with_group("system:masters"))
+        .bound_service_account_token(
+            NODE_TIER_TOKEN,
+            "kube-system",
+            NODE_TIER_ACCOUNT,
+            "kubeplex-node-0",
+            BOUND_NODE,
+        )
+        .cluster_role_binding(
+            "node-tier-reads",
+            "kubeplex",
+            vec![Subject::service_account("kube-system", NODE_TIER_ACCOUNT)],
+        )
+        .cluster_role_binding(
+            "node-tier-auth-delegator",
+            "system:auth-delegator",
+            vec![Subject::service_account("kube-system", NODE_TIER_ACCOUNT)],
+        )
+        .grant(
+            Subject::service_account("kube-system", NODE_TIER_ACCOUNT),
+            None,
+            associated_node_impersonation(),
+        )
         .cluster_role_binding("node-tiers", "kubeplex", vec![Subject::group(NODE_TIERS_GROUP)])
         .cluster_role_binding(
             "node-tiers-auth-delegator",
@@ -74,26 +102,47 @@ pub fn policy_without_reader_grant() -> Auth {
         )
 }
 
+/// The rules that let a ServiceAccount bound to a node act as that node and no other
+/// (kube-apiserver 1.36's constrained impersonation, as `deploy/base/node` grants the node tier):
+/// `impersonate:associated-node` on `nodes`, and `impersonate-on:associated-node:VERB` on every
+/// resource (and `get` on every path) for what a kubelet does.
+pub fn associated_node_impersonation() -> Vec<Rule> {
+    let verbs: Vec<String> = ["get", "list", "watch", "create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| format!("impersonate-on:associated-node:{v}"))
+        .collect();
+    let verbs: Vec<&str> = verbs.iter().map(String::as_str).collect();
+    vec![
+        Rule::new(&["impersonate:associated-node"], &["authentication.k8s.io"], &["nodes"]),
+        Rule::new(&verbs, &["*"], &["*"]),
+        // Discovery documents the kubelet's clients read.
+        Rule::non_resource(&["impersonate-on:associated-node:get"], &["*"]),
+    ]
+}
+
 /// kubeplex in node mode with the files [`Node::start_with`] wrote in `dir`; with `pool`, its
-/// first upstream is that pool tier, which it presents the node tiers' certificate to.
+/// first upstream is that pool tier. A node tier in front of a pool is bound to its node, as
+/// `deploy/overlays/pool` runs it: its credential is a ServiceAccount token bound to a pod on
+/// node-0 (for the pool and, when it falls back, the apiserver alike), and it acts only as
+/// node-0 (`nodeImpersonation: associated-node`).
 async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>) -> Proxy {
-    let kubeconfig = dir.join("upstream.kubeconfig");
+    let kubeconfig = match pool {
+        Some(_) => dir.join("node-tier.kubeconfig"),
+        None => dir.join("upstream.kubeconfig"),
+    };
     let mut config = UpstreamConfig::resolve(Some(&kubeconfig), None).unwrap();
     if let Some(pool) = pool {
         config = config.with_preferred(vec![PreferredServer {
             server: ServerUrl::parse(&format!("https://{pool}"), true).unwrap(),
             ca_pem: Some(std::fs::read(dir.join("client-ca.crt")).unwrap()),
-            client_cert: Some(CertFiles {
-                cert: dir.join("node-tier.crt"),
-                key: dir.join("node-tier.key"),
-            }),
+            client_cert: None,
         }]);
     }
     let upstream = Upstream::new(config).unwrap();
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
         idle_timeout: Duration::from_secs(600),
-        preload: vec!["pods".into(), "configmaps".into()],
+        preload: options.caches.clone(),
         scopes: Vec::new(),
         watch: WatchConfig::default(),
         freshness: FreshnessConfig::default(),
@@ -111,6 +160,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
         graph_lag: options.graph_lag,
         node_authorizer: options.node_authorizer,
         authorizers_grant_whole: options.authorizers_grant_whole,
+        bound_node: pool.map(|_| BOUND_NODE.to_string()),
     }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
@@ -118,12 +168,12 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
 
 /// With `KUBEPLEX_TEST_TIERS=2`: a pool tier (kubeplex in node mode, with the same settings
 /// and files) in front of the fake apiserver, which node tiers authenticate to with a
-/// certificate of [`NODE_TIERS_GROUP`], and its address.
-async fn start_pool(dir: &Path, options: &NodeOptions, pki: &Pki) -> Option<Proxy> {
-    if crate::stack::tiers() != 2 {
+/// node-bound token ([`NODE_TIER_TOKEN`]), and its address.
+async fn start_pool(dir: &Path, options: &NodeOptions) -> Option<Proxy> {
+    if crate::stack::tiers() != 2 && !options.pool {
         return None;
     }
-    pki.client("kubeplex-node-tier", &[NODE_TIERS_GROUP]).write(dir, "node-tier");
+
     let options = NodeOptions { disk: DiskConfig::default(), ..options.clone() };
     let pool = start_proxy(dir, &options, None).await;
     wait_ready(&pool).await;
@@ -147,6 +197,14 @@ pub struct NodeOptions {
     pub node_authorizer: bool,
     /// `authorizersGrantWhole` (the product's default: off).
     pub authorizers_grant_whole: bool,
+    /// A pool tier between kubeplex and the fake apiserver, whatever `KUBEPLEX_TEST_TIERS`
+    /// says: kubeplex is then a node tier bound to node-0.
+    pub pool: bool,
+    /// The caches started at start-up (`caches:`), every tier's: by default all pods and
+    /// ConfigMaps.
+    pub caches: Vec<String>,
+    /// The fake apiserver's policy instead of [`policy`].
+    pub policy: Option<Auth>,
     pub discovery_ttl: Duration,
     /// Caches' states, and review answers, on disk (off by default).
     pub disk: DiskConfig,
@@ -160,6 +218,9 @@ impl Default for NodeOptions {
             apiserver_graph_lag: kubeplex_sim::SimConfig::default().node_graph_lag,
             node_authorizer: false,
             authorizers_grant_whole: false,
+            pool: false,
+            caches: vec!["pods".into(), "configmaps".into()],
+            policy: None,
             discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }
@@ -193,7 +254,7 @@ impl Node {
     pub async fn start_with(options: NodeOptions) -> Node {
         let sim = SimBuilder::new()
             .seed(seed::cluster(SHAPE))
-            .auth(policy())
+            .auth(options.policy.clone().unwrap_or_else(policy))
             .node_graph_lag(options.apiserver_graph_lag)
             .start()
             .await
@@ -206,10 +267,15 @@ impl Node {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("upstream.kubeconfig"), sim.kubeconfig_with_token(KUBEPLEX_TOKEN))
             .unwrap();
+        std::fs::write(
+            dir.join("node-tier.kubeconfig"),
+            sim.kubeconfig_with_token(NODE_TIER_TOKEN),
+        )
+        .unwrap();
         let pki = Pki::new("test-cluster-ca");
         pki.server().write(&dir, "serving");
         std::fs::write(dir.join("client-ca.crt"), &pki.ca_pem).unwrap();
-        let behind = start_pool(&dir, &options, &pki).await;
+        let behind = start_pool(&dir, &options).await;
         let proxy = start_proxy(&dir, &options, behind.as_ref().map(|p| p.addr)).await;
         let direct = TlsFront::start(&pki, sim.addr()).await;
         let node = Node {

@@ -80,6 +80,16 @@ impl Status {
         self
     }
 
+    /// With `details` naming the object as `apierrors.NewForbidden` and its kin do
+    /// (`{"name": NAME, "kind": RESOURCE}`).
+    pub fn with_name_and_kind(self, name: &str, resource: &str) -> Self {
+        self.with_details(Details {
+            name: name.into(),
+            kind: resource.into(),
+            ..Details::default()
+        })
+    }
+
     /// 400 BadRequest: malformed selectors, continue tokens, query values, bodies.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Status::new(400, "BadRequest", message)

@@ -71,7 +71,7 @@ impl Caches {
         // it receives.
         let calls = self.upstream_metrics.for_cache(cache.label(), encoding.as_str());
         let freshness = Freshness::new(
-            self.upstream.clone(),
+            self.upstream_for(info, scope),
             Arc::downgrade(&cache),
             self.config.freshness,
             calls,

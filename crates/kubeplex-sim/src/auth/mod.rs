@@ -432,6 +432,15 @@ impl Auth {
         self
     }
 
+    /// The policy without any binding of `subject` (its bindings to others stay).
+    pub fn without_bindings_of(mut self, subject: &Subject) -> Self {
+        for binding in &mut self.bindings {
+            binding.subjects.retain(|s| s != subject);
+        }
+        self.bindings.retain(|b| !b.subjects.is_empty());
+        self
+    }
+
     pub fn cluster_role(mut self, name: &str, rules: Vec<Rule>) -> Self {
         self.cluster_roles.insert(name.to_string(), rules);
         self
