@@ -166,20 +166,21 @@ def check_workloads(where, docs):
                 check(any(pathlib.PurePosixPath(value).is_relative_to(m) for m in mounts),
                       f"{where}: {at}: {name} {value} is not in a mounted volume")
         if spec.get("hostNetwork"):
-            # A node's kubeplex holds its serving certificate, and with a pool tier the node
-            # tiers' client certificate for it; never another Secret of the cluster.
+            # A node's kubeplex holds its serving certificate (and, with a pool tier, the CA
+            # that signs the pool's, from the same Secret); never another Secret of the cluster
+            # — every Secret a node's pod mounts is readable with that node's kubelet
+            # credential. Its credential for a pool is its ServiceAccount token.
             secrets = sorted(s["secret"]["name"] for v in spec.get("volumes", [])
                              for s in v.get("projected", {}).get("sources", []) if "secret" in s)
-            check("kubeplex-serving-cert" in secrets and set(secrets) <= {
-                "kubeplex-serving-cert", "kubeplex-node-tier-client"},
-                f"{where}: {at}: mounts Secrets {secrets}")
+            check("kubeplex-serving-cert" in secrets and set(secrets) == {"kubeplex-serving-cert"},
+                  f"{where}: {at}: mounts Secrets {secrets}")
     check(found > 0, f"{where}: no kubeplex container")
 
 
 def check_pool(where, docs):
     """The pool tier: 2+ replicas never on one node, a PodDisruptionBudget and a Service that
     select them, a serving certificate for the Service's names, and node tiers whose first
-    upstream is that Service, with the certificate and CA files they name mounted."""
+    upstream is that Service, with the CA file they name mounted and no client certificate."""
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d.get("kind"), []).append(d)
@@ -219,9 +220,13 @@ def check_pool(where, docs):
                 env = {e["name"]: e.get("value") for e in kubeplex_container(pod).get("env", [])}
                 check((env.get("KUBEPLEX_UPSTREAMS") or "").split(",")[0] == url,
                       f"{where}: {at}: first upstream is not {url}")
-                for key in ("KUBEPLEX_UPSTREAMS_CA_FILE", "KUBEPLEX_UPSTREAMS_CLIENT_CERT_FILE",
+                check(bool(env.get("KUBEPLEX_UPSTREAMS_CA_FILE")),
+                      f"{where}: {at}: KUBEPLEX_UPSTREAMS_CA_FILE unset")
+                # A node tier authenticates to the pool with its ServiceAccount token, bound to
+                # its node: no client certificate shared by every node.
+                for key in ("KUBEPLEX_UPSTREAMS_CLIENT_CERT_FILE",
                             "KUBEPLEX_UPSTREAMS_CLIENT_KEY_FILE"):
-                    check(bool(env.get(key)), f"{where}: {at}: {key} unset")
+                    check(not env.get(key), f"{where}: {at}: {key} set")
     return len(pools)
 
 

@@ -166,7 +166,7 @@ impl NodeAuth {
     /// Whether `client` may impersonate every user, which answers `check` (impersonating one
     /// user) without a review of its own: a SubjectAccessReview's empty name means all names
     /// (`ResourceAttributes.name`), and RBAC cannot narrow users but by whole names — so a
-    /// node tier, which may impersonate any user (deploy/base/node, `kubeplex:impersonator`),
+    /// node tier allowed to impersonate any user (components/legacy-impersonation),
     /// is reviewed once for all the kubelets it vouches for rather than once per node (at
     /// 2,000 nodes, ~2,000 reviews a minute for their Lease renewals alone). Only a grant is
     /// acted on: a denial (a cluster that names the users) or a failed review leaves the named
