@@ -63,9 +63,10 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # The harness's copies of kubeplex's RBAC (deploy/) are prefixed so that they can never collide
 # with a real deployment's.
 RBAC_PREFIX = "agents-harness:"
-NODE_TIER_USER = "agents-harness-kubeplex-node"   # the node tiers' identity at the apiserver
+# The node tiers' identity: a ServiceAccount, each node tier with a token bound to a pod on its
+# node (what a DaemonSet pod's projected token is), acting as its node alone (deploy/base/node).
+NODE_TIER_ACCOUNT = "agents-harness-kubeplex-node"
 POOL_USER = "agents-harness-kubeplex-pool"        # the pool's identity at the apiserver
-NODE_TIERS_GROUP = "kubeplex:node-tiers"          # the group the pool expects (deploy/base/pool)
 
 # Loopback ports (the hollow kubelet binds its port on 0.0.0.0: kubemark hard-codes that).
 KUBELET_PORT_BASE = 11250
@@ -541,6 +542,30 @@ class Pki:
         os.unlink(csr)
         return crt, key
 
+    def token_kubeconfig(self, name, server, token):
+        path = os.path.join(self.dir, name + ".kubeconfig")
+        with open(path, "w") as f:
+            f.write("""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: u
+  user:
+    token: %s
+contexts:
+- name: c
+  context:
+    cluster: c
+    user: u
+current-context: c
+""" % (server, self.ca, token))
+        os.chmod(path, 0o600)
+        return path
+
     def kubeconfig(self, name, server, crt, key):
         path = os.path.join(self.dir, name + ".kubeconfig")
         with open(path, "w") as f:
@@ -954,6 +979,10 @@ class Run:
         nss = a.get("/api/v1/namespaces?labelSelector=" + urllib.parse.quote(RUN_LABEL))["items"]
         for ns in nss:
             a.delete("/api/v1/namespaces/" + ns["metadata"]["name"])
+        # The node tiers' pods (their tokens are bound to them).
+        for p in a.get("/api/v1/namespaces/kube-system/pods?labelSelector="
+                       + urllib.parse.quote(RUN_LABEL))["items"]:
+            a.delete("/api/v1/namespaces/kube-system/pods/" + p["metadata"]["name"])
         nodes = a.get("/api/v1/nodes?labelSelector=" + urllib.parse.quote(HOLLOW_LABEL))["items"]
         names = set(n["metadata"]["name"] for n in nodes) | set(self.nodes)
         for n in nodes:
@@ -984,8 +1013,14 @@ class Run:
         pool: deploy/base/pool/pool.yaml), with the ServiceAccounts replaced by the users of
         the harness's client certificates and the harness's prefix on every name."""
         import yaml  # PyYAML (installed with the kubernetes client); only the tiers need it
-        subject_for = {("kube-system", "kubeplex"): NODE_TIER_USER,
-                       ("kube-system", "kubeplex-pool"): POOL_USER}
+        user = lambda name: {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}  # noqa: E731
+        subject_for = {("kube-system", "kubeplex"): {"kind": "ServiceAccount", "name": NODE_TIER_ACCOUNT,
+                                                     "namespace": "kube-system"},
+                       ("kube-system", "kubeplex-pool"): user(POOL_USER)}
+        self.admin.apply("/api/v1/namespaces/kube-system/serviceaccounts/" + NODE_TIER_ACCOUNT,
+                         {"apiVersion": "v1", "kind": "ServiceAccount",
+                          "metadata": {"name": NODE_TIER_ACCOUNT, "namespace": "kube-system",
+                                       "labels": {RUN_LABEL: "rbac"}}})
         docs = []
         for rel in ("deploy/base/node/daemonset.yaml", "deploy/base/pool/pool.yaml"):
             with open(os.path.join(REPO, rel)) as f:
@@ -1005,10 +1040,9 @@ class Run:
                 subjects = []
                 for s in d.get("subjects") or []:
                     if s.get("kind") == "ServiceAccount":
-                        user = subject_for.get((s.get("namespace"), s.get("name")))
-                        if user is None:
+                        s = subject_for.get((s.get("namespace"), s.get("name")))
+                        if s is None:
                             raise Failure("unexpected ServiceAccount subject %s" % s)
-                        s = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
                     subjects.append(s)
                 d["subjects"] = subjects
                 path = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
@@ -1016,8 +1050,29 @@ class Run:
                 path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
             self.admin.apply(path + d["metadata"]["name"], d)
             n += 1
-        log("applied %d ClusterRoles/ClusterRoleBindings from deploy/ (subjects: users %s, %s; group %s)"
-            % (n, NODE_TIER_USER, POOL_USER, NODE_TIERS_GROUP))
+        log("applied %d ClusterRoles/ClusterRoleBindings from deploy/ (subjects: ServiceAccount "
+            "kube-system/%s, user %s)" % (n, NODE_TIER_ACCOUNT, POOL_USER))
+
+    def node_tier_token(self, node):
+        """A token of the node tiers' ServiceAccount bound to a pod on `node`, as the kubelet
+        projects into a DaemonSet's pod: the apiserver writes the node into it, and the node
+        tier can act as that node alone (constrained impersonation)."""
+        name = "agents-harness-kubeplex-" + node
+        pod = self.admin.apply("/api/v1/namespaces/kube-system/pods/" + name, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": {RUN_LABEL: "node-tier"}},
+            "spec": {"nodeName": node, "serviceAccountName": NODE_TIER_ACCOUNT,
+                     "automountServiceAccountToken": False,
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "kubeplex", "image": "kubeplex:latest"}]}})
+        uid = pod["metadata"]["uid"] if pod else self.admin.get(
+            "/api/v1/namespaces/kube-system/pods/" + name)["metadata"]["uid"]
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": 7200,
+                            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": name, "uid": uid}}}
+        answer = self.admin.json("POST", "/api/v1/namespaces/kube-system/serviceaccounts/%s/token"
+                                 % NODE_TIER_ACCOUNT, request)
+        return answer["status"]["token"]
 
     # -- 2. processes ------------------------------------------------------------------------
 
@@ -1095,23 +1150,19 @@ class Run:
             t = time.time()
             self.wait_ready("kubeplex-pool", POOL_ADMIN, timeout=90)
             log("pool ready in %.1fs" % (time.time() - t))
-            tier_crt, tier_key = self.pki.sign("kubeplex-node-tier", "kubeplex-node-tier",
-                                               orgs=[NODE_TIERS_GROUP])
+            # A node tier presents the pool its token, as the apiserver (no client certificate).
             pool_args = ["--upstream", "https://127.0.0.1:%d" % POOL_PORT,
-                         "--upstreams-ca-file", self.pki.ca,
-                         "--upstreams-client-cert-file", tier_crt,
-                         "--upstreams-client-key-file", tier_key]
-        crt, key = self.pki.sign("kubeplex-node-upstream", NODE_TIER_USER)
-        kc = self.pki.kubeconfig("kubeplex-node-upstream", API, crt, key)
+                         "--upstreams-ca-file", self.pki.ca]
         tiered = [(i, node) for i, node in enumerate(self.nodes) if self.node_mode[node] != "direct"]
         for i, node in tiered:
             port, admin = KUBEPLEX_PORT_BASE + i, KUBEPLEX_ADMIN_BASE + i
             for p in (port, admin):
                 if not port_free(p):
                     raise Failure("port %d is taken" % p)
+            kc = self.pki.token_kubeconfig("kubeplex-" + node, API, self.node_tier_token(node))
             self.procs.start("kubeplex-" + node, [
                 b, "serve", "--config", os.path.join(REPO, "config/node.yaml"),
-                "--node-name", node, "--kubeconfig", kc,
+                "--node-name", node, "--node-impersonation", "associated-node", "--kubeconfig", kc,
                 "--listen", "127.0.0.1:%d" % port, "--admin-listen", "127.0.0.1:%d" % admin]
                 + common + (pool_args if self.node_mode[node] == "pool" else []),
                 os.path.join(self.logs, "kubeplex-%s.log" % node))

@@ -86,20 +86,17 @@ class Hop:
             "--admin-listen", "127.0.0.1:%d" % agents.POOL_ADMIN] + common,
             os.path.join(self.dir, "kubeplex-pool.log"))
         self.wait_ready("kubeplex-pool", agents.POOL_ADMIN)
-        tier_crt, tier_key = self.pki.sign("kubeplex-node-tier", "kubeplex-node-tier",
-                                           orgs=[agents.NODE_TIERS_GROUP])
-        crt, key = self.pki.sign("kubeplex-node-upstream", agents.NODE_TIER_USER)
-        kc = self.pki.kubeconfig("kubeplex-node-upstream", API, crt, key)
+        # Both node tiers are bound to NODE, with a token of their ServiceAccount (agents.py).
+        token = agents.Run.node_tier_token(run, NODE)
+        kc = self.pki.token_kubeconfig("kubeplex-node-upstream", API, token)
         for mode in ("node", "pool"):
             extra = []
             if mode == "pool":
                 extra = ["--upstream", "https://127.0.0.1:%d" % agents.POOL_PORT,
-                         "--upstreams-ca-file", self.pki.ca,
-                         "--upstreams-client-cert-file", tier_crt,
-                         "--upstreams-client-key-file", tier_key]
+                         "--upstreams-ca-file", self.pki.ca]
             self.procs.start("kubeplex-tier-" + mode, [
                 b, "serve", "--config", os.path.join(agents.REPO, "config/node.yaml"),
-                "--node-name", NODE, "--kubeconfig", kc,
+                "--node-name", NODE, "--node-impersonation", "associated-node", "--kubeconfig", kc,
                 "--listen", "127.0.0.1:%d" % PORTS[mode],
                 "--admin-listen", "127.0.0.1:%d" % ADMINS[mode]] + common + extra,
                 os.path.join(self.dir, "kubeplex-tier-%s.log" % mode))
