@@ -32,8 +32,9 @@
 //! it), [`graph_lag`] (a node's reads right after a binding), [`node_rules`] (the Node
 //! authorizer's grants kubeplex decides itself),
 //! [`impersonate`] (what passes through as whom),
-//! [`refusal`] (what the apiserver would answer instead), and [`review`] (the review client,
-//! its answers' cache, outage policy and persistence).
+//! [`refusal`] (what the apiserver would answer instead), [`review`] (the review client,
+//! its answers' cache, outage policy and persistence), and [`service_account`] (bound
+//! ServiceAccount tokens verified here, without a TokenReview).
 
 pub mod authenticate;
 pub mod authorize;
@@ -45,6 +46,7 @@ pub mod node;
 pub mod node_rules;
 pub mod refusal;
 pub mod review;
+pub mod service_account;
 
 pub use self::identity::Identity;
 pub use self::node::NodeAuth;

@@ -32,6 +32,9 @@ pub struct NodeAuth {
     /// what kube-apiserver 1.36's constrained impersonation grants such a credential for its
     /// own node, and for no other ([`NodeAuth::vouched`]).
     pub bound_node: Option<String>,
+    /// Bound ServiceAccount tokens verified here rather than by a TokenReview
+    /// (`verifyServiceAccountTokens`, [`super::service_account`]).
+    pub tokens: Option<Arc<super::service_account::TokenVerifier>>,
 }
 
 impl NodeAuth {

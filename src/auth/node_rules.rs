@@ -47,7 +47,7 @@
 //! refused or throttled watch, no relist — for at least [`graph_settled`] (a relist replaces
 //! what the cache knew, and a pod deleted and created again under the same name during the
 //! gap comes back as changed, not new), and it heard from the upstream within
-//! [`HEARD_WITHIN`] (a watch that stopped carrying what the apiserver sends would otherwise
+//! [`HEARD_WITHIN`](crate::cache::resource::HEARD_WITHIN) (a watch that stopped carrying what the apiserver sends would otherwise
 //! look current). A state read back from disk grants nothing until its first load from the
 //! upstream. A cache that watches a tier above kubeplex (a node tier's, fed by a pool) cannot
 //! tell whether that tier's own watch is in a gap: a read such a view would grant goes up to
@@ -64,7 +64,7 @@ use serde_json::Value;
 
 use super::graph_lag::{bound_to, node_of, pod_caches};
 use super::review::{ResourceAttributes, UserInfo};
-use crate::cache::resource::{ResourceCache, View};
+use crate::cache::resource::{ResourceCache, View, HEARD_WITHIN};
 use crate::cache::{CachedObject, Encoding};
 use crate::live::caches::Caches;
 use crate::wire::codec;
@@ -170,15 +170,6 @@ fn own_pods(a: &ResourceAttributes, node: &str) -> bool {
     })
 }
 
-/// How recently the upstream must have been heard from on a cache of pods for its view to
-/// grant anything: two of kube-apiserver 1.36's bookmark periods and a tick. The apiserver
-/// sends each watch a BOOKMARK once a minute while the resource's RV moves (on a 1 s tick;
-/// DESIGN.md §5), so a watch that missed two has stopped carrying what the apiserver sends —
-/// or watches a resource so quiet that its RV has not moved (no pod changed anywhere): its
-/// reads are then reviewed until the next event. (A connection that died is found sooner: the
-/// upstream's HTTP/2 pings end its watch, a gap.)
-pub const HEARD_WITHIN: Duration = Duration::from_secs(121);
-
 /// Through which view of pods a rule holds.
 enum Through {
     /// A cache whose watch of the apiserver has run without a gap since the binding settled.
@@ -191,7 +182,7 @@ enum Through {
 /// is live since `settled` at the latest comes first (`ResourceCache::view`). A deletion the
 /// apiserver's graph has already acted on may be missing from any other view — a watch failing,
 /// refused or throttled, a relist, a state read back from disk, a watch silent past
-/// [`HEARD_WITHIN`] — for as long as that lasts: those grant nothing.
+/// [`HEARD_WITHIN`](crate::cache::resource::HEARD_WITHIN) — for as long as that lasts: those grant nothing.
 fn through_pods(
     caches: &Caches,
     settled: Instant,

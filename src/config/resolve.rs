@@ -231,6 +231,7 @@ impl Settings {
                     node_authorizer: self.node_authorizer,
                     authorizers_grant_whole: self.authorizers_grant_whole,
                     bound_node,
+                    verify_service_account_tokens: self.verify_service_account_tokens,
                 })))
             }
             ModeName::Sidecar => {

@@ -261,6 +261,22 @@ pub struct Settings {
         help_heading = "Node mode"
     )]
     pub node_impersonation: NodeImpersonationName,
+    /// Node mode: ServiceAccount tokens bound to a pod (every pod's projected token: node
+    /// tiers', DaemonSet agents') are verified here as the apiserver's ServiceAccount
+    /// authenticator verifies them — signed with one of its keys (`/openid/v1/jwks`), issued
+    /// by it for its own audience (its issuer; `--api-audiences` defaults to it), current, and
+    /// bound to a pod and ServiceAccount that caches whose watch is live show with the token's
+    /// uids — rather than by a TokenReview each; anything it cannot tell is reviewed. Needs a
+    /// cache of pods and of ServiceAccounts (`caches`), and `get` of the discovery paths
+    /// (`system:service-account-issuer-discovery`).
+    #[arg(
+        long,
+        env = "KUBEPLEX_VERIFY_SERVICE_ACCOUNT_TOKENS",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        help_heading = "Node mode"
+    )]
+    pub verify_service_account_tokens: bool,
 
     /// Caches to start at start-up and keep running (readiness waits for them):
     /// RESOURCE (core/v1) or GROUP/VERSION/RESOURCE, with `:protobuf` for the protobuf cache,

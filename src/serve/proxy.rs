@@ -14,6 +14,7 @@ use super::guardrails::{self, Guardrails};
 use super::metrics::Metrics;
 use super::state::ProxyState;
 use super::{admin, pages, stack};
+use crate::auth::service_account::TokenVerifier;
 use crate::auth::{NodeAuth, ReviewConfig, Reviews};
 use crate::live::caches::{CacheSpec, Caches, CachesConfig};
 use crate::live::discovery::Resources;
@@ -143,6 +144,8 @@ pub struct NodeConfig {
     /// `nodeImpersonation: associated-node`: the node this kubeplex's credential is bound to,
     /// the only one it acts as (`NodeAuth::bound_node`).
     pub bound_node: Option<String>,
+    /// Bound ServiceAccount tokens verified here (`auth::service_account`).
+    pub verify_service_account_tokens: bool,
 }
 
 /// Which server answers HTTP/1.1 on the client listener.
@@ -268,6 +271,9 @@ impl ProxyBuilder {
                     node_authorizer: config.node_authorizer,
                     authorizers_grant_whole: config.authorizers_grant_whole,
                     bound_node: config.bound_node.clone(),
+                    tokens: config
+                        .verify_service_account_tokens
+                        .then(|| TokenVerifier::new(upstream.clone())),
                 };
                 (Some(Arc::new(node)), Some(tls))
             }
@@ -303,6 +309,9 @@ impl ProxyBuilder {
         caches.stash(from_disk);
         if let Some(name) = node.as_ref().and_then(|n| n.bound_node.as_deref()) {
             caches.act_as_node(name);
+        }
+        if let Some(tokens) = node.as_ref().and_then(|n| n.tokens.as_ref()) {
+            tokens.attach(&caches);
         }
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
@@ -389,6 +398,9 @@ impl ProxyBuilder {
         state.caches.maintain(&mut tasks);
         if let (Some(node), Some(disk)) = (&state.node, state.caches.disk()) {
             node.maintain(disk, &mut tasks);
+        }
+        if let Some(tokens) = state.node.as_ref().and_then(|n| n.tokens.as_ref()) {
+            tokens.maintain(&mut tasks);
         }
         Ok(Proxy { addr, admin_addr, state, tasks, client: Some(client), drain: drain_signal })
     }

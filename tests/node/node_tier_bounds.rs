@@ -286,3 +286,67 @@ async fn a_node_tier_loads_its_nodes_own_pods_and_node_as_that_node() {
     let refused = stranger.get(&node.addr(), theirs).await;
     assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
 }
+
+/// With `verifyServiceAccountTokens`, a pool verifies a node tier's token itself, as the
+/// apiserver's ServiceAccount authenticator does — the apiserver's key, issuer and audience,
+/// and the pod and ServiceAccount it is bound to as the pool's live caches show them — and asks
+/// no TokenReview for it; once the node tier's pod is deleted its token works no more: the pool
+/// asks the apiserver, which refuses it (401).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_verifies_a_node_tiers_bound_token_itself_while_its_pod_exists() {
+    let node = Node::start_with(NodeOptions {
+        pool: true,
+        node_authorizer: true,
+        signed_node_tier_token: true,
+        verify_service_account_tokens: true,
+        caches: vec!["pods".into(), "configmaps".into(), "serviceaccounts".into()],
+        ..Default::default()
+    })
+    .await;
+    let pool = node.behind.as_ref().expect("a pool");
+    let kubelet = node.pki.client("system:node:node-0", &["system:nodes"]);
+    let kubelet = TlsClient::new(&node.pki.ca_pem, &Credentials::cert(kubelet), false);
+    let pool_metric = |name: &str, labels: &[(&str, &str)]| {
+        let text: String = pool.state.metrics.render().into_iter().map(char::from).collect();
+        support::node::sum_series(&text, name, labels)
+    };
+    let verified = || {
+        pool_metric("kubeplex_auth_decisions_total", &[("kind", "token"), ("source", "verified")])
+    };
+    // The pool's keys are fetched as it starts; the node tier's first requests may come before.
+    let started = Instant::now();
+    while verified() == 0 {
+        let path = "/api/v1/namespaces/team-0/pods/nope";
+        let _ = kubelet.get(&node.addr(), path).await;
+        assert!(started.elapsed() < Duration::from_secs(10), "the pool never verified a token");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reviews = node.sim_reviews("tokenreview");
+    let before = verified();
+    let own = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0";
+    for _ in 0..3 {
+        assert_eq!(kubelet.get(&node.addr(), own).await.status, 200);
+    }
+    assert!(verified() > before, "verified by the pool");
+    assert_eq!(node.sim_reviews("tokenreview"), reviews, "no TokenReview for it");
+
+    // The node tier's pod is deleted: its token is the apiserver's to judge, and it refuses it.
+    let kubeconfig: Value =
+        serde_json::from_slice(&std::fs::read(node.dir.join("node-tier.kubeconfig")).unwrap())
+            .unwrap();
+    let token = kubeconfig["users"][0]["user"]["token"].as_str().unwrap().to_string();
+    node.sim.delete("", "pods", "kube-system", "kubeplex-node-0").unwrap();
+    let stolen = TlsClient::new(&node.pki.ca_pem, &Credentials::token(&token), false);
+    let started = Instant::now();
+    let refused = loop {
+        let answer =
+            stolen.get(&pool.addr.to_string(), "/api/v1/namespaces/default/services").await;
+        if answer.status != 200 {
+            break answer;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the token still works");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.status, 401, "{}", String::from_utf8_lossy(&refused.body));
+    assert!(node.sim_reviews("tokenreview") > reviews, "reviewed once kubeplex could not tell");
+}

@@ -400,6 +400,48 @@ impl Sim {
             delay.map(|d| (group.to_string(), resource.to_string(), d));
     }
 
+    /// A token of the ServiceAccount `namespace/service_account` bound to the pod
+    /// `namespace/pod` (and so to its node), as the kubelet projects one into the pod: signed
+    /// with the sim's key, valid for an hour and while the pod and the ServiceAccount exist
+    /// with the uids it names (`auth::tokens`). Needs a policy, the pod and the ServiceAccount.
+    pub fn issue_bound_token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        pod: &str,
+    ) -> anyhow::Result<String> {
+        use anyhow::Context;
+        let policy = self.state.auth().context("no policy: tokens mean nothing")?;
+        let pod = self.get("", "pods", namespace, pod).context("no such pod")?;
+        let sa = self
+            .get("", "serviceaccounts", namespace, service_account)
+            .context("no such ServiceAccount")?;
+        let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        let node = self.get("", "nodes", "", node_name);
+        let now = chrono::Utc::now().timestamp();
+        let claims = auth::tokens::claims(&pod, &sa, node.as_ref(), now, 3600);
+        let token = policy.signer().sign(&claims);
+        let private = &claims["kubernetes.io"];
+        let s = |p: &str| private.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut user = auth::UserInfo::service_account(namespace, service_account)
+            .with_uid(s("/serviceaccount/uid"))
+            .with_extra("authentication.kubernetes.io/pod-name", &[&s("/pod/name")])
+            .with_extra("authentication.kubernetes.io/pod-uid", &[&s("/pod/uid")]);
+        if let Some(jti) = claims["jti"].as_str() {
+            user = user.with_extra(auth::CREDENTIAL_ID, &[&format!("JTI={jti}")]);
+        }
+        if !node_name.is_empty() {
+            user = user.with_extra(auth::NODE_NAME_KEY, &[node_name]);
+            let node_uid = s("/node/uid");
+            if !node_uid.is_empty() {
+                user = user.with_extra("authentication.kubernetes.io/node-uid", &[&node_uid]);
+            }
+        }
+        let updated = (*policy).clone().bound_token(&token, user, auth::tokens::bound(&claims));
+        self.set_auth(Some(updated));
+        Ok(token)
+    }
+
     /// While `on`, the watch cache of `group`/`resource` is (re)initializing, as the apiserver's
     /// is after its own watch on etcd broke: watches of it, and lists at a resourceVersion, are
     /// answered 429 `storage is (re)initializing` (`Retry-After: 1`); consistent lists and gets

@@ -145,6 +145,11 @@ const LAG_STEP: Duration = Duration::from_millis(10);
 /// follows the store through an informer: see [`SimConfig::node_graph_lag`] and [`GraphLag`]):
 /// a pod bound a moment ago is not there yet, one deleted a moment ago still is.
 impl Objects for SimState {
+    fn object(&self, resource: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        let kind = self.registry.get("", resource)?;
+        self.store.get(kind, namespace, name).map(|o| o.value.clone())
+    }
+
     fn pods(&self, namespace: &str) -> Vec<serde_json::Value> {
         let Some(kind) = self.registry.get("", "pods") else { return Vec::new() };
         let now = std::time::Instant::now();
@@ -286,6 +291,16 @@ fn other(state: &SimState, path: &str, req: &Request<Incoming>) -> Response<Body
             br#"{"major":"1","minor":"36","emulationMajor":"1","emulationMinor":"36","minCompatibilityMajor":"1","minCompatibilityMinor":"35","gitVersion":"v1.36.2-kubeplex-sim","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2026-11-01T00:00:00Z","goVersion":"go1.25.0","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
             req.headers(),
         ),
+        "/.well-known/openid-configuration" | "/openid/v1/jwks" => match state.auth() {
+            Some(auth) => {
+                let doc = match path {
+                    "/openid/v1/jwks" => auth.signer().jwks(),
+                    _ => auth.signer().discovery(),
+                };
+                respond::body(200, JSON, doc.to_string().into_bytes(), req.headers())
+            }
+            None => respond::error(&Status::path_not_found(), false),
+        },
         p if p.starts_with("/openapi/v3") => match super::openapi::handle(state, p) {
             Some(doc) => respond::body(200, JSON, doc, req.headers()),
             None => respond::error(&Status::path_not_found(), false),
@@ -577,7 +592,9 @@ async fn review_request(
             })?
             .to_bytes();
         match review {
-            Review::Token => auth::reviews::token_review(policy.as_deref(), &body, &manager),
+            Review::Token => {
+                auth::reviews::token_review(policy.as_deref(), &body, &manager, state.as_ref())
+            }
             Review::SubjectAccess => {
                 request_log::review(caller.as_deref(), &body);
                 auth::reviews::subject_access_review(

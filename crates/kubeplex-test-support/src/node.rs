@@ -58,7 +58,10 @@ pub fn policy_without_reader_grant() -> Auth {
             KUBEPLEX_TOKEN,
             "kube-system",
             "kubeplex",
-            vec![Rule::read(&[""], &["pods", "configmaps", "nodes", "namespaces"])],
+            vec![Rule::read(
+                &[""],
+                &["pods", "configmaps", "nodes", "namespaces", "serviceaccounts"],
+            )],
         )
         .service_account_token(READER_TOKEN, "team-0", "reader")
         // A cluster-wide reader of pods and configmaps (a ClusterRole).
@@ -100,6 +103,21 @@ pub fn policy_without_reader_grant() -> Auth {
             "kubeplex-impersonator",
             vec![Subject::group(NODE_TIERS_GROUP)],
         )
+}
+
+/// The node tier's pod, `kube-system/kubeplex-node-0` on node-0 with the ServiceAccount
+/// `kube-system/kubeplex-node`, created in `sim`, and a token bound to it as the kubelet
+/// projects one: signed by the fake apiserver, naming the pod and node-0.
+pub fn signed_node_tier_token(sim: &Sim) -> String {
+    sim.create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": NODE_TIER_ACCOUNT, "namespace": "kube-system"}}))
+        .expect("the node tiers' ServiceAccount");
+    sim.create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "kubeplex-node-0", "namespace": "kube-system"},
+        "spec": {"nodeName": BOUND_NODE, "serviceAccountName": NODE_TIER_ACCOUNT,
+            "containers": [{"name": "kubeplex", "image": "kubeplex:latest"}]}}))
+        .expect("the node tier's pod");
+    sim.issue_bound_token("kube-system", NODE_TIER_ACCOUNT, "kubeplex-node-0").expect("a token")
 }
 
 /// The rules that let a ServiceAccount bound to a node act as that node and no other
@@ -161,6 +179,7 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
         node_authorizer: options.node_authorizer,
         authorizers_grant_whole: options.authorizers_grant_whole,
         bound_node: pool.map(|_| BOUND_NODE.to_string()),
+        verify_service_account_tokens: options.verify_service_account_tokens,
     }));
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches).listen(local).admin(local).mode(mode).start().await.unwrap()
@@ -205,6 +224,12 @@ pub struct NodeOptions {
     pub caches: Vec<String>,
     /// The fake apiserver's policy instead of [`policy`].
     pub policy: Option<Auth>,
+    /// The node tier's token is one the fake apiserver signed, bound to the pod
+    /// `kube-system/kubeplex-node-0` on node-0 ([`signed_node_tier_token`]), rather than
+    /// [`NODE_TIER_TOKEN`].
+    pub signed_node_tier_token: bool,
+    /// `verifyServiceAccountTokens` (the product's default: off).
+    pub verify_service_account_tokens: bool,
     pub discovery_ttl: Duration,
     /// Caches' states, and review answers, on disk (off by default).
     pub disk: DiskConfig,
@@ -221,6 +246,8 @@ impl Default for NodeOptions {
             pool: false,
             caches: vec!["pods".into(), "configmaps".into()],
             policy: None,
+            signed_node_tier_token: false,
+            verify_service_account_tokens: false,
             discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
             disk: DiskConfig::default(),
         }
@@ -267,9 +294,13 @@ impl Node {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("upstream.kubeconfig"), sim.kubeconfig_with_token(KUBEPLEX_TOKEN))
             .unwrap();
+        let node_tier_token = match options.signed_node_tier_token {
+            false => NODE_TIER_TOKEN.to_string(),
+            true => signed_node_tier_token(&sim),
+        };
         std::fs::write(
             dir.join("node-tier.kubeconfig"),
-            sim.kubeconfig_with_token(NODE_TIER_TOKEN),
+            sim.kubeconfig_with_token(&node_tier_token),
         )
         .unwrap();
         let pki = Pki::new("test-cluster-ca");
@@ -433,7 +464,7 @@ impl Node {
 }
 
 /// Sum of the `name{...}` series of Prometheus text whose labels include all of `labels`.
-fn sum_series(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
+pub fn sum_series(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
     text.lines()
         // `name{labels} value`, or `name value` for a series without labels.
         .filter_map(|l| {

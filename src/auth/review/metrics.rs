@@ -7,7 +7,8 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, R
 pub struct ReviewMetrics {
     /// By kind (`token`, `access`), result (`authenticated`, `invalid`, `allowed`, `denied`,
     /// `error`) and source (`cache`, `review`, `last_known`: an answer from before an outage;
-    /// `node_rules`: the Node authorizer's rules applied by kubeplex, `auth::node_rules`).
+    /// `node_rules`: the Node authorizer's rules applied by kubeplex, `auth::node_rules`;
+    /// `verified`: a bound ServiceAccount token verified by kubeplex, `auth::service_account`).
     pub decisions: IntCounterVec,
     /// Latency of the reviews sent upstream, by kind.
     pub seconds: HistogramVec,
@@ -24,7 +25,7 @@ impl ReviewMetrics {
         let decisions = IntCounterVec::new(
             Opts::new(
                 "kubeplex_auth_decisions_total",
-                "Authentication (kind=token) and authorization (kind=access) decisions, by result and by source: the decision cache, a review sent to the upstream, the Node authorizer's rules applied by kubeplex (node_rules), or the last answer from before an upstream outage (last_known).",
+                "Authentication (kind=token) and authorization (kind=access) decisions, by result and by source: the decision cache, a review sent to the upstream, the Node authorizer's rules applied by kubeplex (node_rules), a bound ServiceAccount token verified by kubeplex (verified), or the last answer from before an upstream outage (last_known).",
             ),
             &["kind", "result", "source"],
         )?;

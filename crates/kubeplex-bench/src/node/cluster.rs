@@ -12,12 +12,8 @@ use serde_json::{json, Value};
 
 use super::NodeSpec;
 
-/// kubeplex's ServiceAccount (deploy/base/node/daemonset.yaml): `kube-system/kubeplex`.
-pub const KUBEPLEX_TOKEN: &str = "kubeplex-sa-token";
 /// The pool tier's ServiceAccount (`kubeplex-pool`, deploy/base/pool).
 pub const POOL_TOKEN: &str = "kubeplex-pool-sa-token";
-/// The group of the node tiers' certificate, which deploy/base/pool binds.
-pub const NODE_TIERS_GROUP: &str = "kubeplex:node-tiers";
 /// kube-proxy's ServiceAccount, bound to `system:node-proxier` as kubeadm binds it.
 const KUBE_PROXY_SA: &str = "kube-proxy";
 /// The CNI-like and log-agent-like DaemonSets' ServiceAccounts.
@@ -40,6 +36,11 @@ pub fn cni_token(i: usize) -> String {
 pub fn logs_token(i: usize) -> String {
     format!("log-agent-{i}")
 }
+/// Node `i`'s node tier's token: the ServiceAccount `kube-system/kubeplex`
+/// (deploy/base/node/daemonset.yaml) bound to its pod on node `i`, as the kubelet projects it.
+pub fn node_tier_token(i: usize) -> String {
+    format!("kubeplex-node-tier-{i}")
+}
 /// The kubelet's token for the direct mode: the fake apiserver authenticates bearer tokens only
 /// (no x509), so a direct kubelet presents a token that maps to the identity its client
 /// certificate carries through kubeplex (`system:node:NAME` in `system:nodes`).
@@ -51,7 +52,6 @@ pub fn kubelet_token(i: usize) -> String {
 /// shipped DaemonSet manifest (its ClusterRoles and ClusterRoleBindings).
 pub fn policy(nodes: usize, daemonset: &Path, pool: &Path) -> anyhow::Result<Auth> {
     let mut auth = Auth::new()
-        .service_account_token(KUBEPLEX_TOKEN, "kube-system", "kubeplex")
         .service_account_token(POOL_TOKEN, "kube-system", "kubeplex-pool")
         // kubeadm's binding of kube-proxy's ServiceAccount.
         .cluster_role_binding(
@@ -74,7 +74,16 @@ pub fn policy(nodes: usize, daemonset: &Path, pool: &Path) -> anyhow::Result<Aut
             vec![Subject::service_account("kube-system", LOGS_SA)],
         );
     for i in 0..nodes {
+        let node = node_name(i);
         auth = auth
+            // The node tier's: its pod's token, bound to its node (deploy/base/node).
+            .bound_service_account_token(
+                &node_tier_token(i),
+                "kube-system",
+                "kubeplex",
+                &format!("kubeplex-{node}"),
+                &node,
+            )
             .token(&kubelet_token(i), UserInfo::node(&node_name(i)))
             .service_account_token(&kube_proxy_token(i), "kube-system", KUBE_PROXY_SA)
             .service_account_token(&cni_token(i), "kube-system", CNI_SA)

@@ -167,20 +167,10 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
         ),
         _ => None,
     };
-    let upstreams = match &pool {
-        Some(p) => {
-            let (cert, key) = pki
-                .client("kubeplex-node-tier", &[cluster::NODE_TIERS_GROUP])
-                .try_write(&dir, "node-tier")?;
-            Some(tier::PoolUpstreams {
-                replicas: p.nodes.iter().map(|k| k.addr).collect(),
-                ca: dir.join("client-ca.crt"),
-                cert,
-                key,
-            })
-        }
-        None => None,
-    };
+    let upstreams = pool.as_ref().map(|p| tier::PoolUpstreams {
+        replicas: p.nodes.iter().map(|k| k.addr).collect(),
+        ca: dir.join("client-ca.crt"),
+    });
     let mut tier = match mode {
         "node-tier" | "pool" => Some(
             tier::Tier::start(
@@ -189,7 +179,7 @@ async fn run_mode(spec: &NodeSpec, mode: &'static str) -> anyhow::Result<ModeRep
                 &dir,
                 &pki,
                 &sim.url(),
-                cluster::KUBEPLEX_TOKEN,
+                cluster::node_tier_token,
                 upstreams.as_ref(),
             )
             .await?,

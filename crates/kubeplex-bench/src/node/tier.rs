@@ -32,13 +32,11 @@ pub struct TierConfig {
 }
 
 /// A node tier's upstreams before the apiserver: pool replicas, in the order node `i` tries
-/// them (rotated by `i`, as a Service spreads connections), with the certificate the pool
-/// authenticates node tiers by.
+/// them (rotated by `i`, as a Service spreads connections), and the CA of their serving
+/// certificate.
 pub struct PoolUpstreams {
     pub replicas: Vec<SocketAddr>,
     pub ca: PathBuf,
-    pub cert: PathBuf,
-    pub key: PathBuf,
 }
 
 /// One node's kubeplex.
@@ -68,36 +66,41 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 
 impl Tier {
     /// Starts `nodes` kubeplex processes in front of the fake apiserver at `upstream` (an
-    /// `http://` URL), with kubeplex's ServiceAccount token — and behind `pool` first, if
-    /// given — and waits until every one is ready.
+    /// `http://` URL) — and behind `pool` first, if given — each bound to its node as the
+    /// DaemonSet's are: with its own pod's ServiceAccount token (`token(i)`), acting as its
+    /// node alone (`nodeImpersonation: associated-node`); and waits until every one is ready.
     pub async fn start(
         config: &TierConfig,
         nodes: usize,
         dir: &Path,
         pki: &Pki,
         upstream: &str,
-        token: &str,
+        token: impl Fn(usize) -> String,
         pool: Option<&PoolUpstreams>,
     ) -> anyhow::Result<Tier> {
-        let kubeconfig = prepare(config, dir, pki, upstream, token, "kubeplex-upstream")?;
+        prepare_dir(config, dir, pki)?;
         let mut tier = Tier { nodes: Vec::with_capacity(nodes) };
         for i in 0..nodes {
             let node = node_name(i);
-            let mut extra: Vec<std::ffi::OsString> =
-                vec!["--node-name".into(), node.clone().into()];
+            let user = super::pki::token_user(&token(i));
+            let name = format!("kubeplex-upstream-{node}");
+            let kubeconfig = super::pki::write_kubeconfig(dir, &name, upstream, None, user)?;
+            let mut extra: Vec<std::ffi::OsString> = vec![
+                "--node-name".into(),
+                node.clone().into(),
+                "--node-impersonation".into(),
+                "associated-node".into(),
+            ];
             if let Some(p) = pool {
                 let n = p.replicas.len().max(1);
                 let order: Vec<String> =
                     (0..n).map(|k| format!("https://{}", p.replicas[(i + k) % n])).collect();
+                // Its token for the pool as for the apiserver: no client certificate.
                 extra.extend([
                     "--upstream".into(),
                     order.join(",").into(),
                     "--upstreams-ca-file".into(),
                     p.ca.clone().into_os_string(),
-                    "--upstreams-client-cert-file".into(),
-                    p.cert.clone().into_os_string(),
-                    "--upstreams-client-key-file".into(),
-                    p.key.clone().into_os_string(),
                 ]);
             }
             tier.nodes.push(Kubeplex::spawn(

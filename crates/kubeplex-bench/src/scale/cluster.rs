@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::node::cluster::{
-    cni_token, kube_proxy_token, kubelet_token, node_name, CNI_SA, NODE_TIERS_GROUP, POOL_TOKEN,
+    cni_token, kube_proxy_token, kubelet_token, node_name, node_tier_token, CNI_SA, POOL_TOKEN,
 };
 use crate::node::pki::{cert_user, token_user, write_kubeconfig};
 use crate::target::Target;
@@ -35,6 +35,12 @@ pub const STAMP: &str = "kubeplex-bench.io/stamp";
 const SIM_ADMIN_TOKEN: &str = "scale-admin";
 /// Requests in flight while the objects are created.
 const SETUP_CONCURRENCY: usize = 32;
+/// The node tiers' ServiceAccount on the real apiserver: the harness's copy of deploy/'s
+/// (`scripts/realcluster/agents.py`, which scale.sh applies the RBAC of).
+pub const REAL_NODE_TIER_ACCOUNT: &str = "agents-harness-kubeplex-node";
+/// kube-proxy's ServiceAccount on the real apiserver, for the kube-proxies a node tier passes
+/// on with their token (kubeadm's `kube-system/kube-proxy`, bound to `system:node-proxier`).
+const KUBE_PROXY_ACCOUNT: &str = "kube-proxy";
 
 /// Who a kubeconfig is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,8 +53,10 @@ pub enum Who {
     /// reading pods, nodes, namespaces, services, endpointslices; [`ensure`] makes it on the
     /// real apiserver, the fake's policy has it).
     Cni(usize),
-    /// The node tiers' certificate, which the pool authenticates (deploy/base/pool).
-    NodeTier,
+    /// Node `i`'s node tier: its pod's ServiceAccount token, bound to node `i`
+    /// (deploy/base/node; on the real apiserver the harness's copy of its ServiceAccount,
+    /// [`REAL_NODE_TIER_ACCOUNT`]).
+    NodeTier(usize),
     /// The pool replicas' identity toward the apiserver.
     Pool,
 }
@@ -73,6 +81,18 @@ pub struct Cluster {
     dir: PathBuf,
     /// Kubeconfigs written so far, by identity.
     written: std::sync::Mutex<HashMap<(Who, String), PathBuf>>,
+    /// On the real apiserver: node `i`'s node tier's token, bound to its pod on node `i`, and
+    /// the tokens kube-proxy and the CNI-like agent present through a node tier
+    /// ([`Cluster::prepare_node_tiers`]).
+    tokens: std::sync::Mutex<Tokens>,
+}
+
+/// Tokens made on the real apiserver ([`Cluster::prepare_node_tiers`]).
+#[derive(Default)]
+struct Tokens {
+    node_tiers: HashMap<usize, String>,
+    kube_proxy: Option<String>,
+    cni: Option<String>,
 }
 
 impl Cluster {
@@ -107,6 +127,7 @@ impl Cluster {
             control_plane: processes_named(&["kube-apiserver", "etcd"]),
             dir: dir.to_path_buf(),
             written: Default::default(),
+            tokens: Default::default(),
         })
     }
 
@@ -147,7 +168,91 @@ impl Cluster {
             control_plane: vec![("kubeplex-bench (the fake apiserver)".into(), std::process::id())],
             dir: dir.to_path_buf(),
             written: Default::default(),
+            tokens: Default::default(),
         })
+    }
+
+    /// The bearer token a node tier passes on as it is for node `i`'s kube-proxy (`cni`: its
+    /// CNI-like agent): agents with tokens reach the apiserver with their own, whatever tier
+    /// is between.
+    pub fn agent_token(&self, i: usize, cni: bool) -> Option<String> {
+        if self.sim.is_some() {
+            return Some(if cni { cni_token(i) } else { kube_proxy_token(i) });
+        }
+        let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if cni {
+            tokens.cni.clone()
+        } else {
+            tokens.kube_proxy.clone()
+        }
+    }
+
+    /// On the real apiserver: for each of `nodes` nodes, its node tier's pod (in kube-system,
+    /// bound to the node, of the node tiers' ServiceAccount, labelled for the cleanup) and a
+    /// token bound to it, as the kubelet projects into a DaemonSet's pod — the apiserver writes
+    /// the node into it, and the node tier can act as that node alone; and a token each for
+    /// kube-proxy's and the CNI-like agent's ServiceAccounts. The fake's are in its policy.
+    pub async fn prepare_node_tiers(&self, nodes: usize) -> anyhow::Result<()> {
+        if self.sim.is_some() {
+            return Ok(());
+        }
+        let admin = &self.admin;
+        let sa = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": {LABEL: "true"}}})
+        };
+        create(admin, "/api/v1/namespaces/kube-system/serviceaccounts", sa(KUBE_PROXY_ACCOUNT))
+            .await?;
+        create(admin, "/api/v1/namespaces/kube-system/serviceaccounts", sa(CNI_SA)).await?;
+        let rbac = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+        create(
+            admin,
+            rbac,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "kubeplex-scale:node-proxier", "labels": {LABEL: "true"}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "system:node-proxier"},
+                "subjects": [{"kind": "ServiceAccount", "name": KUBE_PROXY_ACCOUNT,
+                    "namespace": "kube-system"}]}),
+        )
+        .await?;
+        let kube_proxy = token_request(admin, KUBE_PROXY_ACCOUNT, None).await?;
+        let cni = token_request(admin, CNI_SA, None).await?;
+        let gate = Arc::new(Semaphore::new(SETUP_CONCURRENCY));
+        let mut tasks = JoinSet::new();
+        for i in 0..nodes {
+            let (admin, gate) = (admin.clone(), gate.clone());
+            tasks.spawn(async move {
+                let _slot = gate.acquire().await?;
+                let node = node_name(i);
+                let name = format!("kubeplex-scale-tier-{node}");
+                let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "kube-system", "labels": {LABEL: "true"}},
+                    "spec": {"nodeName": node, "serviceAccountName": REAL_NODE_TIER_ACCOUNT,
+                        "automountServiceAccountToken": false,
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": "kubeplex", "image": "kubeplex:latest"}]}});
+                create(&admin, "/api/v1/namespaces/kube-system/pods", pod).await?;
+                let path = format!("/api/v1/namespaces/kube-system/pods/{name}");
+                let (status, body) = admin.fetch(Method::GET, &path, &[], None).await?;
+                anyhow::ensure!(status.is_success(), "GET {path}: {status}");
+                let uid: Value = serde_json::from_slice(&body)?;
+                let uid = uid.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+                let token =
+                    token_request(&admin, REAL_NODE_TIER_ACCOUNT, Some((&name, uid))).await?;
+                anyhow::Ok((i, token))
+            });
+        }
+        let mut made = HashMap::new();
+        while let Some(done) = tasks.join_next().await {
+            let (i, token) = done??;
+            made.insert(i, token);
+        }
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        tokens.node_tiers = made;
+        tokens.kube_proxy = Some(kube_proxy);
+        tokens.cni = Some(cni);
+        Ok(())
     }
 
     /// A kubeconfig for `who` toward `server` (the apiserver, or a pool replica whose serving
@@ -160,8 +265,12 @@ impl Cluster {
         let to_apiserver = server == self.server;
         let ca = if to_apiserver { self.server_ca.clone() } else { Some(self.pki.ca_pem.clone()) };
         let user = match (who, &self.sim) {
-            (Who::NodeTier, _) => {
-                cert_user(&self.pki.client("kubeplex-node-tier", &[NODE_TIERS_GROUP]))
+            (Who::NodeTier(i), Some(_)) => token_user(&node_tier_token(i)),
+            (Who::NodeTier(i), None) => {
+                let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+                let token = tokens.node_tiers.get(&i).cloned();
+                drop(tokens);
+                token_user(&token.context("no token for the node tier (prepare_node_tiers)")?)
             }
             (Who::Kubelet(i), None) => cert_user(
                 &self.pki.client(&format!("system:node:{}", node_name(i)), &["system:nodes"]),
@@ -183,7 +292,7 @@ impl Cluster {
             Who::Kubelet(i) => format!("kubelet-{i}"),
             Who::KubeProxy(i) => format!("kube-proxy-{i}"),
             Who::Cni(i) => format!("cni-{i}"),
-            Who::NodeTier => "node-tier".into(),
+            Who::NodeTier(i) => format!("node-tier-{i}"),
             Who::Pool => "pool".into(),
         };
         let name =
@@ -514,6 +623,36 @@ async fn cni_rbac(admin: &Target) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A token of the ServiceAccount `kube-system/account` (`TokenRequest`), bound to the pod
+/// `bound` (name, uid) when given, for two hours.
+async fn token_request(
+    admin: &Target,
+    account: &str,
+    bound: Option<(&str, &str)>,
+) -> anyhow::Result<String> {
+    let mut spec = json!({"expirationSeconds": 7200});
+    if let Some((name, uid)) = bound {
+        spec["boundObjectRef"] =
+            json!({"kind": "Pod", "apiVersion": "v1", "name": name, "uid": uid});
+    }
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": spec});
+    let path = format!("/api/v1/namespaces/kube-system/serviceaccounts/{account}/token");
+    let (status, body) =
+        admin.fetch(Method::POST, &path, &[], Some(serde_json::to_vec(&request)?)).await?;
+    anyhow::ensure!(
+        status.is_success(),
+        "POST {path}: {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let answer: Value = serde_json::from_slice(&body)?;
+    answer
+        .pointer("/status/token")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .context("no token in the TokenRequest's answer")
+}
+
 async fn create(admin: &Target, path: &str, object: Value) -> anyhow::Result<bool> {
     let (status, body) =
         admin.fetch(Method::POST, path, &[], Some(serde_json::to_vec(&object)?)).await?;
@@ -556,6 +695,18 @@ pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
         let path = format!("/apis/rbac.authorization.k8s.io/v1/{kind}/kubeplex-scale:{CNI_SA}");
         let _ = admin.fetch(Method::DELETE, &path, &[], None).await;
     }
+    let binding =
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/kubeplex-scale:node-proxier";
+    let _ = admin.fetch(Method::DELETE, binding, &[], None).await;
+    // The node tiers' pods (their tokens are bound to them).
+    let _ = admin
+        .fetch(
+            Method::DELETE,
+            &format!("/api/v1/namespaces/kube-system/pods?labelSelector={LABEL}%3Dtrue"),
+            &[],
+            None,
+        )
+        .await;
     let (status, body) = admin
         .fetch(Method::GET, &format!("/api/v1/nodes?labelSelector={LABEL}%3Dtrue"), &[], None)
         .await?;

@@ -167,6 +167,8 @@ async fn run_mode(
     // The pool replicas, in front of the apiserver with the pool's identity.
     let mut replicas = if pool {
         prepare_dir(&spec.tier, &dir, &cluster.pki)?;
+        // Each node tier's token, bound to its node (before the clock of the run starts).
+        cluster.prepare_node_tiers(n).await.context("the node tiers' tokens")?;
         let kubeconfig = cluster.kubeconfig(Who::Pool, &cluster.server)?;
         Some(Tier::start_pool_with(&spec.tier, spec.replicas, &dir, &kubeconfig).await?)
     } else {
@@ -401,9 +403,14 @@ fn connect(
             let mut targets = Vec::with_capacity(k);
             for j in 0..k {
                 let server = format!("https://{}", r.nodes[(i + j) % k].addr);
-                targets.push(open(Who::NodeTier, &server)?);
+                targets.push(open(Who::NodeTier(i), &server)?);
             }
-            node::Conns::Pool { tier: link::Link::new(targets, moves.clone()) }
+            let token = |cni| cluster.agent_token(i, cni).context("an agent's token");
+            node::Conns::Pool {
+                tier: link::Link::new(targets, moves.clone()),
+                kube_proxy: token(false)?,
+                cni: token(true)?,
+            }
         }
         None => node::Conns::Direct {
             kubelet: link::Link::new(vec![open(Who::Kubelet(i), &cluster.server)?], moves.clone()),

@@ -71,8 +71,9 @@ pub enum Conns {
         /// The CNI-like agent's, when the run has one.
         cni: Option<Arc<Link>>,
     },
-    /// Its node tier's connection to the pool replicas.
-    Pool { tier: Arc<Link> },
+    /// Its node tier's connection to the pool replicas, and the tokens of its kube-proxy and
+    /// CNI-like agent, whose requests the node tier passes on with them as they are.
+    Pool { tier: Arc<Link>, kube_proxy: String, cni: String },
 }
 
 impl Conns {
@@ -80,7 +81,31 @@ impl Conns {
     pub fn link(&self) -> Arc<Link> {
         match self {
             Conns::Direct { kubelet, .. } => kubelet.clone(),
-            Conns::Pool { tier } => tier.clone(),
+            Conns::Pool { tier, .. } => tier.clone(),
+        }
+    }
+}
+
+/// The headers with which a node tier passes its agents' requests on: the kubelet's as its
+/// node, by user name alone (constrained impersonation's associated-node mode; the node tier's
+/// credential is bound to the node); kube-proxy's and the CNI-like agent's with their own
+/// tokens. Empty directly.
+#[derive(Clone, Default)]
+pub struct PassOn {
+    pub kubelet: Vec<(&'static str, String)>,
+    pub kube_proxy: Vec<(&'static str, String)>,
+    pub cni: Vec<(&'static str, String)>,
+}
+
+impl PassOn {
+    fn of(i: usize, conns: &Conns) -> PassOn {
+        match conns {
+            Conns::Direct { .. } => PassOn::default(),
+            Conns::Pool { kube_proxy, cni, .. } => PassOn {
+                kubelet: vec![("Impersonate-User", format!("system:node:{}", node_name(i)))],
+                kube_proxy: vec![("Authorization", format!("Bearer {kube_proxy}"))],
+                cni: vec![("Authorization", format!("Bearer {cni}"))],
+            },
         }
     }
 }
@@ -151,14 +176,11 @@ enum Agent {
 
 /// The watches of node `i` in this mode, for a cluster of `shape` (its pods mount
 /// `shape.apps_per_node()` apps' ConfigMaps and Secrets): (who sends it, spec).
-fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
+fn watches(i: usize, pool: bool, shape: &Shape, pass: &PassOn) -> Vec<(Agent, WatchSpec)> {
     let apps = shape.apps_per_node();
     let node = node_name(i);
-    let imp_kubelet = vec![
-        ("Impersonate-User", format!("system:node:{node}")),
-        ("Impersonate-Group", "system:nodes".to_string()),
-    ];
-    let imp_proxy = vec![("Impersonate-User", "system:kube-proxy".to_string())];
+    let imp_kubelet = pass.kubelet.clone();
+    let imp_proxy = pass.kube_proxy.clone();
     let kp = || vec![("labelSelector", KUBE_PROXY_SELECTOR.to_string())];
     let path = |collection: &str, sel: &[(&str, String)]| -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
@@ -196,13 +218,14 @@ fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
     let mut all = vec![
         (
             Agent::Kubelet,
+            // Through the pool, the node tier's cache of its node's pods, loaded as the node.
             spec(
                 "kubelet: its pods",
                 "/api/v1/pods",
                 pods.clone(),
                 Scope::NodePods(node.clone()),
-                &none,
-                KUBELET,
+                &imp_kubelet,
+                if pool { NODE_TIER } else { KUBELET },
             ),
         ),
         (
@@ -265,12 +288,13 @@ fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
         // The node tier's caches: one Node and one services watch for both agents.
         all.push((
             Agent::Kubelet,
+            // Loaded as the node, as its pods are.
             spec(
                 "node tier: its Node",
                 "/api/v1/nodes",
                 own,
                 Scope::Node(node.clone()),
-                &none,
+                &imp_kubelet,
                 NODE_TIER,
             ),
         ));
@@ -333,7 +357,7 @@ fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
         ));
     }
     if shape.cni {
-        all.extend(cni_watches(pool, node, pods).into_iter().map(|w| (Agent::Cni, w)));
+        all.extend(cni_watches(pool, node, pods, pass).into_iter().map(|w| (Agent::Cni, w)));
     }
     all
 }
@@ -345,35 +369,42 @@ fn watches(i: usize, pool: bool, shape: &Shape) -> Vec<(Agent, WatchSpec)> {
 /// from the node tier's protobuf caches of the same scope (`live::mirror`: nothing upstream);
 /// the nodes, namespaces and endpointslices (its caches hold one Node and kube-proxy's slices)
 /// are caches of their own, listed and watched in JSON from the pool as the node tier.
-fn cni_watches(pool: bool, node: String, pods: Vec<(&'static str, String)>) -> Vec<WatchSpec> {
-    let spec = |class, collection: &'static str, selectors, scope| WatchSpec {
+fn cni_watches(
+    pool: bool,
+    node: String,
+    pods: Vec<(&'static str, String)>,
+    pass: &PassOn,
+) -> Vec<WatchSpec> {
+    let spec = |class, collection: &'static str, selectors, scope, passed: bool| WatchSpec {
         class,
         collection,
         selectors,
         scope,
-        impersonate: Vec::new(),
-        user_agent: if pool { NODE_TIER } else { CNI_AGENT },
+        impersonate: if passed { pass.cni.clone() } else { Vec::new() },
+        user_agent: if pool && !passed { NODE_TIER } else { CNI_AGENT },
         node_tier: pool,
         protobuf: false,
     };
-    let whole = |class, collection: &'static str| {
-        spec(class, collection, vec![], Scope::Whole(collection.to_string()))
+    let whole = |class, collection: &'static str, passed| {
+        spec(class, collection, vec![], Scope::Whole(collection.to_string()), passed)
     };
+    // Through the pool, the nodes watch goes on with the agent's own token: the node tier's
+    // credential reads no Node but its own (deploy/base/node).
     let mut all = vec![
-        whole("cni: nodes (JSON)", "/api/v1/nodes"),
-        whole("cni: namespaces (JSON)", "/api/v1/namespaces"),
-        whole("cni: endpointslices (JSON)", "/apis/discovery.k8s.io/v1/endpointslices"),
+        whole("cni: nodes (JSON)", "/api/v1/nodes", pool),
+        whole("cni: namespaces (JSON)", "/api/v1/namespaces", false),
+        whole("cni: endpointslices (JSON)", "/apis/discovery.k8s.io/v1/endpointslices", false),
     ];
     if !pool {
-        all.push(spec("cni: its pods (JSON)", "/api/v1/pods", pods, Scope::NodePods(node)));
-        all.push(whole("cni: services (JSON)", "/api/v1/services"));
+        all.push(spec("cni: its pods (JSON)", "/api/v1/pods", pods, Scope::NodePods(node), false));
+        all.push(whole("cni: services (JSON)", "/api/v1/services", false));
     }
     all
 }
 
 /// The cluster-wide scopes the nodes' watches check against (paths with their selectors).
 pub fn whole_scopes(pool: bool, shape: &Shape) -> Vec<String> {
-    let mut scopes: Vec<String> = watches(0, pool, shape)
+    let mut scopes: Vec<String> = watches(0, pool, shape, &PassOn::default())
         .into_iter()
         .filter_map(|(_, w)| match w.scope {
             Scope::Whole(p) => Some(p),
@@ -387,7 +418,7 @@ pub fn whole_scopes(pool: bool, shape: &Shape) -> Vec<String> {
 
 /// How many watches a node keeps open in this mode.
 pub fn watches_per_node(pool: bool, shape: &Shape) -> usize {
-    watches(0, pool, shape).len()
+    watches(0, pool, shape, &PassOn::default()).len()
 }
 
 /// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
@@ -411,12 +442,13 @@ pub async fn run(
         Conns::Direct { kubelet, kube_proxy, cni } => {
             (kubelet.clone(), kube_proxy.clone(), cni.clone().unwrap_or_else(|| kubelet.clone()))
         }
-        Conns::Pool { tier } => (tier.clone(), tier.clone(), tier.clone()),
+        Conns::Pool { tier, .. } => (tier.clone(), tier.clone(), tier.clone()),
     };
+    let pass = PassOn::of(i, &conns);
     let mut tasks = JoinSet::new();
     tasks.spawn(kubelet.clone().move_back());
     let (pods_tx, pods_rx) = mpsc::channel(1024);
-    for (w, (agent, spec)) in watches(i, pool, &shape).into_iter().enumerate() {
+    for (w, (agent, spec)) in watches(i, pool, &shape, &pass).into_iter().enumerate() {
         let stats = classes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -445,21 +477,10 @@ pub async fn run(
         tasks.spawn(watcher::run(link, spec, stats, view, since, pods, from));
     }
     drop(pods_tx);
-    let imp: Vec<(&'static str, String)> = if pool {
-        vec![
-            ("Impersonate-User", format!("system:node:{}", node_name(i))),
-            ("Impersonate-Group", "system:nodes".to_string()),
-        ]
-    } else {
-        Vec::new()
-    };
+    let imp = pass.kubelet.clone();
     if !restarted {
         // A node tier started again is not its agents starting again.
-        let proxy_imp = if pool {
-            vec![("Impersonate-User", "system:kube-proxy".to_string())]
-        } else {
-            Vec::new()
-        };
+        let proxy_imp = pass.kube_proxy.clone();
         tasks.spawn(register(i, kubelet.clone(), imp.clone(), writes.clone()));
         tasks.spawn(proxy_started(i, kube_proxy, proxy_imp, writes.clone()));
     }

@@ -46,6 +46,11 @@ pub struct Decision {
 pub trait Objects {
     /// The pods of `namespace`.
     fn pods(&self, namespace: &str) -> Vec<Value>;
+
+    /// The core `resource`'s object `namespace/name` as stored now.
+    fn object(&self, _resource: &str, _namespace: &str, _name: &str) -> Option<Value> {
+        None
+    }
 }
 
 /// A cluster without pods.

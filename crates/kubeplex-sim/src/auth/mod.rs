@@ -24,6 +24,7 @@
 mod authorize;
 pub(crate) mod request;
 pub(crate) mod reviews;
+pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -240,6 +241,9 @@ pub struct Token {
     pub user: UserInfo,
     /// The token's audiences (a ServiceAccount token's `aud`); by default the apiserver's.
     pub audiences: Vec<String>,
+    /// A ServiceAccount token bound to a pod: valid only while the pod and the ServiceAccount
+    /// exist with the uids it names ([`tokens`]).
+    pub bound: Option<tokens::Bound>,
 }
 
 /// The sim's identity and authorization policy: tokens, roles and bindings, with the
@@ -258,6 +262,8 @@ pub struct Auth {
     pub(crate) audiences: Vec<String>,
     /// Webhook authorizers between the Node authorizer and RBAC, in order.
     pub(crate) webhooks: Vec<Webhook>,
+    /// The ServiceAccount signing key ([`tokens`]).
+    pub(crate) signer: std::sync::Arc<tokens::Signer>,
     grants: usize,
 }
 
@@ -310,6 +316,7 @@ impl Auth {
             anonymous: true,
             audiences: vec![DEFAULT_AUDIENCE.into()],
             webhooks: Vec::new(),
+            signer: tokens::Signer::new(),
             grants: 0,
         };
         auth.cluster_role("system:discovery", vec![Rule::non_resource(&["get"], &discovery)])
@@ -326,6 +333,18 @@ impl Auth {
                 ],
             )
             .cluster_role("system:monitoring", vec![Rule::non_resource(&["get"], &monitoring)])
+            .cluster_role(
+                "system:service-account-issuer-discovery",
+                vec![Rule::non_resource(
+                    &["get"],
+                    &[
+                        "/.well-known/openid-configuration",
+                        "/.well-known/openid-configuration/",
+                        "/openid/v1/jwks",
+                        "/openid/v1/jwks/",
+                    ],
+                )],
+            )
             .cluster_role(
                 "cluster-admin",
                 vec![Rule::new(&["*"], &["*"], &["*"]), Rule::non_resource(&["*"], &["*"])],
@@ -364,6 +383,11 @@ impl Auth {
                 vec![Subject::group("system:monitoring")],
             )
             .cluster_role_binding(
+                "system:service-account-issuer-discovery",
+                "system:service-account-issuer-discovery",
+                vec![Subject::group("system:serviceaccounts")],
+            )
+            .cluster_role_binding(
                 "system:public-info-viewer",
                 "system:public-info-viewer",
                 vec![Subject::group(AUTHENTICATED), Subject::group(UNAUTHENTICATED)],
@@ -373,13 +397,27 @@ impl Auth {
     /// A bearer token that authenticates as `user` (with the apiserver's audiences).
     pub fn token(mut self, token: &str, user: UserInfo) -> Self {
         let audiences = self.audiences.clone();
-        self.tokens.insert(token.to_string(), Token { user, audiences });
+        self.tokens.insert(token.to_string(), Token { user, audiences, bound: None });
         self
+    }
+
+    /// `token`, a signed ServiceAccount token bound to a pod ([`tokens`]), authenticating as
+    /// `user` while what it is bound to exists.
+    pub fn bound_token(mut self, token: &str, user: UserInfo, bound: tokens::Bound) -> Self {
+        let audiences = self.audiences.clone();
+        self.tokens.insert(token.to_string(), Token { user, audiences, bound: Some(bound) });
+        self
+    }
+
+    /// The ServiceAccount signing key.
+    pub fn signer(&self) -> &tokens::Signer {
+        &self.signer
     }
 
     /// A bearer token with its own audiences (a projected token for another audience).
     pub fn token_with_audiences(mut self, token: &str, user: UserInfo, audiences: &[&str]) -> Self {
-        self.tokens.insert(token.to_string(), Token { user, audiences: strings(audiences) });
+        let audiences = strings(audiences);
+        self.tokens.insert(token.to_string(), Token { user, audiences, bound: None });
         self
     }
 
@@ -537,7 +575,28 @@ impl Auth {
     /// The user a bearer token authenticates as, with `system:authenticated` added, or `None`
     /// for a token the apiserver would answer with 401.
     pub fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
-        self.tokens.get(token).map(|t| with_authenticated(t.user.clone()))
+        self.authenticate_token_in(token, &NoObjects)
+    }
+
+    /// [`Auth::authenticate_token`] with the cluster's `objects`: a token bound to a pod is
+    /// valid only while the pod and its ServiceAccount exist with the uids it names (the
+    /// validator's lookups; a deletion's grace is not modelled).
+    pub fn authenticate_token_in(&self, token: &str, objects: &dyn Objects) -> Option<UserInfo> {
+        let t = self.tokens.get(token)?;
+        if let Some(b) = &t.bound {
+            let uid = |resource: &str, name: &str| {
+                objects.object(resource, &b.namespace, name).and_then(|o| {
+                    o.pointer("/metadata/uid").and_then(|u| u.as_str().map(String::from))
+                })
+            };
+            if uid("pods", &b.pod.0).as_deref() != Some(b.pod.1.as_str())
+                || uid("serviceaccounts", &b.service_account.0).as_deref()
+                    != Some(b.service_account.1.as_str())
+            {
+                return None;
+            }
+        }
+        Some(with_authenticated(t.user.clone()))
     }
 }
 

@@ -25,7 +25,11 @@ pub(crate) fn unauthorized_status() -> Status {
 /// The authentication filter: a bearer token must be known (else 401, fixture
 /// `err-unauthorized`); without one the request is `system:anonymous` (fixture
 /// `err-anonymous`), or 401 when anonymous authentication is off.
-pub(crate) fn authenticate(auth: &Auth, headers: &HeaderMap) -> Result<UserInfo, Refusal> {
+pub(crate) fn authenticate(
+    auth: &Auth,
+    headers: &HeaderMap,
+    objects: &dyn Objects,
+) -> Result<UserInfo, Refusal> {
     let refuse =
         || Box::new(respond::unauthorized(&unauthorized_status(), error_is_protobuf(headers)));
     if let Some(value) = headers.get(http::header::AUTHORIZATION) {
@@ -36,7 +40,7 @@ pub(crate) fn authenticate(auth: &Auth, headers: &HeaderMap) -> Result<UserInfo,
         let scheme = parts.next().unwrap_or("");
         let token = parts.next().unwrap_or("");
         if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() {
-            return auth.authenticate_token(token).ok_or_else(refuse);
+            return auth.authenticate_token_in(token, objects).ok_or_else(refuse);
         }
     }
     if auth.anonymous {
@@ -412,7 +416,7 @@ pub(crate) fn identify(
     request: Attributes,
     objects: &dyn Objects,
 ) -> Result<UserInfo, Refusal> {
-    let requester = authenticate(auth, headers)?;
+    let requester = authenticate(auth, headers, objects)?;
     let request = Attributes { user: requester, ..request };
     impersonate(auth, &request, headers, objects)
 }

@@ -127,6 +127,7 @@ pub(crate) fn token_review(
     auth: Option<&Auth>,
     body: &[u8],
     manager: &str,
+    objects: &dyn Objects,
 ) -> Result<Outcome, Status> {
     const API_VERSION: &str = "authentication.k8s.io/v1";
     let req = decode(body)?;
@@ -144,6 +145,8 @@ pub(crate) fn token_review(
 
     let found = auth.and_then(|a| {
         let t = a.tokens.get(token)?;
+        // A bound token's pod and ServiceAccount must still be there.
+        a.authenticate_token_in(token, objects)?;
         let asked = if wanted.is_empty() { a.audiences.clone() } else { wanted.clone() };
         let common: Vec<String> =
             t.audiences.iter().filter(|x| asked.contains(x)).cloned().collect();

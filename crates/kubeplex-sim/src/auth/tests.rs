@@ -285,23 +285,26 @@ fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
 #[test]
 fn authentication_reads_bearer_tokens_only() {
     let auth = Auth::new().token("t", UserInfo::new("u").with_group("g"));
-    let user =
-        authenticate(&auth, &headers(&[("authorization", "bearer t")])).expect("known token");
+    let user = authenticate(&auth, &headers(&[("authorization", "bearer t")]), &NoObjects)
+        .expect("known token");
     assert_eq!(user.groups, ["g", AUTHENTICATED]);
     assert_eq!(
-        authenticate(&auth, &headers(&[("authorization", "Bearer nope")]))
+        authenticate(&auth, &headers(&[("authorization", "Bearer nope")]), &NoObjects)
             .map(|_| ())
             .map_err(|r| r.status().as_u16()),
         Err(401)
     );
     // Another scheme, or an empty token, is no credential: anonymous.
     for h in ["Basic dTpw", "Bearer "] {
-        let user = authenticate(&auth, &headers(&[("authorization", h)])).expect("anonymous");
+        let user =
+            authenticate(&auth, &headers(&[("authorization", h)]), &NoObjects).expect("anonymous");
         assert_eq!(user, UserInfo::anonymous());
     }
     let closed = auth.anonymous(false);
     assert_eq!(
-        authenticate(&closed, &HeaderMap::new()).map(|_| ()).map_err(|r| r.status().as_u16()),
+        authenticate(&closed, &HeaderMap::new(), &NoObjects)
+            .map(|_| ())
+            .map_err(|r| r.status().as_u16()),
         Err(401)
     );
 }

@@ -7,7 +7,8 @@ const POOL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/base/pool/
 #[test]
 fn kubeplex_rbac_is_read_from_the_shipped_manifest() {
     let auth = policy(2, Path::new(DAEMONSET), Path::new(POOL)).expect("the manifests parse");
-    let user = auth.authenticate_token(KUBEPLEX_TOKEN).expect("kubeplex's token");
+    let user = auth.authenticate_token(&node_tier_token(0)).expect("node-0's node tier");
+    assert_eq!(user.extra["authentication.kubernetes.io/node-name"], ["node-0"]);
     let allowed = |verb: &str, group: &str, resource: &str, name: &str| {
         let attrs = kubeplex_sim::auth::Attributes {
             user: user.clone(),
@@ -21,18 +22,21 @@ fn kubeplex_rbac_is_read_from_the_shipped_manifest() {
         };
         auth.authorize(&attrs, &kubeplex_sim::auth::NoObjects).allowed
     };
-    // What it caches, the reviews, and impersonating a kubelet.
-    assert!(allowed("watch", "", "pods", ""));
+    // What it caches cluster-wide, the reviews, and acting as its own node (constrained
+    // impersonation); no pods, Nodes or Secrets of its own, no legacy impersonation.
     assert!(allowed("list", "discovery.k8s.io", "endpointslices", ""));
     assert!(allowed("create", "authorization.k8s.io", "subjectaccessreviews", ""));
-    assert!(allowed("impersonate", "", "users", "system:node:node-0"));
-    assert!(allowed("impersonate", "", "groups", "system:nodes"));
-    assert!(!allowed("impersonate", "", "groups", "system:masters"));
+    assert!(allowed("impersonate:associated-node", "authentication.k8s.io", "nodes", "*"));
+    assert!(allowed("impersonate-on:associated-node:watch", "", "pods", ""));
+    assert!(!allowed("watch", "", "pods", ""));
+    assert!(!allowed("get", "", "nodes", "node-1"));
+    assert!(!allowed("impersonate", "", "users", "system:node:node-0"));
+    assert!(!allowed("impersonate:arbitrary-node", "authentication.k8s.io", "nodes", "node-1"));
     assert!(!allowed("list", "", "secrets", ""));
 }
 
 #[test]
-fn the_pools_rbac_and_the_node_tiers_group_are_read_from_the_pool_manifest() {
+fn the_pools_rbac_is_read_from_the_pool_manifest() {
     let auth = policy(2, Path::new(DAEMONSET), Path::new(POOL)).expect("the manifests parse");
     let allowed = |user: &kubeplex_sim::auth::UserInfo, verb: &str, resource: &str, name: &str| {
         let attrs = kubeplex_sim::auth::Attributes {
@@ -48,14 +52,11 @@ fn the_pools_rbac_and_the_node_tiers_group_are_read_from_the_pool_manifest() {
     };
     let pool = auth.authenticate_token(POOL_TOKEN).expect("the pool's token");
     assert!(allowed(&pool, "watch", "secrets", ""), "the pool caches Secrets");
-    assert!(allowed(&pool, "impersonate", "users", "system:node:node-0"));
-    assert!(allowed(&pool, "impersonate", "groups", NODE_TIERS_GROUP));
-    assert!(!allowed(&pool, "impersonate", "groups", "system:masters"));
-    // The node tiers' certificate identity, as the pool impersonates it.
-    let tier = kubeplex_sim::auth::UserInfo::new("kubeplex-node-tier").with_group(NODE_TIERS_GROUP);
-    assert!(allowed(&tier, "list", "pods", ""));
-    assert!(allowed(&tier, "impersonate", "users", "system:node:node-1"));
-    assert!(!allowed(&tier, "list", "secrets", ""), "node tiers cache no Secrets");
+    assert!(allowed(&pool, "watch", "serviceaccounts", ""), "and ServiceAccounts");
+    assert!(
+        !allowed(&pool, "impersonate", "users", "system:node:node-0"),
+        "it impersonates nobody"
+    );
 }
 
 #[test]
