@@ -287,6 +287,17 @@ impl Reviews {
         user: &UserInfo,
         attributes: &ResourceAttributes,
     ) -> Result<Decision, ReviewError> {
+        tracing::debug!(
+            user = %user.username,
+            extra = user.extra.len(),
+            verb = %attributes.verb,
+            resource = %attributes.resource,
+            namespace = %attributes.namespace,
+            name = %attributes.name,
+            field_selector = attributes.field_selector.as_deref().unwrap_or(""),
+            label_selector = attributes.label_selector.as_deref().unwrap_or(""),
+            "access review"
+        );
         let body = wire::access_review(user, attributes);
         let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
         Ok(wire::decision(self.post("access", path, &body).await?))

@@ -74,6 +74,9 @@ pub struct TokenVerifier {
     /// When the keys were last asked for.
     fetched: Mutex<Option<Instant>>,
     verified: moka::sync::Cache<[u8; 32], Arc<Claims>>,
+    /// Cached objects (resource, key, resourceVersion, uid) seen with that uid and no deletion
+    /// under way: an object unchanged since is not decoded again on the next request.
+    present: moka::sync::Cache<(&'static str, String, u64, String), ()>,
 }
 
 /// The apiserver's issuer and ServiceAccount public keys.
@@ -120,6 +123,10 @@ impl TokenVerifier {
                 .max_capacity(VERIFIED_MAX)
                 .time_to_live(VERIFIED_FOR)
                 .build(),
+            present: moka::sync::Cache::builder()
+                .max_capacity(VERIFIED_MAX)
+                .time_to_live(VERIFIED_FOR)
+                .build(),
         })
     }
 
@@ -156,18 +163,19 @@ impl TokenVerifier {
     }
 
     async fn fetch(&self) -> Result<Keys, String> {
-        let discovery = self.get("/.well-known/openid-configuration").await?;
+        let discovery = self.get("/.well-known/openid-configuration", "application/json").await?;
         let issuer = discovery["issuer"].as_str().ok_or("no issuer")?.to_string();
-        let jwks = self.get("/openid/v1/jwks").await?;
+        // The apiserver serves the key set as this type only (406 for application/json).
+        let jwks = self.get("/openid/v1/jwks", "application/jwk-set+json").await?;
         Ok(Keys { issuer, keys: parse_jwks(&jwks) })
     }
 
-    async fn get(&self, path: &str) -> Result<Value, String> {
+    async fn get(&self, path: &str, accept: &str) -> Result<Value, String> {
         let body = http_body_util::Empty::new().map_err(|never| match never {}).boxed();
         let req = Request::builder()
             .method(Method::GET)
             .uri(path)
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::ACCEPT, accept)
             .body(body)
             .map_err(|e| e.to_string())?;
         let resp = self.upstream.send(req).await.map_err(|e| e.to_string())?;
@@ -214,9 +222,22 @@ impl TokenVerifier {
         let caches = self.caches.get()?.upgrade()?;
         let (ns, (pod, pod_uid)) = (&claims.namespace, &claims.pod);
         let (sa, sa_uid) = &claims.service_account;
-        let alive = |(resource, kind): (&str, &str), name: &str, uid: &str| {
-            live_object(&caches, resource, ns, name)
-                .is_some_and(|(encoding, o)| still_there(kind, encoding, &o, uid, now))
+        let alive = |(resource, kind): (&'static str, &str), name: &str, uid: &str| {
+            let Some((encoding, o)) = live_object(&caches, resource, ns, name) else {
+                return false;
+            };
+            let seen = (resource, o.key.to_string(), o.resource_version, uid.to_string());
+            if self.present.contains_key(&seen) {
+                return true;
+            }
+            match still_there(kind, encoding, &o, uid, now) {
+                There::Yes => {
+                    self.present.insert(seen, ());
+                    true
+                }
+                There::Deleting => true,
+                There::No => false,
+            }
         };
         if !alive(("pods", "Pod"), pod, pod_uid)
             || !alive(("serviceaccounts", "ServiceAccount"), sa, sa_uid)
@@ -476,24 +497,41 @@ fn live_object(
         .find_map(|c| c.current().get(&key).cloned().map(|o| (c.encoding(), o)))
 }
 
+/// Whether a cached object is still what a token is bound to.
+enum There {
+    /// The object with the token's uid, not being deleted.
+    Yes,
+    /// Being deleted, less than the leeway ago (`invalidIfDeletedBefore`): still valid, for now.
+    Deleting,
+    /// Another object of the same name, deleted longer ago, or unreadable.
+    No,
+}
+
 /// Whether the cached object is the one with `uid` (not another of the same name), and not
 /// deleted more than the leeway ago (`invalidIfDeletedBefore`).
-fn still_there(kind: &str, encoding: Encoding, object: &CachedObject, uid: &str, now: i64) -> bool {
+fn still_there(
+    kind: &str,
+    encoding: Encoding,
+    object: &CachedObject,
+    uid: &str,
+    now: i64,
+) -> There {
     let value = match encoding {
         Encoding::Json => serde_json::from_slice::<Value>(&object.body).ok(),
         Encoding::Protobuf => {
             codec::type_for("v1", kind).and_then(|t| codec::from_protobuf(t, &object.body).ok())
         }
     };
-    let Some(meta) = value.as_ref().map(|v| &v["metadata"]) else { return false };
+    let Some(meta) = value.as_ref().map(|v| &v["metadata"]) else { return There::No };
     if meta["uid"].as_str() != Some(uid) {
-        return false;
+        return There::No;
     }
     match meta["deletionTimestamp"].as_str() {
-        None => true,
-        Some(at) => {
-            chrono::DateTime::parse_from_rfc3339(at).is_ok_and(|at| at.timestamp() >= now - LEEWAY)
-        }
+        None => There::Yes,
+        Some(at) => match chrono::DateTime::parse_from_rfc3339(at) {
+            Ok(at) if at.timestamp() >= now - LEEWAY => There::Deleting,
+            _ => There::No,
+        },
     }
 }
 

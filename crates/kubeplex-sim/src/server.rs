@@ -291,13 +291,38 @@ fn other(state: &SimState, path: &str, req: &Request<Incoming>) -> Response<Body
             br#"{"major":"1","minor":"36","emulationMajor":"1","emulationMinor":"36","minCompatibilityMajor":"1","minCompatibilityMinor":"35","gitVersion":"v1.36.2-kubeplex-sim","gitCommit":"0000000000000000000000000000000000000000","gitTreeState":"clean","buildDate":"2026-11-01T00:00:00Z","goVersion":"go1.25.0","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
             req.headers(),
         ),
-        "/.well-known/openid-configuration" | "/openid/v1/jwks" => match state.auth() {
+        "/.well-known/openid-configuration" => match state.auth() {
+            Some(auth) => respond::body(
+                200,
+                JSON,
+                auth.signer().discovery().to_string().into_bytes(),
+                req.headers(),
+            ),
+            None => respond::error(&Status::path_not_found(), false),
+        },
+        // The key set comes only as `application/jwk-set+json` (kube-apiserver 1.36 answers an
+        // `Accept: application/json` with 406).
+        "/openid/v1/jwks" => match state.auth() {
             Some(auth) => {
-                let doc = match path {
-                    "/openid/v1/jwks" => auth.signer().jwks(),
-                    _ => auth.signer().discovery(),
-                };
-                respond::body(200, JSON, doc.to_string().into_bytes(), req.headers())
+                const JWKS: &str = "application/jwk-set+json";
+                let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+                let acceptable = accept.is_none_or(|a| {
+                    a.split(',').any(|m| {
+                        let m = m.split(';').next().unwrap_or("").trim();
+                        m == JWKS || m == "*/*" || m == "application/*" || m.is_empty()
+                    })
+                });
+                if !acceptable {
+                    let message = format!("406: Not Acceptable\n\nAvailable representations: {JWKS}");
+                    return respond::error(&Status::new(406, "NotAcceptable", message), false);
+                }
+                let body = auth.signer().jwks().to_string().into_bytes();
+                let mut resp = respond::body(200, JWKS, body, req.headers());
+                resp.headers_mut().insert(
+                    http::header::CACHE_CONTROL,
+                    http::HeaderValue::from_static("public, max-age=3600"),
+                );
+                resp
             }
             None => respond::error(&Status::path_not_found(), false),
         },

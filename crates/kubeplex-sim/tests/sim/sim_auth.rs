@@ -921,3 +921,30 @@ async fn constrained_impersonation_answers_as_kube_apiserver_1_36() {
     }
     assert_eq!(cases, 7);
 }
+
+/// The apiserver's ServiceAccount issuer and keys (`/.well-known/openid-configuration`,
+/// `/openid/v1/jwks`), which kubeplex verifies bound tokens with: the key set only as
+/// `application/jwk-set+json` — an `Accept: application/json` is answered 406, as
+/// kube-apiserver 1.36 answers it.
+#[tokio::test]
+async fn the_service_account_keys_are_published_as_the_apiserver_publishes_them() {
+    let sim = auth_sim().await;
+    let discovery =
+        call(&sim, Method::GET, "/.well-known/openid-configuration", Some(KUBEPLEX), &[], None)
+            .await;
+    assert_eq!(discovery.status, 200);
+    assert_eq!(discovery.json()["issuer"], "https://kubernetes.default.svc");
+    let refused = call(&sim, Method::GET, "/openid/v1/jwks", Some(KUBEPLEX), &[], None).await;
+    assert_eq!(refused.status, 406);
+    assert_eq!(
+        refused.json()["message"],
+        "406: Not Acceptable\n\nAvailable representations: application/jwk-set+json"
+    );
+    let auth = bearer(KUBEPLEX);
+    let headers = [("Authorization", auth.as_str()), ("Accept", "application/jwk-set+json")];
+    let keys =
+        request(&sim.addr().to_string(), Method::GET, "/openid/v1/jwks", &headers, None).await;
+    assert_eq!(keys.status, 200);
+    assert_eq!(keys.header("content-type"), "application/jwk-set+json");
+    assert_eq!(keys.json()["keys"][0]["kty"], "EC");
+}
