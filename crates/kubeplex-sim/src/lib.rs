@@ -162,6 +162,7 @@ impl SimBuilder {
             addr,
             started: tokio::time::Instant::now(),
             auth: std::sync::RwLock::new(self.auth.map(Arc::new)),
+            serving: std::sync::atomic::AtomicBool::new(true),
         });
         let sim =
             Sim { state: state.clone(), server: Mutex::new(None), progress: Mutex::new(None) };
@@ -475,6 +476,7 @@ impl Sim {
     /// Stops listening and ends every connection: new connections are refused until
     /// `restart`. State is kept.
     pub fn stop_serving(&self) {
+        self.state.serving.store(false, std::sync::atomic::Ordering::Release);
         if let Some(h) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
             h.abort();
         }
@@ -489,6 +491,7 @@ impl Sim {
         for _ in 0..50 {
             match TcpListener::bind(self.state.addr).await {
                 Ok(l) => {
+                    self.state.serving.store(true, std::sync::atomic::Ordering::Release);
                     *self.server.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(spawn_server(self.state.clone(), l));
                     return Ok(());

@@ -86,6 +86,10 @@ pub struct SimState {
     pub started: tokio::time::Instant,
     /// The identity policy; `None` lets every request through (see `auth`).
     pub auth: std::sync::RwLock<Option<Arc<Auth>>>,
+    /// Cleared by `Sim::stop_serving`: the server task is aborted then, which takes effect at
+    /// its next await — a request (a client's immediate re-watch) that slips in meanwhile is
+    /// refused rather than served by an apiserver that is down.
+    pub serving: std::sync::atomic::AtomicBool,
 }
 
 impl SimState {
@@ -211,6 +215,12 @@ pub fn spawn_server(state: Arc<SimState>, listener: TcpListener) -> tokio::task:
 }
 
 async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Response<Body> {
+    if !state.serving.load(std::sync::atomic::Ordering::Acquire) {
+        let mut resp = respond::error(&Status::service_unavailable("stopping"), false);
+        resp.headers_mut()
+            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        return resp;
+    }
     request_log::record(&req);
     let mut stalled = state.faults.stalled.subscribe();
     // Wait out a stall fault; a dropped sender means no stall.

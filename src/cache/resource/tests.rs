@@ -56,3 +56,43 @@ fn a_state_shown_ahead_of_a_cache_that_moved_since_is_not_used() {
     assert_eq!(reg.position, 15);
     assert_eq!(reg.initial.as_ref().map(|s| s.len()), Some(2));
 }
+
+/// How current a cache's view is, for a grant derived from it (`ResourceCache::view`): live
+/// from the moment a watch of the apiserver is answered, with no gap since — not during a load,
+/// not once a watch failed, not while its state is one read back from disk, not through a
+/// tier above kubeplex; and a watch resumed after its routine end keeps the view's start.
+#[test]
+fn a_view_is_live_only_while_the_apiservers_watch_runs_without_a_gap() {
+    let within = Duration::from_secs(60);
+    let fresh = || {
+        let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        ResourceCache::new(
+            configmaps_info(),
+            Encoding::Json,
+            StoreLimits::default(),
+            WatchConfig::default(),
+            metrics,
+        )
+    };
+    let cache = configmaps();
+    assert_eq!(cache.view(within), View::Gap, "loaded, not yet watched");
+    cache.watching(false);
+    let View::Live(since) = cache.view(within) else { panic!("live once watched") };
+    cache.watching(false);
+    assert_eq!(cache.view(within), View::Live(since), "a watch resumed: the same view");
+    cache.watch_lost();
+    assert_eq!(cache.view(within), View::Gap, "a failed watch is a gap");
+    std::thread::sleep(Duration::from_millis(2));
+    cache.watching(false);
+    assert!(matches!(cache.view(within), View::Live(s) if s > since), "live again, anew");
+    cache.load_started(std::time::Instant::now(), true);
+    assert_eq!(cache.view(within), View::Gap, "a load replaces what the cache knew");
+    cache.replace(vec![(*cm("ns", "a", 12, &[])).clone()], 12);
+    assert_eq!(cache.view(within), View::Gap, "loaded again, not yet watched");
+    cache.watching(true);
+    assert_eq!(cache.view(within), View::ViaTier, "watched through a pool: only it can tell");
+    let from_disk = fresh();
+    assert!(from_disk.restore(vec![(*cm("ns", "a", 5, &[])).clone()], 5, 1_700_000_000));
+    from_disk.watching(false);
+    assert_eq!(from_disk.view(within), View::Gap, "a state from disk grants nothing");
+}
