@@ -14,6 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use kubeplex_net::tls::pem;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -88,10 +89,10 @@ impl FakeServer {
 
     /// Serves `cert`/`key`; client certificates are optional and verified against `client_ca`.
     pub async fn tls(cert_pem: &str, key_pem: &str, client_ca_pem: &str) -> Self {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = kubeplex_net::tls::provider();
         let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_pemfile::certs(&mut client_ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
+        for cert in pem::certs(client_ca_pem.as_bytes()).unwrap() {
+            roots.add(cert).unwrap();
         }
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
             roots.into(),
@@ -100,9 +101,8 @@ impl FakeServer {
         .allow_unauthenticated()
         .build()
         .unwrap();
-        let certs =
-            rustls_pemfile::certs(&mut cert_pem.as_bytes()).collect::<Result<_, _>>().unwrap();
-        let key = rustls_pemfile::private_key(&mut key_pem.as_bytes()).unwrap().unwrap();
+        let certs = pem::certs(cert_pem.as_bytes()).unwrap();
+        let key = pem::private_key(key_pem.as_bytes()).unwrap().unwrap();
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use kubeplex_net::tls::pem;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -88,9 +89,7 @@ pub(super) fn server_name(name: &str) -> Result<ServerName<'static>, TlsError> {
 }
 
 fn roots(ca_pem: &[u8]) -> Result<RootCertStore, TlsError> {
-    let certs = rustls_pemfile::certs(&mut &ca_pem[..])
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(TlsError::CaPem)?;
+    let certs = pem::certs(ca_pem).map_err(TlsError::CaPem)?;
     let mut roots = RootCertStore::empty();
     let (added, _ignored) = roots.add_parsable_certificates(certs);
     if added == 0 {
@@ -102,13 +101,11 @@ fn roots(ca_pem: &[u8]) -> Result<RootCertStore, TlsError> {
 type Identity = (Vec<CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>);
 
 fn client_identity(identity: &ClientCertPem) -> Result<Identity, TlsError> {
-    let certs = rustls_pemfile::certs(&mut &identity.cert_pem[..])
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(TlsError::ClientCertPem)?;
+    let certs = pem::certs(&identity.cert_pem).map_err(TlsError::ClientCertPem)?;
     if certs.is_empty() {
         return Err(TlsError::NoClientCert);
     }
-    let key = rustls_pemfile::private_key(&mut &identity.key_pem[..])
+    let key = pem::private_key(&identity.key_pem)
         .map_err(TlsError::ClientKeyPem)?
         .ok_or(TlsError::NoClientKey)?;
     Ok((certs, key))

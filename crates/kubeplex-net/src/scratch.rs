@@ -198,7 +198,7 @@ mod tests {
         let pki = Pki::from_pem(&ca_pem, &key.serialize_pem()).expect("the CA parses");
         let issued = pki.client("system:node:n-7", &["system:nodes"]);
 
-        let ca_der = rustls_pemfile::certs(&mut ca_pem.as_bytes()).next().unwrap().unwrap();
+        let ca_der = crate::tls::pem::certs(ca_pem.as_bytes()).unwrap().remove(0);
         let (_, ca) = x509_parser::parse_x509_certificate(&ca_der).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&issued.der).unwrap();
         assert_eq!(cert.issuer(), ca.subject());

@@ -4,6 +4,7 @@
 //! (`--client-ca-file`), the user they name put into every request's extensions.
 
 mod config;
+pub mod pem;
 mod provider;
 mod reload;
 mod request_cert;

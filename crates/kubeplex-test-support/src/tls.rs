@@ -3,6 +3,7 @@
 //! HTTPS client that presents a client certificate or a bearer token, over HTTP/1.1 or HTTP/2 by
 //! ALPN.
 
+use kubeplex_net::tls::pem;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,10 +44,10 @@ pub struct TlsClient {
 
 impl TlsClient {
     pub fn new(ca_pem: &str, credentials: &Credentials, http2: bool) -> TlsClient {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = kubeplex_net::tls::provider();
         let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-            roots.add(cert.expect("ca pem")).expect("ca");
+        for cert in pem::certs(ca_pem.as_bytes()).expect("ca pem") {
+            roots.add(cert).expect("ca");
         }
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -54,12 +55,8 @@ impl TlsClient {
             .with_root_certificates(roots);
         let mut config = match &credentials.cert {
             Some(c) => {
-                let chain = rustls_pemfile::certs(&mut c.cert_pem.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .expect("cert pem");
-                let key = rustls_pemfile::private_key(&mut c.key_pem.as_bytes())
-                    .expect("key pem")
-                    .expect("a key");
+                let chain = pem::certs(c.cert_pem.as_bytes()).expect("cert pem");
+                let key = pem::private_key(c.key_pem.as_bytes()).expect("key pem").expect("a key");
                 builder.with_client_auth_cert(chain, key).expect("client auth")
             }
             None => builder.with_no_client_auth(),
@@ -148,13 +145,9 @@ impl Drop for TlsFront {
 impl TlsFront {
     pub async fn start(pki: &Pki, backend: std::net::SocketAddr) -> TlsFront {
         let issued = pki.server();
-        let chain = rustls_pemfile::certs(&mut issued.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .expect("cert pem");
-        let key = rustls_pemfile::private_key(&mut issued.key_pem.as_bytes())
-            .expect("key pem")
-            .expect("a key");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = pem::certs(issued.cert_pem.as_bytes()).expect("cert pem");
+        let key = pem::private_key(issued.key_pem.as_bytes()).expect("key pem").expect("a key");
+        let provider = kubeplex_net::tls::provider();
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("versions")

@@ -172,8 +172,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 /// Every certificate of a PEM bundle, in order (a chain, leaf first; or a CA bundle).
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
-        .collect::<Result<Vec<_>, _>>()
+    let certs = super::pem::certs(&pem)
         .map_err(|source| TlsError::Pem { path: path.to_owned(), source })?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate { path: path.to_owned() });
@@ -185,7 +184,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 /// SEC1 (`EC PRIVATE KEY`), like Go's `tls.X509KeyPair`.
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = read(path)?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
+    super::pem::private_key(&pem)
         .map_err(|source| TlsError::Pem { path: path.to_owned(), source })?
         .ok_or_else(|| TlsError::NoKey { path: path.to_owned() })
 }

@@ -110,15 +110,13 @@ async fn describe(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
 /// A TLS client trusting `ca`, offering `alpn`, with an optional client certificate.
 pub fn client_config(ca: &Pki, alpn: &[&[u8]], cert: Option<&Issued>) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut ca.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
+    for c in crate::tls::pem::certs(ca.ca_pem.as_bytes()).unwrap() {
+        roots.add(c).unwrap();
     }
-    let builder = rustls::ClientConfig::builder_with_provider(
-        rustls::crypto::ring::default_provider().into(),
-    )
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
+    let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
     let mut config = match cert {
         None => builder.with_no_client_auth(),
         Some(c) => {
