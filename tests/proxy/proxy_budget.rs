@@ -13,15 +13,13 @@ use kubeplex_test_support as support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::store::StoreLimits;
 use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::Value;
-use support::stack::Stack;
+use support::stack::{default_caches, Stack};
 use support::*;
 use tokio::time::Instant;
 
@@ -35,18 +33,7 @@ async fn kubeplex(sim: &Sim, budget: Option<usize>) -> Proxy {
     let kc = dir.join("upstream.kubeconfig");
     sim.write_kubeconfig(&kc).unwrap();
     let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).unwrap()).unwrap();
-    let caches = CachesConfig {
-        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
-        preload: vec!["pods".into()],
-        scopes: Vec::new(),
-        watch: WatchConfig::default(),
-        freshness: FreshnessConfig::default(),
-        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
-        disk: Default::default(),
-        memory_budget: budget,
-        namespace: None,
-    };
+    let caches = CachesConfig { memory_budget: budget, ..default_caches(&["pods"]) };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let proxy = Proxy::builder(upstream, caches).listen(local).admin(local).start().await.unwrap();
     let admin = proxy.admin_addr.unwrap().to_string();

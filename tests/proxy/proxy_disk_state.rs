@@ -11,8 +11,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::store::StoreLimits;
 use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
 use kubeplex::live::disk::DiskConfig;
 use kubeplex::serve::Proxy;
@@ -20,6 +18,7 @@ use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::Value;
+use support::stack::default_caches;
 use support::watchers::*;
 use support::*;
 use tokio::time::Instant;
@@ -41,11 +40,6 @@ async fn kubeplex_with(sim: &Sim, work: &Path, states: &Path, preload: &[&str]) 
     sim.write_kubeconfig(&kc).unwrap();
     let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).unwrap()).unwrap();
     let caches = CachesConfig {
-        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
-        preload: preload.iter().map(|s| s.to_string()).collect(),
-        scopes: Vec::new(),
-        watch: WatchConfig::default(),
         freshness: FreshnessConfig {
             sync_wait: Duration::from_secs(5),
             consistent_wait: Duration::from_secs(1),
@@ -57,8 +51,7 @@ async fn kubeplex_with(sim: &Sim, work: &Path, states: &Path, preload: &[&str]) 
             interval: Duration::from_millis(200),
             max_bytes: 64 << 20,
         },
-        memory_budget: None,
-        namespace: None,
+        ..default_caches(preload)
     };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches)

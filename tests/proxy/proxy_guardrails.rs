@@ -7,15 +7,14 @@ use kubeplex_test_support as support;
 use std::time::Duration;
 
 use http::Method;
-use kubeplex::cache::fanout::WatchConfig;
 use kubeplex::cache::store::StoreLimits;
-use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
-use kubeplex::live::discovery::DISCOVERY_TTL;
+use kubeplex::live::caches::CachesConfig;
 use kubeplex::serve::guardrails::Guardrails;
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
+use support::stack::default_caches;
 use support::*;
 
 async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
@@ -33,15 +32,7 @@ async fn stack(g: Guardrails) -> (Sim, Proxy, std::path::PathBuf) {
         Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config")).expect("client");
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 100, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
-        preload: vec!["pods".to_string()],
-        scopes: Vec::new(),
-        watch: WatchConfig::default(),
-        freshness: FreshnessConfig::default(),
-        discovery_ttl: DISCOVERY_TTL,
-        disk: Default::default(),
-        memory_budget: None,
-        namespace: None,
+        ..default_caches(&["pods"])
     };
     let proxy = Proxy::builder(upstream, caches)
         .admin("127.0.0.1:0".parse().expect("addr"))

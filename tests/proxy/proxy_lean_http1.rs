@@ -12,7 +12,7 @@ use kubeplex::live::caches::CachesConfig;
 use kubeplex::serve::{Http1Server, Proxy};
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::seed::ClusterShape;
-use support::stack::Stack;
+use support::stack::{default_caches, Stack};
 use support::undated;
 
 async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
@@ -28,15 +28,7 @@ async fn the_lean_server_answers_as_hyper_does() {
         Upstream::new(UpstreamConfig::resolve(Some(&kc), None).expect("config")).expect("client");
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 100, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
-        preload: vec!["configmaps".into(), "pods".into()],
-        scopes: Vec::new(),
-        watch: Default::default(),
-        freshness: Default::default(),
-        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
-        disk: Default::default(),
-        memory_budget: None,
-        namespace: None,
+        ..default_caches(&["configmaps", "pods"])
     };
     let hyper = Proxy::builder(upstream, caches)
         .admin("127.0.0.1:0".parse().expect("addr"))

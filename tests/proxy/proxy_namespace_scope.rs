@@ -12,15 +12,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use http::Method;
-use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::store::StoreLimits;
-use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::live::caches::CachesConfig;
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 use kubeplex_sim::auth::{Auth, Rule, Subject};
 use kubeplex_sim::seed::{self, ClusterShape};
 use kubeplex_sim::{Sim, SimBuilder};
 use serde_json::json;
+use support::stack::default_caches;
 use support::watchers::*;
 use support::*;
 
@@ -45,18 +44,7 @@ async fn sidecar(sim: &Sim, dir: &Path, namespace: Option<&str>) -> Proxy {
     let kc = dir.join(format!("{}.kubeconfig", namespace.unwrap_or("all")));
     std::fs::write(&kc, sim.kubeconfig_with_token(TOKEN)).unwrap();
     let upstream = Upstream::new(UpstreamConfig::resolve(Some(&kc), None).unwrap()).unwrap();
-    let caches = CachesConfig {
-        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
-        preload: vec![],
-        scopes: Vec::new(),
-        watch: WatchConfig::default(),
-        freshness: FreshnessConfig::default(),
-        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
-        disk: Default::default(),
-        memory_budget: None,
-        namespace: namespace.map(str::to_string),
-    };
+    let caches = CachesConfig { namespace: namespace.map(str::to_string), ..default_caches(&[]) };
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Proxy::builder(upstream, caches)
         .listen(local)

@@ -14,6 +14,7 @@ use kubeplex::cache::store::StoreLimits;
 use kubeplex::live::caches::CachesConfig;
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
+use kubeplex_test_support::stack::default_caches;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -104,14 +105,7 @@ async fn proxy_for(upstream: std::net::SocketAddr) -> (Proxy, std::path::PathBuf
     let caches = CachesConfig {
         limits: StoreLimits { max_snapshots: 10, max_snapshot_age: Duration::from_secs(60) },
         idle_timeout: Duration::from_secs(60),
-        preload: Vec::new(),
-        scopes: Vec::new(),
-        watch: Default::default(),
-        freshness: Default::default(),
-        discovery_ttl: kubeplex::live::discovery::DISCOVERY_TTL,
-        disk: Default::default(),
-        memory_budget: None,
-        namespace: None,
+        ..default_caches(&[])
     };
     let proxy = Proxy::builder(up, caches).start().await.expect("proxy");
     (proxy, dir)

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kubeplex::auth::ReviewConfig;
-use kubeplex::cache::fanout::WatchConfig;
-use kubeplex::cache::StoreLimits;
-use kubeplex::live::caches::{CachesConfig, FreshnessConfig};
+use kubeplex::live::caches::CachesConfig;
 use kubeplex::live::disk::DiskConfig;
 use kubeplex::serve::{Mode, NodeConfig, Proxy};
 use kubeplex::upstream::{PreferredServer, ServerUrl, Upstream, UpstreamConfig};
@@ -158,16 +156,10 @@ async fn start_proxy(dir: &Path, options: &NodeOptions, pool: Option<SocketAddr>
     }
     let upstream = Upstream::new(config).unwrap();
     let caches = CachesConfig {
-        limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
-        idle_timeout: Duration::from_secs(600),
         preload: options.caches.clone(),
-        scopes: Vec::new(),
-        watch: WatchConfig::default(),
-        freshness: FreshnessConfig::default(),
         discovery_ttl: options.discovery_ttl,
         disk: options.disk.clone(),
-        memory_budget: None,
-        namespace: None,
+        ..crate::stack::default_caches(&[])
     };
     let tls = kubeplex_net::TlsConfig::new(dir.join("serving.crt"), dir.join("serving.key"))
         .with_client_ca(dir.join("client-ca.crt"));

@@ -90,16 +90,11 @@ impl Stack {
         discovery_ttl: Duration,
     ) -> Stack {
         let caches = CachesConfig {
-            limits: StoreLimits { max_snapshots: 1000, max_snapshot_age: Duration::from_secs(300) },
             idle_timeout: idle,
-            preload: preload.iter().map(|s| s.to_string()).collect(),
-            scopes: Vec::new(),
             watch,
             freshness,
             discovery_ttl,
-            disk: Default::default(),
-            memory_budget: None,
-            namespace: None,
+            ..default_caches(preload)
         };
         Self::with_caches(builder, shape, caches).await
     }
