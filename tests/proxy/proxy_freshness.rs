@@ -25,19 +25,6 @@ const PB: &str = "application/vnd.kubernetes.protobuf";
 const PROVEN_WITHIN: Duration = Duration::from_millis(2600);
 const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
 
-fn secret(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "team-1"}})
-}
-
-/// Moves the cluster's RV on with writes to another resource, so that configmaps are quiet and
-/// their cache's RV lags the upstream's. Returns the upstream's RV after them.
-fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
-    for i in 0..3 {
-        stack.sim.create(secret(&format!("{tag}-{i}"))).expect("secret");
-    }
-    stack.sim.current_rv()
-}
-
 async fn wait_synced(stack: &Stack, resource: &str) {
     for _ in 0..200 {
         if stack.metric_sum("kubeplex_cache_objects", &[&format!("resource=\"{resource}")]).await
@@ -184,7 +171,7 @@ const FEW: &str = "/api/v1/namespaces/team-0/configmaps?labelSelector=app%3Dapp-
 async fn a_consistent_list_of_a_quiet_resource_is_proven_and_served_from_the_cache() {
     let stack = probing_every_list().await;
     wait_synced(&stack, "configmaps").await;
-    let current = move_cluster_on(&stack, "quiet");
+    let current = stack.move_cluster_on("quiet");
     let lists_before = stack.upstream_calls_of("configmaps", "LIST");
     let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
     let cache_before = stack.served_from("cache").await;
@@ -226,7 +213,7 @@ async fn a_consistent_watchlist_of_a_quiet_resource_is_served_from_the_cache() {
     let shape = ClusterShape { configmaps: 300, ..shapes::SMALL };
     let stack = Stack::new(shape, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
-    let current = move_cluster_on(&stack, "wl");
+    let current = stack.move_cluster_on("wl");
     let path = format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10");
     let cache_before = stack.served_from("cache").await;
     let started = Instant::now();
@@ -272,7 +259,7 @@ async fn a_small_quiet_consistent_list_passes_through_unless_the_cache_is_shown_
     let stack =
         Stack::new(ClusterShape { configmaps: 300, ..shapes::SMALL }, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
-    move_cluster_on(&stack, "small");
+    stack.move_cluster_on("small");
     let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
     let (cache_before, upstream_before) =
         (stack.served_from("cache").await, stack.served_from("upstream").await);
@@ -333,7 +320,7 @@ async fn a_consistent_list_of_a_small_quiet_cache_is_served_at_the_current_rv_af
 ) {
     let stack = Stack::new(shapes::SMALL, &["configmaps"]).await;
     wait_synced(&stack, "configmaps").await;
-    let current = move_cluster_on(&stack, "listed");
+    let current = stack.move_cluster_on("listed");
     let meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
     let lists_before = stack.upstream_calls_of("configmaps", "LIST");
     let (cache_before, upstream_before) =
@@ -387,7 +374,7 @@ async fn a_write_during_the_proof_is_either_in_the_answer_or_after_it() {
     let stack = probing_every_list().await;
     wait_synced(&stack, "configmaps").await;
     for round in 0..3 {
-        move_cluster_on(&stack, &format!("w{round}"));
+        stack.move_cluster_on(&format!("w{round}"));
         let addr = stack.addr();
         let read = tokio::spawn(async move { get_accept(&addr, CMS, JSON).await });
         tokio::time::sleep(Duration::from_millis(300 * round + 100)).await;
@@ -428,7 +415,7 @@ async fn not_older_than_an_rv_from_another_resource_is_served_from_the_cache() {
     .enumerate()
     {
         // Each read with an RV the cluster reached through another resource.
-        let other = move_cluster_on(&stack, &format!("nt{i}"));
+        let other = stack.move_cluster_on(&format!("nt{i}"));
         let path =
             path.replace("{CMS}", CMS).replace("{RV}", &other.to_string()).replace("{NAME}", &name);
         let cache_before = stack.served_from("cache").await;
@@ -469,7 +456,7 @@ async fn not_older_than_an_rv_past_a_small_quiet_cache_is_proven_by_one_metadata
     };
     let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
 
-    let other = move_cluster_on(&stack, "wl");
+    let other = stack.move_cluster_on("wl");
     let path = format!("{CMS}?{wl}&resourceVersion={other}");
     let before = (calls("proof_list").await, calls("proof_watch").await);
     let watches_before = stack.upstream_calls_of("configmaps", "WATCH");
@@ -494,7 +481,7 @@ async fn not_older_than_an_rv_past_a_small_quiet_cache_is_proven_by_one_metadata
     assert_eq!(calls("proof_list").await - before.0, 1, "one metadata list");
     assert_eq!(calls("proof_watch").await - before.1, 0, "no probe");
 
-    let other = move_cluster_on(&stack, "list");
+    let other = stack.move_cluster_on("list");
     let path = format!("{CMS}?resourceVersion={other}&resourceVersionMatch=NotOlderThan");
     let before = (calls("proof_list").await, calls("proof_watch").await);
     let cache_before = stack.served_from("cache").await;
@@ -619,7 +606,7 @@ struct WatchListCosts {
 /// cache sees nothing but its initial state. What its proof cost.
 async fn small_cache_watchlist(stack: &Stack, selector: &str) -> WatchListCosts {
     wait_synced(stack, "pods").await;
-    let current = move_cluster_on(stack, "reload");
+    let current = stack.move_cluster_on("reload");
     let pb = "application/vnd.kubernetes.protobuf";
     let wl = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
     let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1{selector}&{wl}");
@@ -705,7 +692,7 @@ async fn a_consistent_watch_of_one_object_in_a_small_quiet_cache_is_proven_by_on
         }
     };
     for (name, change) in [("watched", false), ("changed", true)] {
-        let current = move_cluster_on(&stack, name);
+        let current = stack.move_cluster_on(name);
         if change {
             // Just before the read: the cache may not have it yet when the read arrives.
             stack
@@ -792,7 +779,7 @@ async fn a_watch_of_one_configmap_in_a_large_cache_is_proven_by_a_list_of_its_na
     // Quiet, as a pool's ConfigMaps mostly are: a busy cache is proven by the clock's shared
     // current-RV list first.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    move_cluster_on(&stack, "moved");
+    stack.move_cluster_on("moved");
     let (probes, reloads) = (calls("proof_watch").await, calls("watchlist").await);
     let (namespace_lists, cluster_lists) =
         (namespace_lists_of(&stack, "configmaps"), cluster_lists_of(&stack, "configmaps"));
@@ -837,7 +824,7 @@ async fn a_watch_whose_proof_times_out_is_answered_429_not_passed_on() {
     wait_synced(&stack, "configmaps").await;
     // Quiet, and the cluster moved on: the watch needs a proof (a metadata list of team-0).
     tokio::time::sleep(Duration::from_millis(400)).await;
-    move_cluster_on(&stack, "moved");
+    stack.move_cluster_on("moved");
     let watches = || stack.upstream_calls_of("configmaps", "WATCH");
     let before = watches();
     stack.sim.slow_wide_reads("", "configmaps", Some(Duration::from_secs(3)));
@@ -858,7 +845,7 @@ async fn a_watch_whose_proof_times_out_is_answered_429_not_passed_on() {
     drop(w);
     // The apiserver's priority and fairness refuses the proof's list (429): the same answer.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    move_cluster_on(&stack, "again");
+    stack.move_cluster_on("again");
     stack.sim.throttle(1, 1);
     let refused = get(&stack.addr(), named).await;
     assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
@@ -888,7 +875,7 @@ async fn a_watch_whose_current_rv_list_is_throttled_is_answered_429_not_passed_o
     }
     // Quiet, and the cluster moved on: the watches need a proof.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    move_cluster_on(&stack, "moved");
+    stack.move_cluster_on("moved");
     let watches = || stack.upstream_calls("WATCH");
     let before = watches();
     stack.sim.throttle(1, 1);

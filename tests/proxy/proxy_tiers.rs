@@ -16,19 +16,6 @@ const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
 const SHAPE: ClusterShape =
     ClusterShape { nodes: 4, namespaces: 3, pods: 60, configmaps: 12, services: 3 };
 
-fn secret(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "team-1"}})
-}
-
-/// Moves the cluster's RV on with writes to another resource, so that configmaps are quiet and
-/// every cache of them lags the upstream's RV. Returns the RV after them.
-fn move_cluster_on(stack: &Stack, tag: &str) -> u64 {
-    for i in 0..3 {
-        stack.sim.create(secret(&format!("{tag}-{i}"))).expect("secret");
-    }
-    stack.sim.current_rv()
-}
-
 /// A second kubeplex whose upstream is `tier`'s kubeplex, caching configmaps.
 async fn in_front_of(tier: &Stack) -> Proxy {
     let proxy = start_proxy(&tier.write_client_kubeconfig(), default_caches(&["configmaps"])).await;
@@ -41,7 +28,7 @@ async fn a_short_watch_with_bookmarks_ends_with_a_bookmark_at_the_upstreams_curr
     let stack = Stack::new(SHAPE, &["configmaps"]).await;
     let cached = get(&stack.addr(), &format!("{CMS}?resourceVersion=0")).await;
     let from = rv_of(&cached.json());
-    let current = move_cluster_on(&stack, "probe");
+    let current = stack.move_cluster_on("probe");
     assert!(
         from < current,
         "configmaps are quiet: the cache is at {from}, the cluster at {current}"
@@ -69,7 +56,7 @@ async fn a_short_watch_with_bookmarks_ends_with_a_bookmark_at_the_upstreams_curr
 async fn a_not_older_than_read_at_the_current_rv_through_two_tiers_is_the_apiservers() {
     let stack = Stack::new(SHAPE, &["configmaps"]).await;
     let second = in_front_of(&stack).await;
-    let current = move_cluster_on(&stack, "tiers");
+    let current = stack.move_cluster_on("tiers");
     let path = format!("{CMS}?resourceVersion={current}&resourceVersionMatch=NotOlderThan");
     let direct = get(&stack.upstream(), &path).await;
     assert_eq!(direct.status, 200);
@@ -111,7 +98,7 @@ async fn a_consistent_watchlist_splits_state_and_events_where_the_apiserver_does
     // Enough configmaps, in the namespace and elsewhere, beside the few the watch selects that
     // the proof is a list and a probe (~2 s), not a reload or a metadata list.
     let stack = Stack::new(ClusterShape { configmaps: 300, ..SHAPE }, &["configmaps"]).await;
-    move_cluster_on(&stack, "split");
+    stack.move_cluster_on("split");
     let path = format!(
         "{CMS}?labelSelector=app%3Dapp-3&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10"
     );
@@ -149,7 +136,7 @@ async fn an_informers_first_list_through_two_tiers_costs_the_apiserver_nothing()
     wait_ready(&stack.proxy).await;
     let front = start_proxy(&stack.write_client_kubeconfig(), default_caches(&[])).await;
     wait_ready(&front).await;
-    move_cluster_on(&stack, "any");
+    stack.move_cluster_on("any");
     let lists = stack.upstream_calls_of("configmaps", "LIST");
     let path = format!("{CMS}?resourceVersion=0");
     let via = get(&front.addr.to_string(), &path).await;

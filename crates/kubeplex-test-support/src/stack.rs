@@ -246,6 +246,21 @@ pub async fn wait_ready(proxy: &Proxy) {
 }
 
 impl Stack {
+    /// Moves the cluster's RV on with writes to another resource (three Secrets in `team-1`,
+    /// named after `tag`), so that quiet resources' caches lag the upstream's RV. Returns the
+    /// upstream's RV after them.
+    pub fn move_cluster_on(&self, tag: &str) -> u64 {
+        for i in 0..3 {
+            let secret = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": format!("{tag}-{i}"), "namespace": "team-1"},
+            });
+            self.sim.create(secret).expect("secret");
+        }
+        self.sim.current_rv()
+    }
+
     /// A kubeconfig for clients of kubeplex (no credentials: kubeplex's own identity).
     pub fn write_client_kubeconfig(&self) -> std::path::PathBuf {
         let path = self.dir.join("kubeplex.kubeconfig");
