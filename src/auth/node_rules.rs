@@ -31,7 +31,8 @@
 //!   graph's references — volumes with one source (`configMap`, `secret`, a projected volume's
 //!   `configMap` and `secret`, a CSI volume's `nodePublishSecretRef`), containers' and init
 //!   containers' `env` and `envFrom`, `imagePullSecrets` — never at a mirror pod's (the graph
-//!   adds no edges for them) or at ephemeral containers' (added later, by an update).
+//!   adds no edges for them) or at ephemeral containers' (added later, by an update): the
+//!   wire crate's walk of a Pod spec, [`Walk::Settled`](crate::wire::pod::Walk::Settled).
 //!
 //! Only a grant is taken: anything else — another node's object, a pod bound a moment ago, a
 //! reference kubeplex does not read, a cache of pods not running — is reviewed as before, and a
@@ -68,6 +69,7 @@ use crate::cache::resource::{ResourceCache, View, HEARD_WITHIN};
 use crate::cache::{CachedObject, Encoding};
 use crate::live::caches::Caches;
 use crate::wire::codec;
+use crate::wire::pod::{self, Referenced, Walk};
 use crate::wire::selector::field::{FieldOperator, FieldSelector};
 
 /// The rule a read was granted by (the metrics' `source="node_rules"` counts them all).
@@ -85,9 +87,6 @@ pub enum NodeRule {
 /// The least time kubeplex's cache of pods must have held a binding before the graph's rule
 /// is taken for it.
 const MIN_GRAPH_SETTLED: Duration = Duration::from_secs(3);
-
-/// The annotation that makes a pod a mirror pod (`corev1.MirrorPodAnnotationKey`).
-const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 
 /// How long kubeplex's cache must have held a pod bound to a node before the Node authorizer's
 /// graph is taken to have its edges: twice `nodeGraphLag`, at least 3 s.
@@ -269,70 +268,18 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// (the subset in the module's documentation); none for a mirror pod, or one that cannot be
 /// read.
 fn references(encoding: Encoding, body: &[u8], secret: bool) -> Vec<String> {
-    let pod = match encoding {
+    let object = match encoding {
         Encoding::Json => serde_json::from_slice::<Value>(body).ok(),
         Encoding::Protobuf => {
             codec::type_for("v1", "Pod").and_then(|t| codec::from_protobuf(t, body).ok())
         }
     };
-    let Some(pod) = pod else { return Vec::new() };
-    if pod.pointer("/metadata/annotations").and_then(|a| a.get(MIRROR_POD)).is_some() {
+    let Some(object) = object else { return Vec::new() };
+    if pod::is_mirror(&object) {
         return Vec::new();
     }
-    pod_references(&pod["spec"], secret)
-}
-
-/// `VisitPodSecretNames` / `VisitPodConfigmapNames` over a pod's spec, less what the module's
-/// documentation leaves out.
-fn pod_references(spec: &Value, secret: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut push = |v: Option<&Value>| {
-        if let Some(name) = v.and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            out.push(name.to_string());
-        }
-    };
-    if secret {
-        for s in items(spec, "imagePullSecrets") {
-            push(s.get("name"));
-        }
-    }
-    let (env_from, key_ref) =
-        if secret { ("secretRef", "secretKeyRef") } else { ("configMapRef", "configMapKeyRef") };
-    for list in ["initContainers", "containers"] {
-        for c in items(spec, list) {
-            for e in items(c, "envFrom") {
-                push(e[env_from].get("name"));
-            }
-            for e in items(c, "env") {
-                push(e["valueFrom"][key_ref].get("name"));
-            }
-        }
-    }
-    for volume in items(spec, "volumes") {
-        // A volume has one source (validation); the graph's `switch` takes the first it knows,
-        // so a volume with more than one is left alone rather than guessed at.
-        let Some(map) = volume.as_object() else { continue };
-        let mut sources = map.iter().filter(|(k, _)| k.as_str() != "name");
-        let (Some((source, v)), None) = (sources.next(), sources.next()) else { continue };
-        match (source.as_str(), secret) {
-            ("configMap", false) => push(v.get("name")),
-            ("secret", true) => push(v.get("secretName")),
-            ("csi", true) => push(v["nodePublishSecretRef"].get("name")),
-            ("projected", _) => {
-                let kind = if secret { "secret" } else { "configMap" };
-                for s in items(v, "sources") {
-                    push(s[kind].get("name"));
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The array at `key` of `v` (none when there is no such array).
-fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v[key].as_array().map_or(&[], Vec::as_slice)
+    let what = if secret { Referenced::Secrets } else { Referenced::ConfigMaps };
+    pod::referenced_names(&object["spec"], what, Walk::Settled)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod list_watch;
 pub mod meta;
 pub mod names;
 pub mod negotiate;
+pub mod pod;
 pub mod proto;
 pub mod request;
 pub mod resource;

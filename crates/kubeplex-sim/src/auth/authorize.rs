@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::{
     quote, Auth, Binding, Denial, RoleRef, Rule, Subject, UserInfo, Webhook, MASTERS, NODES,
 };
+use crate::wire::pod::{self, Referenced, Walk};
 use crate::wire::selector::field::{FieldOperator, FieldSelector};
 
 /// `authorizer.Attributes`: what a request (or a SubjectAccessReview) asks to do.
@@ -406,57 +407,17 @@ fn authorize_referenced(node: &str, attrs: &Attributes, objects: &dyn Objects) -
         return Verdict::NoOpinion("No Object name found".into());
     }
     let secret = attrs.resource == "secrets";
+    let what = if secret { Referenced::Secrets } else { Referenced::ConfigMaps };
     // `Graph.AddPod`: a mirror pod gets its node edge and nothing else (a node must never be
     // able to create a pod that grants it other objects).
-    let mirror =
-        |p: &Value| p.pointer("/metadata/annotations/kubernetes.io~1config.mirror").is_some();
     let related = objects
         .pods(&attrs.namespace)
         .iter()
-        .filter(|p| pod_node(p) == node && !mirror(p))
-        .any(|p| references(p, secret).contains(&attrs.name));
+        .filter(|p| pod_node(p) == node && !pod::is_mirror(p))
+        .any(|p| pod::referenced_names(&p["spec"], what, Walk::Graph).contains(&attrs.name));
     if related {
         Verdict::Allow(String::new())
     } else {
         no_relationship(node)
     }
-}
-
-/// The configmaps (or secrets) a pod references, as the graph populator's
-/// `podutil.VisitPodSecretNames` / `VisitPodConfigmapNames` find them.
-fn references(pod: &Value, secret: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut push = |v: Option<&Value>| {
-        if let Some(n) = v.and_then(Value::as_str) {
-            out.push(n.to_string());
-        }
-    };
-    let spec = &pod["spec"];
-    let (volume_key, volume_name, ref_key, key_ref) = if secret {
-        ("secret", "secretName", "secretRef", "secretKeyRef")
-    } else {
-        ("configMap", "name", "configMapRef", "configMapKeyRef")
-    };
-    for v in spec["volumes"].as_array().into_iter().flatten() {
-        push(v[volume_key].get(volume_name));
-        for s in v.pointer("/projected/sources").and_then(Value::as_array).into_iter().flatten() {
-            push(s[volume_key].get("name"));
-        }
-    }
-    if secret {
-        for s in spec["imagePullSecrets"].as_array().into_iter().flatten() {
-            push(s.get("name"));
-        }
-    }
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec[list].as_array().into_iter().flatten() {
-            for e in c["envFrom"].as_array().into_iter().flatten() {
-                push(e[ref_key].get("name"));
-            }
-            for e in c["env"].as_array().into_iter().flatten() {
-                push(e.pointer(&format!("/valueFrom/{key_ref}/name")));
-            }
-        }
-    }
-    out
 }
