@@ -7,7 +7,7 @@
 #   docker build -t kubeplex:latest .
 #
 # glibc rather than a static musl binary for memory and speed: kubeplex holds its caches on the
-# heap, and sets glibc's malloc thresholds and arenas at start (src/allocator.rs), which musl's
+# heap, and sets glibc's malloc thresholds and arenas at start (src/bin/kubeplex/allocator.rs), which musl's
 # allocator has no equivalent of. Measured against the real apiserver with 100,000 ConfigMaps
 # (scripts/realcluster/memory.sh; BENCHMARKS.md, "The C allocator's settings"): RSS above idle
 # over the bytes the caches hold 1.35× / 1.36× with glibc against 1.58× / 1.52× for the same

@@ -93,7 +93,7 @@ fn no_module_imports_one_above_it() {
 fn the_library_names_nothing_of_the_fake_apiserver() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    for layer in ["cache", "upstream", "auth", "serve", "net"] {
+    for layer in ["cache", "upstream", "live", "auth", "serve", "net"] {
         sources(&src.join(layer), &mut files);
     }
     files.push(src.join("lib.rs"));
@@ -314,7 +314,7 @@ fn no_file_names_one_that_names_it_back() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let crates = [
         "src/lib.rs",
-        "src/main.rs",
+        "src/bin/kubeplex/main.rs",
         "crates/kubeplex-wire/src/lib.rs",
         "crates/kubeplex-net/src/lib.rs",
     ];
@@ -444,4 +444,44 @@ fn the_docs_name_files_that_exist() {
     }
     assert!(checked > 50, "only {checked} paths read");
     assert!(missing.is_empty(), "the docs name paths that do not exist:\n{}", missing.join("\n"));
+}
+
+/// Every file of a crate's sources, test code included.
+fn all_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("source dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            all_sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// docs/style.md, "Unit tests": a module's tests are in `x/tests.rs`, never inline, and no
+/// `#[path]` attribute bends the module tree away from the folder tree.
+#[test]
+fn unit_tests_live_in_their_modules_tests_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    all_sources(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).expect("crates").flatten() {
+        all_sources(&krate.path().join("src"), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("source");
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("mod tests {") || line.starts_with("#[path") {
+                found.push(format!(
+                    "{}:{}: {line}",
+                    file.strip_prefix(root).unwrap().display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(files.len() > 200, "only {} files read", files.len());
+    assert!(found.is_empty(), "tests kept inline, or a #[path]:\n{}", found.join("\n"));
 }

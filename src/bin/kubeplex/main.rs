@@ -1,5 +1,10 @@
 //! The `kubeplex` command: `serve` (the proxy), `config` (its settings), `sim` (a fake
-//! apiserver) and `demo`.
+//! apiserver) and `demo`. The binary's own modules live beside this file (`src/bin/kubeplex/`);
+//! everything else is the `kubeplex` library's.
+//!
+//! No unsafe code, but for the one exception: [`allocator`] calls glibc's `mallopt`,
+//! `malloc_trim` and `mallinfo2`, each call allowed where it is made.
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,8 +14,9 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 use kubeplex::serve::Proxy;
 use kubeplex::upstream::{Upstream, UpstreamConfig};
 
-/// The settings: one YAML file, `KUBEPLEX_*` variables and flags, resolved and checked.
+/// glibc's malloc tuned at start-up, and freed heap given back to the system.
 mod allocator;
+/// The settings: one YAML file, `KUBEPLEX_*` variables and flags, resolved and checked.
 mod config;
 
 /// `kubeplex sim` and `kubeplex demo`: the fake apiserver (built with the default `sim` feature;
