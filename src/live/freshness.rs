@@ -28,14 +28,14 @@
 //!
 //! **A metadata list, for a read of about all of a small quiet cache** (the kubelet's watch of
 //! each ConfigMap and Secret its pods use, a node's watch of its Node, another tier's `limit=1`
-//! current-RV list of a small resource; `serve::fresh::listed_covers`: the cache's objects
+//! current-RV list of a small resource; `serve::cache_read::fresh::listed_covers`: the cache's objects
 //! come to at most the read's own and 16 KiB, the slack a reload is allowed): one consistent
 //! list of the cache's scope, metadata only, answered at once and shared by the reads that
 //! join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
 //! listed object at its listed RV and nothing the list lacks, its state is the upstream's at
 //! the list's RV, where the read is answered (a watch starts there; a list is served at it).
 //! A not-older-than read past the cache's RV (an RV from another resource) is proven the same
-//! way where its listing is as cheap (`serve::fresh::not_older_than_listed`): the list is a
+//! way where its listing is as cheap (`serve::cache_read::fresh::not_older_than_listed`): the list is a
 //! consistent read, its RV at least the read's, and no probe waits for a bookmark. A
 //! pool tier gets such reads from every node as pods land and as node tiers start: a reload
 //! per read would send the whole cache as events each time, a probe would hold each ~1.5 s,
@@ -52,7 +52,7 @@
 //!
 //! A read that cannot be proven within its budget passes through (always correct).
 //!
-//! Which reads use it is decided by the serving side (`serve::cached`, `serve::watch`):
+//! Which reads use it is decided by the serving side (`serve::cache_read::cached`, `serve::cache_read::watch`):
 //! consistent lists, consistent watches and WatchLists, and not-older-than reads past the
 //! cache's RV. A consistent *get* passes through: it costs the upstream one small request
 //! either way (the proof's `limit=1` list, or the get itself), and the get is faster.

@@ -1,16 +1,24 @@
-//! Node mode: what sending a node's read again after the Node authorizer refused it for a pod
-//! just bound (`auth::graph_lag`) takes — which reads qualify, a copy of the request to send
-//! again, and telling the graph's refusal from others — for `route`'s retries.
+//! Node mode: a node's read sent again after the Node authorizer refused it for a pod just
+//! bound (`auth::graph_lag`: when, and for how long) — which reads qualify, a copy of the
+//! request to send again, telling the graph's refusal from others, and the retries themselves
+//! ([`until_granted`]).
 
 use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tower::Service;
+
 use super::body::{self, Body};
+use super::cache_read::{self, Attempt};
 use super::request::{Class, Classified, Verb};
 use super::state::ProxyState;
-use crate::auth::graph_lag::{is_graph_refusal, GraphRead};
+use crate::auth::graph_lag::{is_graph_refusal, window_until, Backoff, GraphRead};
 use crate::auth::Identity;
 use crate::wire::request::ApiPath;
 
@@ -122,6 +130,58 @@ pub async fn graph_refusal(resp: Response<Body>) -> (Response<Body>, bool) {
         BodyExt::boxed(http_body_util::StreamBody::new(read.chain(rest)))
     };
     (Response::from_parts(parts, body), refused)
+}
+
+/// `first`, the answer to a node's read: refused by the Node authorizer for want of a binding in
+/// its graph, while a
+/// cache of pods shows a binding it may depend on received less than `nodeGraphLag` ago, is
+/// sent again after short, growing back-offs until granted or that window ends, and the
+/// upstream's last answer is the client's (`auth::graph_lag`). It is not delayed before a
+/// refusal: the first send is at once. A retry asks the review afresh (a remembered denial
+/// would outlive the apiserver's), so that a read the cache can answer is answered from it
+/// once granted; a retry that review refuses sends nothing more upstream — except the
+/// window's last, which goes on as any read does, so that the client's answer is the
+/// upstream's at that moment.
+pub async fn until_granted<P>(
+    state: &Arc<ProxyState>,
+    first: Response<Body>,
+    read: GraphRead,
+    replay: Replay,
+    passthrough: P,
+) -> Response<Body>
+where
+    P: Service<Classified, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    let (mut last, refused) = graph_refusal(first).await;
+    let refused_at = Instant::now();
+    let lag = state.node.as_deref().map_or(Duration::ZERO, |n| n.graph_lag);
+    let window = refused.then(|| window_until(&state.caches, lag, &read, refused_at)).flatten();
+    let Some(until) = window else { return last };
+    let metrics = &state.metrics.reviews;
+    let mut backoff = Backoff::new(until);
+    let result = loop {
+        let Some(retry) = backoff.next(Instant::now()) else { break "refused" };
+        tokio::time::sleep_until(retry.at.into()).await;
+        metrics.graph_retry_requests.inc();
+        let attempt = Attempt::retry();
+        let req = replay.request();
+        if let Some(answer) = cache_read::answer(state, &req, &attempt).await {
+            last = answer;
+            break "granted";
+        }
+        if attempt.denied() && !retry.last {
+            // Refused again by the upstream's review: the refusal the read would get.
+            continue;
+        }
+        let sent = cache_read::pass(passthrough.clone(), req, &attempt).await;
+        let refused;
+        (last, refused) = graph_refusal(sent).await;
+        if !refused {
+            break if last.status().is_success() { "granted" } else { "other" };
+        }
+    };
+    metrics.graph_retries.with_label_values(&[result]).observe(refused_at.elapsed().as_secs_f64());
+    last
 }
 
 #[cfg(test)]

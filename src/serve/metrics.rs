@@ -57,7 +57,7 @@ pub struct Metrics {
 #[derive(Clone)]
 pub struct FreshnessMetrics {
     /// Reads that found their cache not synced yet, by result (`synced`, `timeout`,
-    /// `load_failed`, or `named`: a read of one object passed through at once, `serve::read`).
+    /// `load_failed`, or `named`: a read of one object passed through at once, `serve::cache_read::read`).
     pub sync_waits: IntCounterVec,
     pub sync_wait_seconds: HistogramVec,
     /// Reads that needed the cache at the upstream's current RV (consistent) or at a given RV

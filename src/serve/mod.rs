@@ -19,24 +19,16 @@
 mod admin;
 mod around;
 pub mod body;
-mod cached;
-mod encode;
-mod feed_load;
-mod fresh;
+mod cache_read;
 mod graph_retry;
 pub mod guardrails;
 pub mod metrics;
-mod pages;
 pub mod passthrough;
-mod prepare;
 mod proxy;
-mod read;
 pub mod request;
 mod route;
 pub mod stack;
 mod state;
-mod table;
-mod watch;
 
 pub use self::proxy::{BindError, Http1Server, Mode, NodeConfig, Proxy, ProxyBuilder, StartError};
 pub use self::state::ProxyState;

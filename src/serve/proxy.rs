@@ -10,10 +10,11 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
+use super::cache_read::pages;
 use super::guardrails::{self, Guardrails};
 use super::metrics::Metrics;
 use super::state::ProxyState;
-use super::{admin, pages, stack};
+use super::{admin, stack};
 use crate::auth::service_account::TokenVerifier;
 use crate::auth::{NodeAuth, ReviewConfig, Reviews};
 use crate::live::caches::{CacheSpec, Caches, CachesConfig};

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use super::cache_read::pages::PageCache;
 use super::guardrails;
 use super::metrics::Metrics;
-use super::pages::PageCache;
 use crate::auth::NodeAuth;
 use crate::live::caches::Caches;
 use crate::live::discovery::Resources;

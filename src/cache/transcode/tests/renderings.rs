@@ -7,8 +7,8 @@
 //! - `.table.json` (and `.table.date`, its `Date`: when the apiserver computed the ages): the
 //!   list as a meta.k8s.io/v1 Table.
 //!
-//! Each is written here as kubeplex serves it (`cache::frames::Encoder`, `serve::encode`,
-//! `serve::table`: the same wire functions) from objects a cache of the *other* encoding holds,
+//! Each is written here as kubeplex serves it (`cache::frames::Encoder`, `serve::cache_read::encode`,
+//! `serve::cache_read::table`: the same wire functions) from objects a cache of the *other* encoding holds,
 //! rendered by the [`Transcoder`] — and must be the apiserver's bytes.
 
 use std::collections::BTreeMap;
@@ -181,7 +181,7 @@ fn metadata_lists_of_a_rendered_cache_are_the_apiservers() {
         let mut body =
             meta::partial_object_metadata_list_json(META_API_VERSION, &lm, &bodies(&json)).unwrap();
         if body.last() != Some(&b'\n') {
-            body.push(b'\n'); // as `serve::encode` finishes a JSON answer
+            body.push(b'\n'); // as `serve::cache_read::encode` finishes a JSON answer
         }
         assert_eq!(
             String::from_utf8_lossy(&body),

@@ -32,17 +32,17 @@ use http_body_util::BodyExt;
 use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
-use super::body::{self, Body, BoxError};
 use super::fresh::{self, Unproven};
 use super::prepare::{self, Read};
 use super::read::CachedRead;
-use super::state::ProxyState;
 use crate::cache::fanout::{Closed, Filter, Next, Queue};
 use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
 use crate::live::freshness::Proven;
+use crate::serve::body::{self, Body, BoxError};
+use crate::serve::state::ProxyState;
 use crate::wire::negotiate::{self, Endpoint};
 use crate::wire::status::Status;
 

@@ -5,13 +5,13 @@
 //! ([`consistent`]).
 
 use super::fresh::{self, Listing, Unproven};
-use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
 use crate::cache::select;
 use crate::live::caches::Live;
 use crate::live::discovery::ResourceInfo;
 use crate::live::freshness::Proven;
+use crate::serve::state::ProxyState;
 use crate::wire::negotiate::{self, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};

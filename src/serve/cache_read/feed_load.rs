@@ -10,9 +10,9 @@ use bytes::Bytes;
 use http::{header, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
-use super::body::{Body, BoxError};
 use crate::live::reflector::fed::{Fed, Feeder};
 use crate::live::reflector::MAX_LIST_PAGE_BYTES;
+use crate::serve::body::{Body, BoxError};
 use crate::wire::gzip;
 
 /// The largest answer kept to feed a cache: the reflector's own limit on a list. Past it the

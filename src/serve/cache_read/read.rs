@@ -4,11 +4,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::state::ProxyState;
 use crate::cache::{Encoding, Scope};
 use crate::live::caches::Live;
 use crate::live::reflector::fed::Feeder;
 use crate::live::reflector::FirstLoad;
+use crate::serve::state::ProxyState;
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::resource::ResourceInfo;
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use http::{header, HeaderMap, Response};
 
-use super::body::{self, Body, JSON, PROTOBUF};
 use super::pages::PageCache;
 use crate::cache::resource::Encoding;
 use crate::cache::CachedObject;
 use crate::live::discovery::ResourceInfo;
+use crate::serve::body::{self, Body, JSON, PROTOBUF};
 use crate::wire::meta::{self, unstructured, ListMeta};
 use crate::wire::status::Status;
 use crate::wire::table::IncludeObject;

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::live::caches::Live;
 use crate::live::freshness::{NotProven, Proof, Proven};
+use crate::serve::state::ProxyState;
 
 /// A reload proves a cache of at most this many bytes of objects (`live::freshness`).
 pub const RELOAD_MAX_BYTES: usize = 1 << 20;

@@ -5,7 +5,7 @@
 //! resourceVersion rules (docs/design.md §2) as the cache applies them:
 //! - `"0"` (any): the cache's current state;
 //! - `N` not-older-than (get with N; list with N and no limit; `NotOlderThan`): wait ~3 s for
-//!   the cache to reach N (proving it there when the upstream is past N: `serve::fresh`), then
+//!   the cache to reach N (proving it there when the upstream is past N: [`fresh`](super::fresh)), then
 //!   its current state — or, like the apiserver's own watch cache, 504 "Too large resource
 //!   version";
 //! - `N` exact (list with N and a limit; `Exact`; a continue token): the snapshot at N when it
@@ -21,18 +21,18 @@ use std::sync::Arc;
 
 use http::{header, HeaderMap, Response};
 
-use super::body::{self, Body};
 use super::encode::{self, Out, Shape};
 use super::fresh;
 use super::prepare::{self, Read};
 use super::read::CachedRead;
-use super::state::ProxyState;
 use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::live::caches::Live;
 use crate::live::freshness::Proven;
+use crate::serve::body::{self, Body};
+use crate::serve::state::ProxyState;
 use crate::wire::continue_token;
 use crate::wire::gzip;
 use crate::wire::meta::ListMeta;
