@@ -28,16 +28,15 @@
 //!
 //! **A metadata list, for a read of about all of a small quiet cache** (the kubelet's watch of
 //! each ConfigMap and Secret its pods use, a node's watch of its Node, another tier's `limit=1`
-//! current-RV list of a small resource; `serve::cache_read::fresh::listed_covers`: the cache's objects
-//! come to at most the read's own and 16 KiB, the slack a reload is allowed): one consistent
-//! list of the cache's scope, metadata only, answered at once and shared by the reads that
-//! join it before it is sent ([`Freshness::consistent_listed`]); once the cache holds every
+//! current-RV list of a small resource; [`listing`]: the cache's objects come to at most the
+//! read's own and 16 KiB, the slack a reload is allowed): one consistent list of the cache's
+//! scope, metadata only, answered at once and shared by the reads that join it before it is
+//! sent ([`Freshness::consistent_listed`]); once the cache holds every
 //! listed object at its listed RV and nothing the list lacks, its state is the upstream's at
 //! the list's RV, where the read is answered (a watch starts there; a list is served at it).
 //! A not-older-than read past the cache's RV (an RV from another resource) is proven the same
-//! way where its listing is as cheap (`serve::cache_read::fresh::not_older_than_listed`): the list is a
-//! consistent read, its RV at least the read's, and no probe waits for a bookmark. A
-//! pool tier gets such reads from every node as pods land and as node tiers start: a reload
+//! way where its listing is as cheap ([`listing`]): the list is a consistent read, its RV at
+//! least the read's, and no probe waits for a bookmark. A pool tier gets such reads from every node as pods land and as node tiers start: a reload
 //! per read would send the whole cache as events each time, a probe would hold each ~1.5 s,
 //! passing them through costs one request each. A busy cache is proven by the clock's list
 //! first, which the reads of every other cache share.
@@ -52,13 +51,16 @@
 //!
 //! A read that cannot be proven within its budget passes through (always correct).
 //!
-//! Which reads use it is decided by the serving side (`serve::cache_read::cached`, `serve::cache_read::watch`):
-//! consistent lists, consistent watches and WatchLists, and not-older-than reads past the
-//! cache's RV. A consistent *get* passes through: it costs the upstream one small request
-//! either way (the proof's `limit=1` list, or the get itself), and the get is faster.
+//! The serving side asks for a proof of consistent lists, consistent watches and WatchLists
+//! ([`Freshness::prove`], the one call it makes for them), and of not-older-than reads past
+//! the cache's RV, and decides how long a read waits for it. A consistent *get* passes
+//! through: it costs the upstream one small request either way (the proof's `limit=1` list, or
+//! the get itself), and the get is faster.
 //!
-//! - this file: which proof a read gets ([`Freshness`]: a load since it arrived, the cache's
-//!   own watch, a reload, a metadata list, a probe) and the waits between them;
+//! - [`cost`]: what each proof of a read ([`ConsistentRead`]) may cost — no more than the read
+//!   directly — by which [`Freshness::prove`] chooses: a metadata list, a reload, a probe;
+//! - this file: each proof ([`Freshness`]: a load since it arrived, the cache's own watch, a
+//!   reload, a metadata list, a probe) and the waits between them;
 //! - [`lists`]: the consistent lists the proofs send (the current RV's `limit=1` list, a
 //!   cache's metadata list), read as [`metadata_list`] says; [`probe`]: the bookmark probe;
 //! - [`clock`]: the upstream's current RV, shared by every cache's proofs; [`gather`]: one
@@ -75,6 +77,7 @@ use tokio::time::Instant;
 
 mod clock;
 mod config;
+mod cost;
 mod gather;
 mod lists;
 mod metadata_list;
@@ -83,6 +86,7 @@ mod probe;
 
 pub use clock::Clock;
 pub use config::FreshnessConfig;
+pub use cost::{listing, ConsistentRead, Listing};
 use gather::Gathered;
 use metadata_list::Listed;
 pub use outcome::{NotProven, Proof, Proven};
@@ -180,6 +184,40 @@ impl Freshness {
         self.listings = source.listings.clone();
         self.namespace_listings = source.namespace_listings.clone();
         self
+    }
+
+    /// Proves `read` by `deadline`: that the cache holds the upstream's state as of its arrival;
+    /// how, and the metadata list it was proven by if it was. For a read of about all of a
+    /// small cache, or of its namespace in it (a kubelet's watch of one ConfigMap in a
+    /// namespace of few, a node's list or watch of its Node or pods, the services kube-proxy
+    /// reads, another tier's `limit=1` current-RV list: [`listing`]), a metadata list of that,
+    /// which costs the upstream no more than the read would directly; else the cache's own
+    /// proof — for a list, a probe only where the scope is large enough to be worth one
+    /// (`probeMinListBytes`: a small list passes through rather than wait for it); for a
+    /// watch, a reload for a small cache the watch mostly covers.
+    pub async fn prove(
+        self: &Arc<Self>,
+        cache: &ResourceCache,
+        read: &ConsistentRead<'_>,
+        deadline: Instant,
+    ) -> Result<(Proven, Option<Listing>), NotProven> {
+        let (filter, arrived) = (read.filter, read.arrived);
+        let namespace = filter.namespace.as_deref();
+        if let Some(listing) = cost::listing(cache, read.namespaced, filter, read.limit) {
+            let narrow = listing == Listing::Namespace;
+            let proven =
+                self.consistent_listed(cache, namespace, narrow, arrived, deadline).await?;
+            return Ok((proven, Some(listing)));
+        }
+        let proven = if read.watch {
+            let reload = || cost::reload_covers(cache, read.namespaced, filter);
+            self.consistent(cache, arrived, deadline, || true, reload).await?
+        } else {
+            let min_bytes = self.config.probe_min_list_bytes;
+            let worth_it = || cost::scope_bytes(&cache.current(), namespace) >= min_bytes;
+            self.consistent(cache, arrived, deadline, worth_it, || false).await?
+        };
+        Ok((proven, None))
     }
 
     /// The budget of a proof.

@@ -1,6 +1,6 @@
 //! The upstream side's metrics: the calls the caches' reflectors and freshness proofs make to
 //! the apiserver, and relists. Defined here, with the code that makes the calls, and registered
-//! into the one registry the process builds (`serve::metrics::Metrics`).
+//! into the one registry the process builds.
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 

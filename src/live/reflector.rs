@@ -54,7 +54,7 @@ pub use first_load::FirstLoad;
 /// Items per page of the reflector's list (client-go's reflector uses 500 too).
 pub const LIST_PAGE_SIZE: usize = 500;
 /// Largest list page accepted (an apiserver page of 500 large objects stays far below this),
-/// and the largest answer kept to feed a cold cache's first load (`serve::cache_read::feed_load`).
+/// and the largest answer kept to feed a cold cache's first load ([`fed`]).
 pub const MAX_LIST_PAGE_BYTES: usize = 1024 * 1024 * 1024;
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);

@@ -124,9 +124,17 @@ pub async fn answer(
         Decision::Unverified => return None,
         Decision::Throttled => return Some(body::too_many_requests()),
     }
+    // The cache that answers, started if need be, and its first sync waited for (bounded): the
+    // reads of a cold cache share its one upstream load. `None`: no cache may answer (the cost
+    // rule, the memory budget), the read feeds the cache's first load, or the wait ran out —
+    // the read passes through.
+    let cache = read.cache(state, plan.encoding(), plan.whole())?;
+    if !fresh::synced(state, &cache).await {
+        return None;
+    }
     let mut answer = match plan {
-        Plan::Watch(plan) => watch::answer(state, &read, plan).await,
-        Plan::Read(plan) => cached::answer(state, &read, plan, headers, query).await,
+        Plan::Watch(plan) => watch::answer(state, &read, &cache, plan).await,
+        Plan::Read(plan) => cached::answer(state, &read, &cache, plan, headers, query).await,
     }?;
     answer.extensions_mut().insert(Source::Cache);
     Some(answer)
@@ -143,6 +151,15 @@ impl Plan {
         match self {
             Plan::Read(plan) => plan.encoding(),
             Plan::Watch(plan) => plan.encoding(),
+        }
+    }
+
+    /// Whether the read asks for what a cache of its scope loads (`CachedRead::cache`): only a
+    /// list can.
+    fn whole(&self) -> bool {
+        match self {
+            Plan::Read(plan) => plan.whole(),
+            Plan::Watch(_) => false,
         }
     }
 }

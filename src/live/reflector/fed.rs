@@ -6,7 +6,7 @@
 //! exactly what the cache loads — its whole scope, in its encoding, in one answer (unpaged, or
 //! at resourceVersion=0, where the apiserver ignores `limit`) — it is
 //! passed through instead, and its answer, on its way to the reader at the apiserver's own
-//! pace, is the cache's first load ([`Fed`], sent by `serve`'s tee): one upstream list, as
+//! pace, is the cache's first load ([`Fed`], sent by the reader's tee): one upstream list, as
 //! directly, and the reader has it as soon as directly. Every other read of the cold cache
 //! waits for that load. Should the answer not come whole (a refusal, an error, the reader gone),
 //! the reflector loads as it would have (`FirstLoad`). The state is applied only once the

@@ -2,7 +2,7 @@
 //! restart — a DaemonSet rollout, a rescheduled pod — kubeplex does not load its caches again
 //! (a consistent load each, which a tier above must prove current: a freshness proof per
 //! restarted node), it watches the upstream from the state's RV. Its clients, told that RV by
-//! the last bookmark before the old process stopped (`serve::cache_read::watch`), resume their watches
+//! the last bookmark before the old process stopped, resume their watches
 //! from it too, and nobody lists anything.
 //!
 //! The state is applied only once the upstream has accepted the watch from its RV (it has the

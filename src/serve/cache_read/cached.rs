@@ -30,7 +30,7 @@ use crate::cache::resource::Encoding;
 use crate::cache::select::{self, Query};
 use crate::cache::store::Snapshot;
 use crate::live::caches::Live;
-use crate::live::freshness::Proven;
+use crate::live::freshness::{ConsistentRead, Proven};
 use crate::serve::body::{self, Body};
 use crate::serve::state::ProxyState;
 use crate::wire::continue_token;
@@ -60,6 +60,12 @@ impl Plan {
     /// The cache (by encoding) that would answer.
     pub fn encoding(&self) -> Encoding {
         self.encoding
+    }
+
+    /// Whether it asks for every object of its scope in the cache's form, in one unpaged
+    /// answer: what a cache of that scope loads, so that a cache it starts is fed by it.
+    pub fn whole(&self) -> bool {
+        self.whole
     }
 }
 
@@ -128,26 +134,20 @@ pub fn plan(
 pub async fn answer(
     state: &Arc<ProxyState>,
     read: &CachedRead<'_>,
+    cache: &Live,
     plan: Plan,
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Option<Response<Body>> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
-    let Plan { arrived, encoding, shape, consistent, whole, filter } = plan;
-    // `None`: no cache may answer (the cost rule, the memory budget); the read passes through.
-    let cache = read.cache(state, encoding, whole)?;
-    if !fresh::synced(state, &cache).await {
-        return None;
-    }
+    let Plan { arrived, encoding, shape, consistent, whole: _, filter } = plan;
     let proven = match (consistent, &filter) {
         (true, Some(filter)) => {
             let limit =
                 opts.limit.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-            let read = Read::List;
-            let (proven, _) =
-                prepare::consistent(state, &cache, info, filter, limit, read, arrived)
-                    .await
-                    .ok()?;
+            let namespaced = info.namespaced;
+            let read = ConsistentRead { namespaced, filter, limit, watch: false, arrived };
+            let (proven, _) = fresh::consistent(state, cache, &read).await.ok()?;
             Some(proven)
         }
         _ => None,
@@ -168,8 +168,8 @@ pub async fn answer(
         page_key,
     };
     match (&rp.name, &filter) {
-        (Some(name), _) => get(state, &cache, rp, opts, name, &out).await,
-        (None, Some(filter)) => list(state, &cache, rp, opts, filter, proven, &out).await,
+        (Some(name), _) => get(state, cache, rp, opts, name, &out).await,
+        (None, Some(filter)) => list(state, cache, rp, opts, filter, proven, &out).await,
         (None, None) => None,
     }
 }

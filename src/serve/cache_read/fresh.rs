@@ -1,7 +1,7 @@
 //! Waiting for a cache instead of passing a read through: a cold cache's first sync, and the
-//! freshness proof of consistent and not-older-than reads (see `live::freshness`). Each
-//! wait is bounded (`FreshnessConfig`) and counted in `kubeplex_cache_sync_*` and
-//! `kubeplex_freshness_*`.
+//! freshness proof of consistent and not-older-than reads — which proof, and how it is made,
+//! is `live::freshness`'s; here is only how long a read waits for it. Each wait is bounded
+//! (`FreshnessConfig`) and counted in `kubeplex_cache_sync_*` and `kubeplex_freshness_*`.
 
 use std::time::Duration;
 
@@ -9,106 +9,9 @@ use tokio::time::Instant;
 
 use crate::cache::fanout::Filter;
 use crate::cache::resource::ResourceCache;
-use crate::cache::select::{self, Query};
-use crate::cache::store::Snapshot;
 use crate::live::caches::Live;
-use crate::live::freshness::{NotProven, Proof, Proven};
+use crate::live::freshness::{self, ConsistentRead, Listing, NotProven, Proof, Proven};
 use crate::serve::state::ProxyState;
-
-/// A reload proves a cache of at most this many bytes of objects (`live::freshness`).
-pub const RELOAD_MAX_BYTES: usize = 1 << 20;
-/// What a reload may cost beyond the read's own objects, whatever they come to.
-const RELOAD_SLACK_BYTES: usize = 16 << 10;
-
-/// Whether reloading `cache` to prove a consistent watch costs the upstream no more than that
-/// watch would directly: the cache is small, and the read selects about all of it (a reload is
-/// one streaming list of the cache's scope; the read, directly, one of its own).
-pub fn reload_covers(cache: &ResourceCache, namespaced: bool, filter: &Filter) -> bool {
-    let total = cache.bytes();
-    total <= RELOAD_MAX_BYTES && {
-        let mine = read_bytes(&cache.current(), namespaced, filter, None);
-        total <= mine + mine / 4 + RELOAD_SLACK_BYTES
-    }
-}
-
-/// What a metadata list proving a read lists ([`listing`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listing {
-    /// The cache, or the read's namespace of it when no read of another namespace joins the
-    /// list: the cache is small, and a list shared by the reads of several namespaces is one
-    /// request where they would each make one.
-    Cache,
-    /// The read's namespace only, never widened by the reads of other namespaces: the cache is
-    /// not small (a pool's cache of every ConfigMap), its namespace is.
-    Namespace,
-}
-
-/// How a metadata list (`Freshness::consistent_listed`) may prove the read — a watch, or a list
-/// of at most `limit` objects — at a cost to the upstream no more than the read's directly, by
-/// the slack a reload is allowed: the listed objects' metadata come to at most their bytes, and
-/// those to at most the read's own and [`RELOAD_SLACK_BYTES`]. Listed are the cache's objects
-/// ([`Listing::Cache`]), or those of the read's namespace ([`Listing::Namespace`]: a kubelet's
-/// watch of one ConfigMap at a pool that holds every ConfigMap of the cluster). `None`: neither
-/// is small enough. Unlike a reload it sends no object as an event, and unlike the current-RV
-/// list and probe of [`consistent`] it is one request, answered at once, that is its own
-/// current-RV sample.
-pub fn listing(
-    cache: &ResourceCache,
-    namespaced: bool,
-    filter: &Filter,
-    limit: Option<usize>,
-) -> Option<Listing> {
-    let covers = |listed: usize, mine: usize| listed <= mine + RELOAD_SLACK_BYTES;
-    let total = cache.bytes();
-    let snap = cache.current();
-    let mine = || read_bytes(&snap, namespaced, filter, limit);
-    if total <= RELOAD_MAX_BYTES && covers(total, mine()) {
-        return Some(Listing::Cache);
-    }
-    // Narrower than the cache only where it holds every namespace (`fetch_metadata_list`).
-    let namespace = filter.namespace.as_deref().filter(|ns| !ns.is_empty())?;
-    let every_namespace = namespaced && cache.scope().namespace().is_none();
-    (every_namespace && covers(scope_bytes(&snap, Some(namespace)), mine()))
-        .then_some(Listing::Namespace)
-}
-
-/// The bytes of the objects `filter` selects in `snap` (the first `limit` of them).
-fn read_bytes(snap: &Snapshot, namespaced: bool, filter: &Filter, limit: Option<usize>) -> usize {
-    let query = Query {
-        namespace: filter.namespace.as_deref(),
-        namespaced,
-        label: filter.label.as_ref(),
-        field: filter.field.as_ref(),
-        ..Query::default()
-    };
-    let selected = select::select(snap, &query).items;
-    selected.iter().take(limit.unwrap_or(usize::MAX)).map(|o| o.body.len()).sum()
-}
-
-/// The bytes of the objects a list of `namespace` (all namespaces: `None`) would read: what
-/// decides whether a consistent list is worth a bookmark probe. The probe costs the upstream a
-/// one-item list and a 3 s watch and the client ~1.5 s; passing a list through costs the
-/// apiserver its serialization (tens of MB/s: a 10,000-pod list takes it 2–3 s) and the client
-/// milliseconds when it is small. Measured against the fake apiserver (debug build): a 12-item
-/// list passed through in 1–4 ms; proven by probe in 1.6–1.95 s; served from an already-current
-/// cache in 1–7 ms.
-pub fn scope_bytes(snap: &Snapshot, namespace: Option<&str>) -> usize {
-    let items = snap.items();
-    match namespace.filter(|ns| !ns.is_empty()) {
-        Some(ns) => {
-            let prefix = format!("{ns}/");
-            items
-                .range::<_, str>((
-                    std::ops::Bound::Included(prefix.as_str()),
-                    std::ops::Bound::Unbounded,
-                ))
-                .take_while(|(k, _)| k.starts_with(&prefix))
-                .map(|(_, o)| o.body.len())
-                .sum()
-        }
-        None => items.values().map(|o| o.body.len()).sum(),
-    }
-}
 
 /// The apiserver's wait for a not-older-than RV before its 504 "Too large resource version".
 pub const NOT_OLDER_THAN_WAIT: Duration = Duration::from_secs(3);
@@ -144,42 +47,24 @@ pub async fn synced(state: &ProxyState, cache: &ResourceCache) -> bool {
     synced
 }
 
-/// Whether the cache is shown to hold the upstream's state as of `arrived` (a consistent read:
-/// resourceVersion unset), within the proof's budget; if not, the read passes through.
-/// `probe_worth_it` says, when a probe of its own would be needed, whether the read is worth
-/// one (a list's: `prepare::consistent`).
+/// Whether the cache is shown to hold the upstream's state as of the read's arrival (a
+/// consistent read: resourceVersion unset) within the proof's budget, how
+/// ([`Freshness::prove`](crate::live::freshness::Freshness::prove)), and the metadata list it
+/// was proven by if it was; if not, the read passes through.
 pub async fn consistent(
     state: &ProxyState,
     cache: &Live,
-    arrived: std::time::Instant,
-    probe_worth_it: impl FnOnce() -> bool,
-    reload_worth_it: impl FnOnce() -> bool,
-) -> Result<Proven, Unproven> {
+    read: &ConsistentRead<'_>,
+) -> Result<(Proven, Option<Listing>), Unproven> {
     within_budget(state, cache, "consistent", |deadline| {
-        cache.freshness.consistent(cache, arrived, deadline, probe_worth_it, reload_worth_it)
-    })
-    .await
-}
-
-/// [`consistent`] for a read a metadata list proves at no more cost than the read's own
-/// ([`listing`]): of the cache, or of `namespace` in it.
-pub async fn consistent_listed(
-    state: &ProxyState,
-    cache: &Live,
-    listing: Listing,
-    namespace: Option<&str>,
-    arrived: std::time::Instant,
-) -> Result<Proven, Unproven> {
-    within_budget(state, cache, "consistent", |deadline| {
-        let narrow = listing == Listing::Namespace;
-        cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
+        cache.freshness.prove(cache, read, deadline)
     })
     .await
 }
 
 /// A not-older-than read past the cache's RV (`rv`: one the client had from another resource,
 /// or from another tier), proven as a consistent read of its scope is — by one metadata list
-/// ([`listing`], with the read's `filter` and `limit`), where that costs the upstream no more
+/// ([`freshness::listing`], with the read's `filter` and `limit`), where that costs the upstream no more
 /// than the read would directly. The list is a consistent read sent after the read arrived, so
 /// its RV is at least any the client could have had: once the cache is shown to hold the
 /// upstream's state at that RV, the read is answered there, at once — where
@@ -200,12 +85,13 @@ pub async fn not_older_than_listed(
     if cache.resource_version() >= rv {
         return None;
     }
-    let listing = listing(cache, namespaced, filter, limit)?;
+    let listing = freshness::listing(cache, namespaced, filter, limit)?;
     let namespace = filter.namespace.as_deref();
     let arrived = std::time::Instant::now();
-    let proven = within_budget(state, cache, "not_older_than", |deadline| {
+    let (proven, _) = within_budget(state, cache, "not_older_than", |deadline| async move {
         let narrow = listing == Listing::Namespace;
-        cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline)
+        let proof = cache.freshness.consistent_listed(cache, namespace, narrow, arrived, deadline);
+        Ok((proof.await?, Some(listing)))
     })
     .await
     .ok()?;
@@ -232,9 +118,9 @@ async fn within_budget<F>(
     cache: &Live,
     read: &'static str,
     prove: impl FnOnce(Instant) -> F,
-) -> Result<Proven, Unproven>
+) -> Result<(Proven, Option<Listing>), Unproven>
 where
-    F: std::future::Future<Output = Result<Proven, NotProven>>,
+    F: std::future::Future<Output = Result<(Proven, Option<Listing>), NotProven>>,
 {
     let budget = cache.freshness.budget();
     if budget.is_zero() {
@@ -242,7 +128,7 @@ where
     }
     let started = std::time::Instant::now();
     let proof = prove(Instant::now() + budget).await;
-    observe(state, cache, read, outcome(proof.map(|p| p.proof)), started);
+    observe(state, cache, read, outcome(proof.map(|(p, _)| p.proof)), started);
     match proof {
         Ok(p) => Ok(p),
         Err(NotProven::Overloaded) => Err(Unproven::Overloaded),
@@ -254,7 +140,7 @@ where
 /// Whether the cache is shown, by `deadline`, to hold the upstream's state as of `arrived`, for
 /// the final bookmark of a watch that is another tier's freshness probe (`watch`): the
 /// bookmark is at the upstream's current RV only once this tier knows it holds that state.
-/// `listed`: by a metadata list as the watch's own consistent read was ([`listing`]), of the
+/// `listed`: by a metadata list as the watch's own consistent read was ([`freshness::listing`]), of the
 /// cache or of the watch's namespace in it. Counted as `read="bookmark"`.
 pub async fn for_bookmark(
     state: &ProxyState,

@@ -4,14 +4,10 @@
 //! the proof that the cache holds the upstream's state as of the read's arrival
 //! ([`consistent`]).
 
-use super::fresh::{self, Listing, Unproven};
 use crate::cache::fanout::Filter;
 use crate::cache::resource::Encoding;
 use crate::cache::select;
-use crate::live::caches::Live;
 use crate::live::discovery::ResourceInfo;
-use crate::live::freshness::Proven;
-use crate::serve::state::ProxyState;
 use crate::wire::negotiate::{self, MediaType, MetaVersion, Representation};
 use crate::wire::request::{ListOptions, ResourcePath};
 use crate::wire::selector::field::{FieldOperator, FieldRequirement};
@@ -99,41 +95,4 @@ pub(super) fn watch_filter(
         field = Some(FieldSelector::from_requirements(reqs));
     }
     Some(Filter { namespace: rp.namespace.clone().filter(|ns| !ns.is_empty()), label, field })
-}
-
-/// The freshness proof of a consistent read of `filter` (a list, or a watch from the current
-/// state), and the metadata list it was proven by if it was: for a read of about all of a small
-/// cache, or of its namespace in it (a kubelet's watch of one ConfigMap in a namespace of few,
-/// a node's list or watch of its Node or pods, the services kube-proxy reads, another tier's
-/// `limit=1` current-RV list: [`fresh::listing`]), a metadata list of that, which costs the
-/// upstream no more than the read would directly; else the cache's own proof — for a list, a
-/// probe only where the scope is large enough to be worth one (a small list passes through
-/// rather than wait for it); for a watch, a reload for a small cache the watch mostly covers.
-pub(super) async fn consistent(
-    state: &ProxyState,
-    cache: &Live,
-    info: &ResourceInfo,
-    filter: &Filter,
-    limit: Option<usize>,
-    read: Read,
-    arrived: std::time::Instant,
-) -> Result<(Proven, Option<Listing>), Unproven> {
-    if let Some(listing) = fresh::listing(cache, info.namespaced, filter, limit) {
-        let namespace = filter.namespace.as_deref();
-        let proven = fresh::consistent_listed(state, cache, listing, namespace, arrived).await?;
-        return Ok((proven, Some(listing)));
-    }
-    let proven = match read {
-        Read::Watch => {
-            let reload = || fresh::reload_covers(cache, info.namespaced, filter);
-            fresh::consistent(state, cache, arrived, || true, reload).await?
-        }
-        Read::Get | Read::List => {
-            let min_bytes = state.caches.freshness_config().probe_min_list_bytes;
-            let namespace = filter.namespace.as_deref();
-            let worth_it = || fresh::scope_bytes(&cache.current(), namespace) >= min_bytes;
-            fresh::consistent(state, cache, arrived, worth_it, || false).await?
-        }
-    };
-    Ok((proven, None))
 }

@@ -40,7 +40,8 @@ use crate::cache::frames::Encoder;
 use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
-use crate::live::freshness::Proven;
+use crate::live::caches::Live;
+use crate::live::freshness::{ConsistentRead, Proven};
 use crate::serve::body::{self, Body, BoxError};
 use crate::serve::state::ProxyState;
 use crate::wire::negotiate::{self, Endpoint};
@@ -105,15 +106,11 @@ pub fn plan(read: &CachedRead<'_>, headers: &HeaderMap, query: Option<&str>) -> 
 pub async fn answer(
     state: &Arc<ProxyState>,
     read: &CachedRead<'_>,
+    cache: &Arc<Live>,
     plan: Plan,
 ) -> Option<Response<Body>> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
-    let Plan { arrived, encoding, metadata, table, filter } = plan;
-    // `None`: no cache may answer (the cost rule, the memory budget); the read passes through.
-    let cache = read.cache(state, encoding, false)?;
-    if !fresh::synced(state, &cache).await {
-        return None;
-    }
+    let Plan { arrived, encoding: _, metadata, table, filter } = plan;
     let rv = match opts.resource_version.as_deref() {
         None | Some("") => None,
         Some(s) => Some(s.parse::<u64>().ok()?),
@@ -123,22 +120,24 @@ pub async fn answer(
     // proven the same way.
     let mut listing = None;
     let (from, end_bookmark) = match (opts.send_initial_events, rv) {
-        // Consistent (a WatchList with resourceVersion unset): the state once the cache is
-        // shown to be current, else passed through.
-        (Some(true), None) => {
-            let proof =
-                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived);
-            let (proven, by) = match proof.await {
+        // Consistent — a WatchList with resourceVersion unset, or a watch with it unset ("get
+        // state and start at most recent"): the state once the cache is shown to be current,
+        // else passed through. Only a WatchList ends its initial events with a bookmark.
+        (Some(true) | None, None) => {
+            let namespaced = info.namespaced;
+            let read =
+                ConsistentRead { namespaced, filter: &filter, limit: None, watch: true, arrived };
+            let (proven, by) = match fresh::consistent(state, cache, &read).await {
                 Ok(p) => p,
                 Err(why) => return unproven(why),
             };
             listing = by;
-            (state_at(proven), bookmarks)
+            (state_at(proven), bookmarks && opts.send_initial_events == Some(true))
         }
         // Not older than `n`: past the cache's RV, proven by a metadata list where that costs
         // no more than the WatchList directly (at once), else by the cache's watch or a probe.
         (Some(true), Some(n)) => {
-            match fresh::not_older_than_listed(state, &cache, info.namespaced, &filter, None, n)
+            match fresh::not_older_than_listed(state, cache, info.namespaced, &filter, None, n)
                 .await
             {
                 Some((proven, by)) => {
@@ -147,7 +146,7 @@ pub async fn answer(
                 }
                 None => {
                     if n > 0 {
-                        if let Err(current) = fresh::not_older_than(state, &cache, n).await {
+                        if let Err(current) = fresh::not_older_than(state, cache, n).await {
                             let status = Status::too_large_resource_version(n, current);
                             return Some(body::status(&status));
                         }
@@ -159,17 +158,6 @@ pub async fn answer(
         (Some(false), None | Some(0)) => (WatchFrom::Now, false),
         (Some(false), Some(n)) => (WatchFrom::After(n), false),
         (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
-        // resourceVersion unset: "get state and start at most recent" — consistent too.
-        (None, None) => {
-            let proof =
-                prepare::consistent(state, &cache, info, &filter, None, Read::Watch, arrived);
-            let (proven, by) = match proof.await {
-                Ok(p) => p,
-                Err(why) => return unproven(why),
-            };
-            listing = by;
-            (state_at(proven), false)
-        }
         (None, Some(_)) => (WatchFrom::State, false),
     };
     let encoder = cache.encoder();
