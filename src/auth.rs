@@ -23,7 +23,7 @@
 //! *current* answer. A refusal is never replayed from kubeplex's memory: the Node authorizer
 //! refuses a node's read of a pod for a moment after the pod is bound to it (its graph catches
 //! up: median 0.3 s, up to ~0.9 s measured on 1.36), and a remembered refusal would outlive the
-//! apiserver's own by the length of its TTL (DESIGN.md §7). Remembered denials only decide that
+//! apiserver's own by the length of its TTL (docs/design.md §7). Remembered denials only decide that
 //! a read goes upstream, which costs the upstream exactly what the client would directly.
 
 //!

@@ -385,30 +385,10 @@ fn the_docs_name_files_that_exist() {
             && (p.ends_with(".rs") || (p.ends_with('/') && p.len() > 1))
             && p.chars().all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
     };
-    // Every file and folder of the tree, as paths relative to the root, for relative names.
-    let mut tree = Vec::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
-            let path = entry.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with('.') || name == "target" {
-                continue;
-            }
-            let rel = path.strip_prefix(root).expect("under root").display().to_string();
-            if path.is_dir() {
-                tree.push(format!("/{rel}/"));
-                todo.push(path);
-            } else {
-                tree.push(format!("/{rel}"));
-            }
-        }
-    }
-    let exists = |path: &str| {
-        located(path).exists()
-            || root.join("..").join("shared").join(path).exists()
-            || tree.iter().any(|t| t.ends_with(&format!("/{path}")))
-    };
+    // Exactly where it says: under `src/` unless it names another top folder, `wire/` or
+    // `sim/` (the crates the table's note names), or the shared fixtures.
+    let exists =
+        |path: &str| located(path).exists() || root.join("..").join("shared").join(path).exists();
     // Placeholders, not paths: `tests/AREA/main.rs`, `x/tests.rs`.
     let placeholder = |p: &str| p.contains("AREA") || p.starts_with("x/");
     let mut missing = Vec::new();
@@ -422,9 +402,11 @@ fn the_docs_name_files_that_exist() {
             .filter(|p| looks_like_source(p))
             .map(String::from)
             .collect();
-        // The source map: a line that starts with a path names it.
+        // The source map: a line that starts with a path names it (continuation lines are
+        // indented).
         if let Some(map) = text.split("## Source map").nth(1) {
-            let first_words = map.lines().filter_map(|l| l.split_whitespace().next());
+            let entries = map.lines().filter(|l| !l.starts_with(' '));
+            let first_words = entries.filter_map(|l| l.split_whitespace().next());
             paths.extend(first_words.filter(|w| looks_like_source(w)).map(String::from));
         }
         // Paths in the data-flow drawing of the architecture page.
@@ -484,4 +466,52 @@ fn unit_tests_live_in_their_modules_tests_file() {
     }
     assert!(files.len() > 200, "only {} files read", files.len());
     assert!(found.is_empty(), "tests kept inline, or a #[path]:\n{}", found.join("\n"));
+}
+
+/// Every folder of `src/` and every crate is on the architecture map (`docs/architecture.md`):
+/// a folder `x/y/` by a path in it or its module's file (`x/y.rs`), a crate by its path.
+/// Folders that hold only unit tests (`x/tests.rs`, `x/tests/`) are their module's.
+#[test]
+fn the_architecture_map_names_every_folder_and_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).expect("doc");
+    fn folders(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() && path.file_name().is_some_and(|n| n != "tests") {
+                out.push(path.clone());
+                folders(&path, out);
+            }
+        }
+    }
+    let only_tests = |dir: &Path| {
+        std::fs::read_dir(dir).expect("dir").flatten().all(|e| {
+            let name = e.file_name();
+            name == "tests.rs" || name == "tests"
+        })
+    };
+    let mut all = Vec::new();
+    folders(&root.join("src"), &mut all);
+    let mut missing = Vec::new();
+    for dir in all.iter().filter(|d| !only_tests(d)) {
+        let rel = dir.strip_prefix(root.join("src")).unwrap().display().to_string();
+        if !map.contains(&format!("{rel}/")) && !map.contains(&format!("{rel}.rs")) {
+            missing.push(format!("src/{rel}/"));
+        }
+    }
+    let crates: Vec<_> =
+        std::fs::read_dir(root.join("crates")).expect("crates").flatten().collect();
+    for krate in &crates {
+        let name = format!("crates/{}", krate.file_name().to_string_lossy());
+        if !map.contains(&name) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        all.len() > 20 && crates.len() >= 6,
+        "only {} folders, {} crates",
+        all.len(),
+        crates.len()
+    );
+    assert!(missing.is_empty(), "not on the architecture map:\n{}", missing.join("\n"));
 }

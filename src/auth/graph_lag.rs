@@ -13,7 +13,7 @@
 //!
 //! A read is never delayed before the upstream has refused it: it goes on at once, as any read
 //! (holding every such read for the graph's longest lag made every pod's first status 0.8 s
-//! late with real kubelets, DESIGN.md §7). Only when the upstream refuses it with the graph's
+//! late with real kubelets, docs/design.md §7). Only when the upstream refuses it with the graph's
 //! reason ([`is_graph_refusal`]) while a cache of pods shows a pod bound to that node that the
 //! read may depend on, received less than `nodeGraphLag` ago ([`window_until`]), is it sent
 //! again after short, growing back-offs ([`Backoff`]) until it is granted or that window ends;

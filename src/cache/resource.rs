@@ -148,7 +148,7 @@ pub const STALE_AFTER: Duration = Duration::from_secs(150);
 /// How recently the upstream must have been heard from on a cache for a grant to be derived
 /// from its view (`auth::node_rules`, `auth::service_account`): two of kube-apiserver 1.36's bookmark periods and a tick. The apiserver
 /// sends each watch a BOOKMARK once a minute while the resource's RV moves (on a 1 s tick;
-/// DESIGN.md §5), so a watch that missed two has stopped carrying what the apiserver sends —
+/// docs/design.md §5), so a watch that missed two has stopped carrying what the apiserver sends —
 /// or watches a resource so quiet that its RV has not moved (no pod changed anywhere): its
 /// reads are then reviewed until the next event. (A connection that died is found sooner: the
 /// upstream's HTTP/2 pings end its watch, a gap.)

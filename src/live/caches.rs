@@ -5,7 +5,7 @@
 //! is the live layer between the pure state (`cache`) and the serving side.
 //!
 //! **What a cache may cost.** kubeplex exists to take load off the apiserver, so a cache is only
-//! started where it costs the upstream no more than its readers would directly (DESIGN.md §7).
+//! started where it costs the upstream no more than its readers would directly (docs/design.md §7).
 //! A cache of scope S (a namespace, label and field selectors: `cache::Scope`) costs one list of
 //! S and every event of S for as long as it runs; a reader of scope R costs, directly, its own
 //! list of R and, while it watches, the events of R. Hence:
