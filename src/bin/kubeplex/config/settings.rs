@@ -56,7 +56,7 @@ pub struct Settings {
     /// `sidecar`: a loopback listener whose clients share kubeplex's identity (plain HTTP).
     /// `node`: the node-local mode — TLS, clients authenticated (client certificate, bearer
     /// token by TokenReview, else anonymous) and every read from the cache authorized for them
-    /// by a SubjectAccessReview.
+    /// by a SubjectAccessReview (or by the Node authorizer's rules: nodeAuthorizer).
     #[arg(long, env = "KUBEPLEX_MODE", default_value = "sidecar", help_heading = "Listener")]
     pub mode: ModeName,
     /// Where clients connect (HTTP/1.1 and HTTP/2).
