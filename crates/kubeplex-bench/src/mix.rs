@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::hist::Summary;
-use super::informer::{self, Informer, Start, Tally};
+use super::informer::{self, Informer, Start, Tally, Watched};
 use super::target::{calls_by_verb, scrape, Target};
 
 /// The resources the mix reads, as `apiserver_request_total` names them.
@@ -231,7 +231,7 @@ pub async fn run(
             let (target, tally) = (target.clone(), tally.clone());
             // Every client starts at once; the run's end drops them, connections and all.
             tasks.spawn(async move {
-                let run = informer::run(target, informer, tally, started);
+                let run = informer::run(target, Watched::counting(informer), tally, started, None);
                 let _ = tokio::time::timeout_at(deadline, run).await;
             });
         }

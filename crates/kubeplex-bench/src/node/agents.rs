@@ -15,10 +15,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::informer::{self, Watched};
 use super::kubelet::get_retrying;
 use super::shared::Shared;
-use crate::informer::{Informer, Start};
+use crate::informer::{self, Informer, Start, Watched};
 use crate::target::Target;
 
 /// kube-proxy ignores headless services and services another proxy implements

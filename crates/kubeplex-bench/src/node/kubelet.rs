@@ -23,9 +23,8 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::cluster::{pending_status, references, running_status};
-use super::informer::{self, Change, Watched};
 use super::shared::{Outcomes, Shared};
-use crate::informer::{Informer, Start, ACCEPT_PROTOBUF};
+use crate::informer::{self, Change, Informer, Start, Watched, ACCEPT_PROTOBUF};
 use crate::target::Target;
 
 const USER_AGENT: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";

@@ -13,7 +13,6 @@
 pub(crate) mod agents;
 mod churn;
 pub(crate) mod cluster;
-mod informer;
 mod kubelet;
 pub(crate) mod pki;
 pub(crate) mod report;

@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::informer::Watched;
 use crate::hist::Histogram;
-use crate::informer::Tally;
+use crate::informer::{Tally, Watched};
 
 /// Successful and failed requests of one kind of write (or named read).
 #[derive(Default)]
