@@ -7,7 +7,7 @@
 //! whose endpoints spread over the nodes (written by the run's writer, as the EndpointSlice
 //! controller would).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,11 +26,16 @@ use crate::node::cluster::{
 use crate::node::pki::{cert_user, token_user, write_kubeconfig};
 use crate::target::Target;
 
-/// The run's namespace, and the label on everything it creates outside it (its Nodes).
-pub const NAMESPACE: &str = "kubeplex-scale";
-pub const LABEL: &str = "kubeplex-bench.io/scale";
-/// The writer's timestamp on each change (Unix microseconds), read by every watcher.
-pub const STAMP: &str = "kubeplex-bench.io/stamp";
+mod objects;
+mod truth;
+
+pub use self::objects::{
+    app_name, endpoint_slice, pending_status, pod, pod_name, running_status, service_name,
+    started_status, Shape, APPS, LABEL, NAMESPACE, STAMP, TOKEN_VOLUME_CONFIGMAPS,
+};
+use self::objects::{node, service};
+pub use self::truth::Truth;
+
 /// The fake apiserver's admin token (`system:masters`).
 const SIM_ADMIN_TOKEN: &str = "scale-admin";
 /// Requests in flight while the objects are created.
@@ -336,161 +341,6 @@ fn processes_named(names: &[&str]) -> Vec<(String, u32)> {
     found
 }
 
-/// The shape of the run's cluster.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct Shape {
-    pub nodes: usize,
-    pub pods_per_node: usize,
-    pub services: usize,
-    pub endpoints_per_slice: usize,
-    /// Each node runs a CNI-like JSON agent besides its kubelet and kube-proxy
-    /// (`node::agents::cni`'s reads).
-    pub cni: bool,
-}
-
-/// Apps: pod `slot` is app `slot % APPS` (its label) and mounts that app's ConfigMap and Secret.
-pub const APPS: usize = 8;
-
-impl Shape {
-    /// The apps a node's pods belong to: each node's kubelet watches their ConfigMaps and
-    /// Secrets by name.
-    pub fn apps_per_node(&self) -> usize {
-        self.pods_per_node.min(APPS)
-    }
-}
-
-/// The ConfigMaps every pod's projected service account token volume names, whatever its app:
-/// the cluster's CA (the ServiceAccount admission plugin) and, the realcluster's apiserver being
-/// OpenShift's fork, its service CA. The kubelet watches each by name too.
-pub const TOKEN_VOLUME_CONFIGMAPS: [&str; 2] = ["kube-root-ca.crt", "openshift-service-ca.crt"];
-
-/// App `a`'s name, and its ConfigMap's and Secret's.
-pub fn app_name(a: usize) -> String {
-    format!("app-{a}")
-}
-
-pub fn pod_name(node: usize, slot: usize) -> String {
-    format!("p-{node}-{slot}")
-}
-
-pub fn service_name(s: usize) -> String {
-    format!("svc-{s}")
-}
-
-/// A pod's address: unique per (node, slot).
-fn pod_ip(node: usize, slot: usize) -> String {
-    let n = node * 64 + slot;
-    format!("10.{}.{}.{}", 64 + (n >> 16) % 64, (n >> 8) & 255, n & 255)
-}
-
-/// Pod `slot` of `node`, bound to it, stamped with `stamp` (Unix microseconds) if given.
-pub fn pod(node: usize, slot: usize, stamp: Option<u64>) -> Value {
-    let app = app_name(slot % APPS);
-    let mut meta = json!({"name": pod_name(node, slot), "namespace": NAMESPACE,
-        "labels": {"app": app}});
-    if let Some(s) = stamp {
-        meta["annotations"] = json!({STAMP: s.to_string()});
-    }
-    json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {
-            "nodeName": node_name(node),
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                "volumeMounts": [{"name": "config", "mountPath": "/etc/config"},
-                                 {"name": "secret", "mountPath": "/etc/secret"},
-                                 {"name": "kube-api-access", "readOnly": true,
-                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
-            // The projected token volume the ServiceAccount admission plugin adds (here
-            // already, so that the fake's pods reference what the real apiserver's do; the real
-            // one adds no second), with the service CA OpenShift's fork adds: the kubelet
-            // watches both ConfigMaps by name.
-            "volumes": [{"name": "config", "configMap": {"name": app}},
-                        {"name": "secret", "secret": {"secretName": app}},
-                        {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                            {"configMap": {"name": TOKEN_VOLUME_CONFIGMAPS[0],
-                                "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                            {"downwardAPI": {"items": [{"path": "namespace",
-                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-                            {"configMap": {"name": TOKEN_VOLUME_CONFIGMAPS[1],
-                                "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}]}}]}}],
-            "terminationGracePeriodSeconds": 0,
-        },
-    })
-}
-
-/// A pod's status as the kubelet first syncs it: its container being created.
-pub fn pending_status() -> Value {
-    let now = crate::node::cluster::chrono_now();
-    json!({"status": {
-        "phase": "Pending", "hostIP": "10.0.0.1", "startTime": now,
-        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
-                        "lastTransitionTime": now}],
-    }})
-}
-
-/// A pod's status once its container runs, before it is ready.
-pub fn started_status(node: usize, slot: usize) -> Value {
-    let now = crate::node::cluster::chrono_now();
-    json!({"status": {
-        "phase": "Running", "podIP": pod_ip(node, slot), "podIPs": [{"ip": pod_ip(node, slot)}],
-        "hostIP": "10.0.0.1", "startTime": now,
-        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
-                        "lastTransitionTime": now}],
-    }})
-}
-
-/// A pod's status once the kubelet has started it.
-pub fn running_status(node: usize, slot: usize) -> Value {
-    let now = crate::node::cluster::chrono_now();
-    json!({"status": {
-        "phase": "Running", "podIP": pod_ip(node, slot), "podIPs": [{"ip": pod_ip(node, slot)}],
-        "hostIP": "10.0.0.1", "startTime": now,
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-    }})
-}
-
-fn node(i: usize) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": node_name(i), "labels": {LABEL: "true", "kubernetes.io/hostname": node_name(i)}},
-        "spec": {},
-    })
-}
-
-fn service(s: usize) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": service_name(s), "namespace": NAMESPACE},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]},
-    })
-}
-
-/// Service `s`'s EndpointSlice: `endpoints_per_slice` pods, spread over the nodes.
-pub fn endpoint_slice(shape: &Shape, s: usize) -> Value {
-    let endpoints: Vec<Value> = (0..shape.endpoints_per_slice)
-        .map(|e| {
-            let node = (s * shape.endpoints_per_slice + e) % shape.nodes.max(1);
-            let slot = (s + e) % shape.pods_per_node.max(1);
-            json!({
-                "addresses": [pod_ip(node, slot)],
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": node_name(node),
-                "targetRef": {"kind": "Pod", "namespace": NAMESPACE, "name": pod_name(node, slot)},
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{}-1", service_name(s)), "namespace": NAMESPACE,
-            "labels": {"kubernetes.io/service-name": service_name(s),
-                       "endpointslice.kubernetes.io/managed-by": "kubeplex-bench"}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-    })
-}
-
 /// Creates what the run reads (what exists already is left as it is): the namespace, the
 /// Nodes, the apps' ConfigMaps and Secrets, the pods, the Services and their EndpointSlices. Pods of slots beyond the shape
 /// (an earlier, larger run) are deleted.
@@ -726,99 +576,4 @@ pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
         let _ = admin.fetch(Method::DELETE, &csinode, &[], None).await;
     }
     Ok(())
-}
-
-/// What the apiserver holds now, as the watchers should: for each scope, `namespace/name` →
-/// resourceVersion.
-pub struct Truth {
-    pods_by_node: HashMap<String, BTreeMap<String, u64>>,
-    nodes: BTreeMap<String, u64>,
-    /// The cluster-wide scopes, by collection and selectors.
-    whole: HashMap<String, BTreeMap<String, u64>>,
-}
-
-impl Truth {
-    /// Lists the pods and nodes once, and each of `scopes` (paths with their selectors).
-    pub async fn read(admin: &Target, scopes: &[String]) -> anyhow::Result<Truth> {
-        let mut pods_by_node: HashMap<String, BTreeMap<String, u64>> = HashMap::new();
-        for p in list(admin, "/api/v1/pods").await? {
-            let node = p.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-            pods_by_node.entry(node.to_string()).or_default().insert(key(&p), rv(&p));
-        }
-        let nodes = list(admin, "/api/v1/nodes").await?.iter().map(|n| (key(n), rv(n))).collect();
-        let mut whole = HashMap::new();
-        for s in scopes {
-            let items = list(admin, s).await?.iter().map(|o| (key(o), rv(o))).collect();
-            whole.insert(s.clone(), items);
-        }
-        Ok(Truth { pods_by_node, nodes, whole })
-    }
-
-    pub fn node_pods(&self, node: &str) -> BTreeMap<String, u64> {
-        self.pods_by_node.get(node).cloned().unwrap_or_default()
-    }
-
-    pub fn node(&self, node: &str) -> BTreeMap<String, u64> {
-        let key = format!("/{node}");
-        self.nodes.get(&key).map(|rv| [(key, *rv)].into()).unwrap_or_default()
-    }
-
-    pub fn whole(&self, scope: &str) -> Option<&BTreeMap<String, u64>> {
-        self.whole.get(scope)
-    }
-}
-
-/// Every object `path` lists, in pages as client-go's pager reads them (a whole list of 150,000
-/// pods at once is more than the apiserver answers in time on a busy machine).
-/// How many times a page the apiserver answered 429 or 5xx is asked again (waits 1 s, doubling).
-const PAGE_ATTEMPTS: usize = 5;
-
-async fn list(admin: &Target, path: &str) -> anyhow::Result<Vec<Value>> {
-    const PAGE: usize = 5_000;
-    const MAX_PAGES: usize = 1_000;
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let mut items = Vec::new();
-    let mut next = format!("{path}{sep}limit={PAGE}");
-    for _ in 0..MAX_PAGES {
-        // An apiserver still busy with the run answers 429 or 5xx (a page's 504 after 60 s):
-        // asked again, a few times, as a client would.
-        let mut wait = std::time::Duration::from_secs(1);
-        let (mut status, mut body) = admin.fetch(Method::GET, &next, &[], None).await?;
-        for _ in 0..PAGE_ATTEMPTS {
-            if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
-                break;
-            }
-            tracing::warn!(%status, "the apiserver's objects: asking again");
-            tokio::time::sleep(wait).await;
-            wait *= 2;
-            (status, body) = admin.fetch(Method::GET, &next, &[], None).await?;
-        }
-        if !status.is_success() {
-            bail!("GET {next}: {status}");
-        }
-        let mut v: Value = serde_json::from_slice(&body)?;
-        if let Some(Value::Array(page)) = v.get_mut("items").map(Value::take) {
-            items.extend(page);
-        }
-        match v.pointer("/metadata/continue").and_then(Value::as_str).filter(|c| !c.is_empty()) {
-            Some(token) => {
-                let token: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
-                next = format!("{path}{sep}limit={PAGE}&continue={token}");
-            }
-            None => return Ok(items),
-        }
-    }
-    bail!("GET {path}: more than {MAX_PAGES} pages")
-}
-
-fn key(o: &Value) -> String {
-    let m = &o["metadata"];
-    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
-}
-
-fn rv(o: &Value) -> u64 {
-    o.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }

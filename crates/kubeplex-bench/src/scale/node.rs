@@ -30,7 +30,7 @@
 //! agent (`Impersonate-User`).
 //! For a CNI-like agent its node tier renders the JSON pods and services from its protobuf
 //! caches, and lists and watches nodes, namespaces and endpointslices in JSON as itself
-//! ([`cni_watches`]).
+//! (`watches::cni_watches`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,19 +43,16 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cluster::{
-    app_name, pending_status, running_status, started_status, Shape, NAMESPACE,
-    TOKEN_VOLUME_CONFIGMAPS,
-};
+use super::cluster::{pending_status, running_status, started_status, Shape, NAMESPACE};
 use super::link::Link;
-use super::watcher::{self, ClassStats, PodSeen, Scope, View, WatchSpec};
-use crate::node::agents::KUBE_PROXY_SELECTOR;
+use super::watcher::{self, ClassStats, PodSeen, Scope, View};
 use crate::node::cluster::node_name;
 
-const KUBELET: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/0000000";
-const KUBE_PROXY: &str = "kube-proxy/v1.36.2 (linux/amd64) kubernetes/0000000";
-const NODE_TIER: &str = "kubeplex/node-tier";
-const CNI_AGENT: &str = "cni-agent/v1.0.0";
+mod watches;
+
+pub use self::watches::{resources, watches_per_node, whole_scopes};
+use self::watches::{watches, Agent, PassOn, KUBELET, KUBE_PROXY};
+
 /// The kubelet renews its Lease every `nodeLeaseDurationSeconds` (40) / 4.
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 /// A refused or failed GET/PATCH of a new pod is tried again after this (doubling), this many
@@ -82,30 +79,6 @@ impl Conns {
         match self {
             Conns::Direct { kubelet, .. } => kubelet.clone(),
             Conns::Pool { tier, .. } => tier.clone(),
-        }
-    }
-}
-
-/// The headers with which a node tier passes its agents' requests on: the kubelet's as its
-/// node, by user name alone (constrained impersonation's associated-node mode; the node tier's
-/// credential is bound to the node); kube-proxy's and the CNI-like agent's with their own
-/// tokens. Empty directly.
-#[derive(Clone, Default)]
-pub struct PassOn {
-    pub kubelet: Vec<(&'static str, String)>,
-    pub kube_proxy: Vec<(&'static str, String)>,
-    pub cni: Vec<(&'static str, String)>,
-}
-
-impl PassOn {
-    fn of(i: usize, conns: &Conns) -> PassOn {
-        match conns {
-            Conns::Direct { .. } => PassOn::default(),
-            Conns::Pool { kube_proxy, cni, .. } => PassOn {
-                kubelet: vec![("Impersonate-User", format!("system:node:{}", node_name(i)))],
-                kube_proxy: vec![("Authorization", format!("Bearer {kube_proxy}"))],
-                cni: vec![("Authorization", format!("Bearer {cni}"))],
-            },
         }
     }
 }
@@ -152,273 +125,16 @@ pub type Classes = BTreeMap<&'static str, Arc<ClassStats>>;
 /// started again replaces its own.
 pub type Views = Arc<Mutex<BTreeMap<(usize, usize), (Scope, Arc<Mutex<View>>)>>>;
 
-/// The resources a node reads: pods, nodes, services, endpointslices (a node tier's caches),
-/// runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on); and namespaces
-/// when it runs a CNI-like agent.
-pub fn resources(shape: &Shape) -> usize {
-    9 + usize::from(shape.cni)
-}
-
-/// The ConfigMaps and Secrets a node's pods mount (`shape.apps_per_node()` apps) in the run's
-/// namespace, watched by name.
-const NAMED: [(&str, &str, &str); 2] = [
-    ("kubelet: a ConfigMap by name", "/api/v1/namespaces/kubeplex-scale/configmaps", "configmaps"),
-    ("kubelet: a Secret by name", "/api/v1/namespaces/kubeplex-scale/secrets", "secrets"),
-];
-
-/// Whose connection a watch is sent on (directly; through the pool, all are its node tier's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Agent {
-    Kubelet,
-    KubeProxy,
-    Cni,
-}
-
-/// The watches of node `i` in this mode, for a cluster of `shape` (its pods mount
-/// `shape.apps_per_node()` apps' ConfigMaps and Secrets): (who sends it, spec).
-fn watches(i: usize, pool: bool, shape: &Shape, pass: &PassOn) -> Vec<(Agent, WatchSpec)> {
-    let apps = shape.apps_per_node();
-    let node = node_name(i);
-    let imp_kubelet = pass.kubelet.clone();
-    let imp_proxy = pass.kube_proxy.clone();
-    let kp = || vec![("labelSelector", KUBE_PROXY_SELECTOR.to_string())];
-    let path = |collection: &str, sel: &[(&str, String)]| -> String {
-        let mut q = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in sel {
-            q.append_pair(k, v);
-        }
-        let q = q.finish();
-        if q.is_empty() {
-            collection.to_string()
-        } else {
-            format!("{collection}?{q}")
-        }
-    };
-    let spec = |class,
-                collection: &'static str,
-                selectors: Vec<(&'static str, String)>,
-                scope,
-                imp: &Vec<_>,
-                ua| WatchSpec {
-        class,
-        collection,
-        selectors,
-        scope,
-        impersonate: if pool { imp.clone() } else { Vec::new() },
-        user_agent: if pool && imp.is_empty() { NODE_TIER } else { ua },
-        node_tier: pool,
-        protobuf: true,
-    };
-    let none = Vec::new();
-    let pods = vec![("fieldSelector", format!("spec.nodeName={node}"))];
-    let own = vec![("fieldSelector", format!("metadata.name={node}"))];
-    let quiet = |class, collection: &'static str, imp: &Vec<_>, ua| {
-        spec(class, collection, vec![], Scope::Whole(collection.to_string()), imp, ua)
-    };
-    let mut all = vec![
-        (
-            Agent::Kubelet,
-            // Through the pool, the node tier's cache of its node's pods, loaded as the node.
-            spec(
-                "kubelet: its pods",
-                "/api/v1/pods",
-                pods.clone(),
-                Scope::NodePods(node.clone()),
-                &imp_kubelet,
-                if pool { NODE_TIER } else { KUBELET },
-            ),
-        ),
-        (
-            Agent::Kubelet,
-            quiet(
-                "kubelet: runtimeclasses",
-                "/apis/node.k8s.io/v1/runtimeclasses",
-                &imp_kubelet,
-                KUBELET,
-            ),
-        ),
-        (
-            Agent::Kubelet,
-            quiet(
-                "kubelet: csidrivers",
-                "/apis/storage.k8s.io/v1/csidrivers",
-                &imp_kubelet,
-                KUBELET,
-            ),
-        ),
-        (
-            Agent::KubeProxy,
-            quiet(
-                "kube-proxy: servicecidrs",
-                "/apis/networking.k8s.io/v1/servicecidrs",
-                &imp_proxy,
-                KUBE_PROXY,
-            ),
-        ),
-        (
-            Agent::KubeProxy,
-            spec(
-                "kube-proxy: endpointslices",
-                "/apis/discovery.k8s.io/v1/endpointslices",
-                kp(),
-                Scope::Whole(path("/apis/discovery.k8s.io/v1/endpointslices", &kp())),
-                &none,
-                KUBE_PROXY,
-            ),
-        ),
-    ];
-    // The kubelet's watches of what its pods mount, one per object (a node tier has no cache
-    // for one object by name: it passes them on).
-    for (class, collection, resource) in NAMED {
-        debug_assert!(collection.starts_with(&format!("/api/v1/namespaces/{NAMESPACE}/")));
-        let token_volume = TOKEN_VOLUME_CONFIGMAPS
-            .iter()
-            .filter(|_| resource == "configmaps" && apps > 0)
-            .map(|name| name.to_string());
-        for name in (0..apps).map(app_name).chain(token_volume) {
-            let named = vec![("fieldSelector", format!("metadata.name={name}"))];
-            let scope = Scope::Whole(path(collection, &named));
-            all.push((
-                Agent::Kubelet,
-                spec(class, collection, named, scope, &imp_kubelet, KUBELET),
-            ));
-        }
+/// [`PassOn`] for node `i`'s connections.
+fn pass_on(i: usize, conns: &Conns) -> PassOn {
+    match conns {
+        Conns::Direct { .. } => PassOn::default(),
+        Conns::Pool { kube_proxy, cni, .. } => PassOn {
+            kubelet: vec![("Impersonate-User", format!("system:node:{}", node_name(i)))],
+            kube_proxy: vec![("Authorization", format!("Bearer {kube_proxy}"))],
+            cni: vec![("Authorization", format!("Bearer {cni}"))],
+        },
     }
-    if pool {
-        // The node tier's caches: one Node and one services watch for both agents.
-        all.push((
-            Agent::Kubelet,
-            // Loaded as the node, as its pods are.
-            spec(
-                "node tier: its Node",
-                "/api/v1/nodes",
-                own,
-                Scope::Node(node.clone()),
-                &imp_kubelet,
-                NODE_TIER,
-            ),
-        ));
-        all.push((
-            Agent::Kubelet,
-            spec(
-                "node tier: services",
-                "/api/v1/services",
-                vec![],
-                Scope::Whole("/api/v1/services".into()),
-                &none,
-                NODE_TIER,
-            ),
-        ));
-    } else {
-        let ip = vec![("fieldSelector", "spec.clusterIP!=None".to_string())];
-        all.push((
-            Agent::Kubelet,
-            spec(
-                "kubelet: its Node",
-                "/api/v1/nodes",
-                own.clone(),
-                Scope::Node(node.clone()),
-                &none,
-                KUBELET,
-            ),
-        ));
-        all.push((
-            Agent::Kubelet,
-            spec(
-                "kubelet: services",
-                "/api/v1/services",
-                ip.clone(),
-                Scope::Whole(path("/api/v1/services", &ip)),
-                &none,
-                KUBELET,
-            ),
-        ));
-        all.push((
-            Agent::KubeProxy,
-            spec(
-                "kube-proxy: its Node",
-                "/api/v1/nodes",
-                own,
-                Scope::Node(node.clone()),
-                &none,
-                KUBE_PROXY,
-            ),
-        ));
-        all.push((
-            Agent::KubeProxy,
-            spec(
-                "kube-proxy: services",
-                "/api/v1/services",
-                kp(),
-                Scope::Whole(path("/api/v1/services", &kp())),
-                &none,
-                KUBE_PROXY,
-            ),
-        ));
-    }
-    if shape.cni {
-        all.extend(cni_watches(pool, node, pods, pass).into_iter().map(|w| (Agent::Cni, w)));
-    }
-    all
-}
-
-/// The CNI-like agent's watches (`node::agents::cni`'s reads, each a WatchList in JSON as a
-/// client-go ≥ 1.35 informer without a protobuf content type sends it): its node's pods, and
-/// every node, namespace, service and endpointslice. Through the pool, what its node tier sends
-/// upstream for them with the shipped configuration: its pods and the services are rendered
-/// from the node tier's protobuf caches of the same scope (`live::mirror`: nothing upstream);
-/// the nodes, namespaces and endpointslices (its caches hold one Node and kube-proxy's slices)
-/// are caches of their own, listed and watched in JSON from the pool as the node tier.
-fn cni_watches(
-    pool: bool,
-    node: String,
-    pods: Vec<(&'static str, String)>,
-    pass: &PassOn,
-) -> Vec<WatchSpec> {
-    let spec = |class, collection: &'static str, selectors, scope, passed: bool| WatchSpec {
-        class,
-        collection,
-        selectors,
-        scope,
-        impersonate: if passed { pass.cni.clone() } else { Vec::new() },
-        user_agent: if pool && !passed { NODE_TIER } else { CNI_AGENT },
-        node_tier: pool,
-        protobuf: false,
-    };
-    let whole = |class, collection: &'static str, passed| {
-        spec(class, collection, vec![], Scope::Whole(collection.to_string()), passed)
-    };
-    // Through the pool, the nodes watch goes on with the agent's own token: the node tier's
-    // credential reads no Node but its own (deploy/base/node).
-    let mut all = vec![
-        whole("cni: nodes (JSON)", "/api/v1/nodes", pool),
-        whole("cni: namespaces (JSON)", "/api/v1/namespaces", false),
-        whole("cni: endpointslices (JSON)", "/apis/discovery.k8s.io/v1/endpointslices", false),
-    ];
-    if !pool {
-        all.push(spec("cni: its pods (JSON)", "/api/v1/pods", pods, Scope::NodePods(node), false));
-        all.push(whole("cni: services (JSON)", "/api/v1/services", false));
-    }
-    all
-}
-
-/// The cluster-wide scopes the nodes' watches check against (paths with their selectors).
-pub fn whole_scopes(pool: bool, shape: &Shape) -> Vec<String> {
-    let mut scopes: Vec<String> = watches(0, pool, shape, &PassOn::default())
-        .into_iter()
-        .filter_map(|(_, w)| match w.scope {
-            Scope::Whole(p) => Some(p),
-            _ => None,
-        })
-        .collect();
-    scopes.sort();
-    scopes.dedup();
-    scopes
-}
-
-/// How many watches a node keeps open in this mode.
-pub fn watches_per_node(pool: bool, shape: &Shape) -> usize {
-    watches(0, pool, shape, &PassOn::default()).len()
 }
 
 /// Runs node `i` until the caller drops it. `restarted`: its node tier started again (through
@@ -444,7 +160,7 @@ pub async fn run(
         }
         Conns::Pool { tier, .. } => (tier.clone(), tier.clone(), tier.clone()),
     };
-    let pass = PassOn::of(i, &conns);
+    let pass = pass_on(i, &conns);
     let mut tasks = JoinSet::new();
     tasks.spawn(kubelet.clone().move_back());
     let (pods_tx, pods_rx) = mpsc::channel(1024);
