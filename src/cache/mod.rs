@@ -43,6 +43,8 @@ pub use select::{select, Page, Query};
 pub use store::{Applied, ApplyError, Change, Snapshot, SnapshotError, Store, StoreLimits};
 
 #[cfg(test)]
+mod custom_resource_tests;
+#[cfg(test)]
 mod fixture_tests;
 #[cfg(test)]
 mod proptests;
