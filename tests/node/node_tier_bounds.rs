@@ -348,5 +348,11 @@ async fn a_pool_verifies_a_node_tiers_bound_token_itself_while_its_pod_exists() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(refused.status, 401, "{}", String::from_utf8_lossy(&refused.body));
-    assert!(node.sim_reviews("tokenreview") > reviews, "reviewed once kubeplex could not tell");
+    // The apiserver's judgement, not the pool's: the pool vouches for the token no more (a
+    // TokenReview, or one it asked before — a refusal is kept a little while — decides, and the
+    // request goes up as it came).
+    let vouched = verified();
+    let again = stolen.get(&pool.addr.to_string(), "/api/v1/namespaces/default/services").await;
+    assert_eq!(again.status, 401);
+    assert_eq!(verified(), vouched, "the pool verified a token whose pod is gone");
 }
