@@ -237,3 +237,31 @@ fn watch_events_of_custom_resources_are_the_apiservers() {
     }
     assert_eq!(types.into_iter().collect::<Vec<_>>(), ["ADDED", "DELETED", "MODIFIED"]);
 }
+
+/// The list as a protobuf PartialObjectMetadataList (what client-go's metadata informers ask
+/// for first), written from the JSON cache, is the apiserver's.
+#[test]
+fn protobuf_metadata_lists_of_custom_resources_are_the_apiservers() {
+    for c in kinds() {
+        let (objects, rv) = cached(&c);
+        let rv = rv.to_string();
+        let meta =
+            ListMeta { resource_version: &rv, continue_token: "", remaining_item_count: None };
+        let messages: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|o| unstructured::partial_object_metadata_message(&o.body))
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let written =
+            crate::wire::proto::partial_object_metadata_list(META_API_VERSION, &meta, &messages)
+                .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let captured = fixture(&format!("{}.meta.pb", c.name));
+        assert!(
+            written == captured,
+            "{}: {} bytes written, {} captured",
+            c.name,
+            written.len(),
+            captured.len()
+        );
+    }
+}

@@ -208,3 +208,38 @@ async fn an_object_the_schema_cannot_render_sends_its_encoding_to_a_watch_of_its
     // JSON readers still have their cache, the field included.
     same_from_cache(&stack, path, JSON).await;
 }
+
+/// Custom resources are JSON only, but their metadata comes in protobuf too (what client-go's
+/// metadata informers ask for first, as the garbage collector's and quota's do): a list and a
+/// get of it are written from the JSON cache — no cache or watch of their own — with the
+/// apiserver's bytes (against the real apiserver's: `src/cache/custom_resource_tests.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_metadata_in_protobuf_comes_from_their_json_cache() {
+    let stack = Stack::new(shapes::WATCHED, &["demo.kubeplex.io/v1/widgets"]).await;
+    for (name, size) in [("w1", 1), ("w2", 2), ("w3", 3)] {
+        let widget = json!({"apiVersion": "demo.kubeplex.io/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "team-0", "labels": {"size": size.to_string()},
+                "annotations": {"note": "é<&>"}},
+            "spec": {"size": size}});
+        stack.sim.create(widget).expect("create");
+    }
+    let one = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let n = stack.sim.current_rv();
+    for (path, accept) in [
+        (format!("/apis/demo.kubeplex.io/v1/widgets?resourceVersion={n}"), META_PB),
+        ("/apis/demo.kubeplex.io/v1/namespaces/team-0/widgets?resourceVersion=0".into(), META_PB),
+        (
+            "/apis/demo.kubeplex.io/v1/widgets?resourceVersion=0&labelSelector=size%3D2".into(),
+            META_PB,
+        ),
+        ("/apis/demo.kubeplex.io/v1/namespaces/team-0/widgets/w1?resourceVersion=0".into(), one),
+        ("/apis/demo.kubeplex.io/v1/widgets?resourceVersion=0".into(), META),
+    ] {
+        same_from_cache(&stack, &path, accept).await;
+    }
+    let all = caches(&stack).await;
+    let widgets: Vec<&Value> =
+        all.iter().filter(|c| c["resource"] == "widgets.demo.kubeplex.io/v1").collect();
+    assert_eq!(widgets.len(), 1, "one cache, the JSON one: {all:?}");
+    assert_eq!(widgets[0]["encoding"], "json");
+}

@@ -46,7 +46,11 @@ use crate::wire::status::Status;
 /// representation the cache does not hold, a consistent get, ...) — then no review is asked.
 pub struct Plan {
     arrived: std::time::Instant,
+    /// The cache (by encoding) that answers.
     encoding: Encoding,
+    /// The encoding the answer is written in: the cache's, but for custom resources' metadata
+    /// in protobuf, written from the JSON cache.
+    answer: Encoding,
     shape: Shape,
     /// resourceVersion unset and no continue token: the most recent state.
     consistent: bool,
@@ -91,11 +95,12 @@ pub fn plan(
     }
     let kind = if rp.name.is_some() { Read::Get } else { Read::List };
     // --- Tables (kubectl get): the JSON cache, printed (table.rs).
-    let (encoding, shape) = match super::table::requested(info, &neg, opts) {
-        Some(include) => (Encoding::Json, Shape::Table(include)),
+    let (encoding, answer, shape) = match super::table::requested(info, &neg, opts) {
+        Some(include) => (Encoding::Json, Encoding::Json, Shape::Table(include)),
         None => {
-            let (encoding, metadata) = prepare::cache_form(info, &neg, kind)?;
-            (encoding, if metadata { Shape::Metadata } else { Shape::Object })
+            let form = prepare::cache_form(info, &neg, kind)?;
+            let shape = if form.metadata { Shape::Metadata } else { Shape::Object };
+            (form.cache, form.answer, shape)
         }
     };
     // --- end Tables
@@ -126,7 +131,7 @@ pub fn plan(
             Some(Filter { namespace: rp.namespace.clone(), label, field })
         }
     };
-    Some(Plan { arrived, encoding, shape, consistent, whole, filter })
+    Some(Plan { arrived, encoding, answer, shape, consistent, whole, filter })
 }
 
 /// Answers a get or list from the cache as `plan` says, once the client may read it (node
@@ -140,7 +145,7 @@ pub async fn answer(
     query: Option<&str>,
 ) -> Option<Response<Body>> {
     let (info, rp, opts) = (read.info, read.rp, read.opts);
-    let Plan { arrived, encoding, shape, consistent, whole: _, filter } = plan;
+    let Plan { arrived, encoding: _, answer, shape, consistent, whole: _, filter } = plan;
     let proven = match (consistent, &filter) {
         (true, Some(filter)) => {
             let limit =
@@ -153,14 +158,14 @@ pub async fn answer(
         _ => None,
     };
     let page_key = format!(
-        "{}|{shape:?}|{}|{}",
+        "{}|{answer:?}|{shape:?}|{}|{}",
         cache.describe(),
         rp.namespace.as_deref().unwrap_or(""),
         query.unwrap_or("")
     );
     let out = Out {
         info,
-        encoding,
+        encoding: answer,
         shape,
         headers,
         pages: &state.pages,

@@ -65,7 +65,10 @@ pub(super) fn object(obj: &CachedObject, out: &Out<'_>) -> Response<Body> {
             Ok(proto::encode_unknown(&info.api_version(), &info.kind, &obj.body))
         }
         (Encoding::Protobuf, Shape::Metadata) => {
-            proto::partial_object_metadata(&obj.body, META_API_VERSION).map_err(|e| e.to_string())
+            custom_resource_message(info, &obj.body).and_then(|message| {
+                let message = message.as_deref().unwrap_or(&obj.body);
+                proto::partial_object_metadata(message, META_API_VERSION).map_err(|e| e.to_string())
+            })
         }
         (_, Shape::Table(include)) => super::table::object(info, obj, include),
     };
@@ -116,6 +119,15 @@ pub(super) fn list(
         (Encoding::Protobuf, Shape::Object) => {
             Ok(proto::encode_list(&info.api_version(), &info.list_kind(), meta_out, &bodies))
         }
+        (Encoding::Protobuf, Shape::Metadata) if !info.is_builtin() => items
+            .iter()
+            .map(|o| unstructured::partial_object_metadata_message(&o.body))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())
+            .and_then(|messages| {
+                proto::partial_object_metadata_list(META_API_VERSION, meta_out, &messages)
+                    .map_err(|e| e.to_string())
+            }),
         (Encoding::Protobuf, Shape::Metadata) => {
             proto::partial_object_metadata_list(META_API_VERSION, meta_out, &bodies)
                 .map_err(|e| e.to_string())
@@ -123,6 +135,15 @@ pub(super) fn list(
         (_, Shape::Table(include)) => super::table::list(info, items, meta_out, include),
     };
     finish(result, out, page_key)
+}
+
+/// A custom resource's PartialObjectMetadata as a protobuf message, from the JSON object its
+/// cache holds (`None` for a built-in kind, whose cached message is used as it is).
+fn custom_resource_message(info: &ResourceInfo, body: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if info.is_builtin() {
+        return Ok(None);
+    }
+    unstructured::partial_object_metadata_message(body).map(Some).map_err(|e| e.to_string())
 }
 
 fn content_type(out: &Out<'_>) -> &'static str {

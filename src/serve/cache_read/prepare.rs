@@ -22,17 +22,28 @@ pub(super) enum Read {
     Watch,
 }
 
-/// The cache (by encoding) that answers what the client negotiated, and whether it asked for
-/// metadata only; `None` for what only the apiserver writes: Table (but see `table.rs`), YAML,
-/// the v1beta1 meta types, protobuf metadata of custom resources, and a metadata type that does
-/// not fit the read (PartialObjectMetadataList for a get, or the other way round: its 406).
-/// A watch's events carry PartialObjectMetadata whichever of the two the client named.
+/// The cache (by encoding) that answers what the client negotiated, the encoding the answer is
+/// written in, and whether it asked for metadata only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Form {
+    pub(super) cache: Encoding,
+    pub(super) answer: Encoding,
+    pub(super) metadata: bool,
+}
+
+/// The [`Form`] of a read; `None` for what only the apiserver writes: Table (but see
+/// `table.rs`), YAML, the v1beta1 meta types, a protobuf metadata watch of custom resources, and
+/// a metadata type that does not fit the read (PartialObjectMetadataList for a get, or the other
+/// way round: its 406). A watch's events carry PartialObjectMetadata whichever of the two the
+/// client named. Custom resources are JSON only; their metadata in protobuf (what client-go's
+/// metadata informers ask for first) is written from the JSON cache for gets and lists
+/// (`wire::meta::unstructured::partial_object_metadata_message`).
 pub(super) fn cache_form(
     info: &ResourceInfo,
     neg: &negotiate::Negotiated,
     read: Read,
-) -> Option<(Encoding, bool)> {
-    let encoding = match neg.media_type {
+) -> Option<Form> {
+    let answer = match neg.media_type {
         MediaType::Json => Encoding::Json,
         MediaType::Protobuf => Encoding::Protobuf,
         _ => return None,
@@ -45,10 +56,14 @@ pub(super) fn cache_form(
         }
         _ => return None,
     };
-    if metadata && encoding == Encoding::Protobuf && !info.is_builtin() {
-        return None;
+    let mut cache = answer;
+    if metadata && answer == Encoding::Protobuf && !info.is_builtin() {
+        if read == Read::Watch {
+            return None;
+        }
+        cache = Encoding::Json;
     }
-    Some((encoding, metadata))
+    Some(Form { cache, answer, metadata })
 }
 
 /// The request's label and field selectors as a cache of `encoding` evaluates them, or `None`

@@ -94,7 +94,10 @@ pub fn plan(read: &CachedRead<'_>, headers: &HeaderMap, query: Option<&str>) -> 
     let table = super::table::watch(info, &neg, opts);
     let (encoding, metadata) = match table {
         Some(_) => (Encoding::Json, false),
-        None => prepare::cache_form(info, &neg, Read::Watch)?,
+        None => {
+            let form = prepare::cache_form(info, &neg, Read::Watch)?;
+            (form.cache, form.metadata)
+        }
     };
     // --- end Tables
     let filter = prepare::watch_filter(info, encoding, rp, opts)?;

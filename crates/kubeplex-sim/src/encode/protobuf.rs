@@ -1,5 +1,6 @@
 //! Protobuf responses, assembled from each object's stored protobuf message.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::ListMeta;
@@ -15,13 +16,27 @@ fn message(o: &Obj) -> Result<&[u8], Status> {
     o.proto.as_deref().ok_or_else(|| Status::internal("object has no protobuf encoding"))
 }
 
+/// The message PartialObjectMetadata is written from: a built-in object's own, or — custom
+/// resources being JSON only — a custom resource's metadata as the apiserver converts it to the
+/// typed PartialObjectMetadata (the real apiserver's bytes for it: `tests/fixtures/realcluster/
+/// custom/*.meta.pb`, checked in `src/cache/custom_resource_tests.rs`).
+fn metadata_message<'o>(k: &Kind, o: &'o Obj) -> Result<Cow<'o, [u8]>, Status> {
+    if !k.custom {
+        return message(o).map(Cow::Borrowed);
+    }
+    crate::wire::meta::unstructured::partial_object_metadata_message(&o.json)
+        .map(Cow::Owned)
+        .map_err(Status::internal)
+}
+
 fn proto_error(e: proto::Error) -> Status {
     Status::internal(e)
 }
 
 pub fn object(k: &Kind, o: &Obj, metadata_only: bool) -> Result<Vec<u8>, Status> {
     if metadata_only {
-        return proto::partial_object_metadata(message(o)?, META_API_VERSION).map_err(proto_error);
+        return proto::partial_object_metadata(&metadata_message(k, o)?, META_API_VERSION)
+            .map_err(proto_error);
     }
     Ok(proto::encode_unknown(&k.api_version, &k.kind, message(o)?))
 }
@@ -37,11 +52,12 @@ pub fn list(
         continue_token: m.continue_token.as_deref().unwrap_or(""),
         remaining_item_count: m.remaining,
     };
-    let raws = items.iter().map(|o| message(o)).collect::<Result<Vec<_>, _>>()?;
     if metadata_only {
+        let raws = items.iter().map(|o| metadata_message(k, o)).collect::<Result<Vec<_>, _>>()?;
         return proto::partial_object_metadata_list(META_API_VERSION, &meta, &raws)
             .map_err(proto_error);
     }
+    let raws = items.iter().map(|o| message(o)).collect::<Result<Vec<_>, _>>()?;
     Ok(proto::encode_list(&k.api_version, &k.list_kind(), &meta, &raws))
 }
 

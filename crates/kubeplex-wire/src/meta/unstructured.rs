@@ -78,6 +78,29 @@ pub fn partial_object_metadata_json(object: &[u8], api_version: &str) -> Result<
     Ok(out)
 }
 
+/// A custom resource's metadata as the bare protobuf message of a `meta.k8s.io/v1`
+/// PartialObjectMetadata (no envelope): what `proto::partial_object_metadata` and
+/// `proto::partial_object_metadata_list` write from, as they do from a built-in object's
+/// message. The apiserver converts the `Unstructured` object to the typed PartialObjectMetadata
+/// and encodes that; here its JSON form ([`partial_object_metadata_json`]) is encoded by the
+/// codec's schema of the same type.
+pub fn partial_object_metadata_message(object: &[u8]) -> Result<Vec<u8>, MessageError> {
+    let json = partial_object_metadata_json(object, "meta.k8s.io/v1")?;
+    let value: serde_json::Value = serde_json::from_slice(&json).map_err(Error::from)?;
+    let t = crate::codec::type_for("meta.k8s.io/v1", "PartialObjectMetadata")
+        .expect("the codec covers PartialObjectMetadata");
+    Ok(crate::codec::to_protobuf(t, &value)?)
+}
+
+/// Why a custom resource's metadata has no protobuf form.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error(transparent)]
+    Json(#[from] Error),
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
+}
+
 /// A PartialObjectMetadataList body (with `\n`) of custom resources.
 pub fn partial_object_metadata_list_json(
     api_version: &str,
