@@ -206,10 +206,19 @@ fn resource_json(r: &ApiResource) -> ResourceJson {
         subresources: r
             .subresources
             .iter()
-            .map(|s| SubresourceJson {
-                subresource: s.name,
-                response_kind: KindJson { group: s.group, version: s.version, kind: s.kind },
-                verbs: s.verbs,
+            .map(|s| {
+                // A CRD's subresources (status, scale) spell out the CRD's group and version too
+                // (the real apiserver's, tests/fixtures/realcluster/custom/
+                // discovery-aggregated-cilium.io.json).
+                let (group, version) = match (r.custom, s.group) {
+                    (true, "") => (r.group, r.version),
+                    _ => (s.group, s.version),
+                };
+                SubresourceJson {
+                    subresource: s.name,
+                    response_kind: KindJson { group, version, kind: s.kind },
+                    verbs: s.verbs,
+                }
             })
             .collect(),
     }

@@ -146,6 +146,20 @@ fn crd_resource_list_uses_the_apiextensions_shape() {
     );
 }
 
+/// Cilium's CRDs as the real apiserver lists them once installed
+/// (`scripts/realcluster/crd-capture.py` installs them), status subresources included, byte for
+/// byte; their storage version hashes are the apiserver's for `cilium.io/v2` and the kind.
+#[test]
+fn ciliums_crds_are_listed_as_the_apiserver_lists_them() {
+    let captured = include_bytes!(concat!(
+        "../../../../tests/fixtures/realcluster/custom/discovery-cilium.io-v2.json"
+    ));
+    assert_eq!(text(&api_resource_list("cilium.io", "v2").unwrap()), text(captured));
+    for r in builtin().iter().filter(|r| r.group == "cilium.io") {
+        assert_eq!(storage_version_hash(r.group, r.version, r.kind), r.storage_version_hash);
+    }
+}
+
 #[test]
 fn unknown_group_versions_are_none() {
     assert_eq!(api_resource_list("", "v2"), None);
@@ -171,9 +185,11 @@ fn group_list_matches_fixture_for_served_groups() {
         .iter()
         .any(|n| g["name"] == *n)
     });
-    // The CRD group is not in the capture; it follows the built-ins (priority 1000).
+    // The CRD groups are not in the capture; they follow the built-ins (priority 1000), by name.
     let mut expected = String::from_utf8(expected).unwrap();
     let crd = concat!(
+        r#",{"name":"cilium.io","versions":[{"groupVersion":"cilium.io/v2","version":"v2"}],"#,
+        r#""preferredVersion":{"groupVersion":"cilium.io/v2","version":"v2"}}"#,
         r#",{"name":"demo.kubeplex.io","versions":[{"groupVersion":"demo.kubeplex.io/v1","#,
         r#""version":"v1"}],"preferredVersion":{"groupVersion":"demo.kubeplex.io/v1","version":"v1"}}]}"#
     );
@@ -297,6 +313,9 @@ fn aggregated_core_document() {
 #[test]
 fn aggregated_groups_document() {
     let doc = aggregated(DiscoveryRoot::Apis);
+    let cilium = include_str!(
+        "../../../../tests/fixtures/realcluster/custom/discovery-aggregated-cilium.io.json"
+    );
     assert_eq!(
         text(&doc.body),
         concat!(
@@ -334,12 +353,16 @@ fn aggregated_groups_document() {
             r#"{"metadata":{"name":"discovery.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"endpointslices","#,
             r#""responseKind":{"group":"","version":"","kind":"EndpointSlice"},"scope":"Namespaced","singularResource":"endpointslice","#,
             r#""verbs":["create","delete","deletecollection","get","list","patch","update","watch"]}],"freshness":"Current"}]},"#,
+            // Cilium's CRDs, as the real apiserver's aggregated discovery lists them
+            // (tests/fixtures/realcluster/custom/discovery-aggregated-cilium.io.json).
+            "@cilium.io@,",
             r#"{"metadata":{"name":"demo.kubeplex.io"},"versions":[{"version":"v1","resources":[{"resource":"widgets","#,
             r#""responseKind":{"group":"demo.kubeplex.io","version":"v1","kind":"Widget"},"scope":"Namespaced","singularResource":"widget","#,
             r#""verbs":["delete","deletecollection","get","list","patch","create","update","watch"],"shortNames":["wd"],"categories":["all"]}],"#,
             r#""freshness":"Current"}]}]}"#,
             "\n"
         )
+        .replace("@cilium.io@", cilium.trim_end())
     );
 }
 
