@@ -34,6 +34,15 @@ admin = agents.Api(agents.API, ca=os.path.join(pki, "ca.crt"),
                    token=open(os.path.join(pki, "admin.token")).read().strip(), timeout=60)
 agents.Run.rbac(types.SimpleNamespace(admin=admin))
 PY
+# With Cilium agents (--cilium): Cilium's CRDs as cilium/cilium ships them.
+case " $* " in *" --cilium "*)
+  for f in scripts/realcluster/crds/cilium-*.yaml; do
+    kubectl --kubeconfig "$H/kubeconfig" apply --server-side -f "$f" >/dev/null
+  done
+  kubectl --kubeconfig "$H/kubeconfig" wait --for=condition=Established --timeout=60s \
+    crd/ciliumnodes.cilium.io crd/ciliumendpoints.cilium.io crd/ciliumidentities.cilium.io \
+    crd/ciliumnetworkpolicies.cilium.io >/dev/null
+esac
 # Many connections: each emulated node holds its own (and the pool its downstream ones).
 ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 bench() {

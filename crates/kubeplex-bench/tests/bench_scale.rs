@@ -125,6 +125,57 @@ async fn the_pool_holds_one_watch_per_resource_and_replica_and_every_node_sees_e
     eprintln!("{report}");
 }
 
+/// Each node runs a Cilium agent (`--cilium`, as cilium/cilium's agent reads: its pods, its
+/// Node, namespaces, services and endpointslices in protobuf; every CiliumNode,
+/// CiliumEndpoint, CiliumIdentity and CiliumNetworkPolicy in JSON), and the writer replaces a
+/// pod's CiliumEndpoint with the pod: every view ends right in both modes, and through the pool
+/// each Cilium resource costs the apiserver one watch per replica, not one per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cilium_agents_on_every_node_cost_the_apiserver_one_watch_per_resource_and_replica() {
+    let cmd = scale(&["--duration", "4", "--mode", "both", "--hold", "3", "--cilium"]).await;
+    let report = json_report(cmd, Duration::from_secs(240)).await;
+    let modes = report["modes"].as_array().expect("modes");
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    for m in modes {
+        let mode = m["mode"].as_str().unwrap_or("?");
+        assert!(m["all_synced_s"].is_number(), "{mode}: not every watch synced: {m}");
+        assert_eq!(n(&m["views_wrong"]), 0, "{mode}: {}", m["views_examples"]);
+        assert_eq!(n(&m["views_checked"]), n(&m["watches"]), "{mode}");
+        for class in m["classes"].as_array().expect("classes") {
+            assert_eq!(n(&class["out_of_order"]), 0, "{mode}: {class}");
+            assert_eq!(n(&class["synced"]), n(&class["watchers"]), "{mode}: {class}");
+        }
+        let w = &m["written"];
+        assert!(n(&w["pods_replaced"]) > 0, "{mode}: {w}");
+        assert_eq!(n(&w["ciliumendpoints_replaced"]), n(&w["pods_replaced"]), "{mode}: {w}");
+        // Each replaced endpoint reached every node (its creation, stamped).
+        let seen = n(&m["delivery"]["ciliumendpoints"]["count"]);
+        assert_eq!(seen, NODES * n(&w["ciliumendpoints_replaced"]), "{mode}: {}", m["delivery"]);
+    }
+    let (direct, pool) = (&modes[0], &modes[1]);
+    let classes = |m: &Value| -> usize {
+        let all = m["classes"].as_array().expect("classes").iter();
+        all.filter(|c| c["class"].as_str().is_some_and(|c| c.starts_with("cilium: "))).count()
+    };
+    assert_eq!(classes(direct), 9, "{direct}");
+    let cilium = ["ciliumnodes", "ciliumendpoints", "ciliumidentities", "ciliumnetworkpolicies"];
+    let (direct_reads, reads) =
+        (&direct["total"]["reads_by_resource"], &pool["total"]["reads_by_resource"]);
+    for resource in cilium {
+        assert_eq!(n(&direct_reads[resource]["WATCH"]), NODES, "{resource}: {direct_reads}");
+        let watches = n(&reads[resource]["WATCH"]);
+        assert!((1..=REPLICAS).contains(&watches), "{resource}: {watches} watches: {reads}");
+    }
+    // Flat in the nodes: one watch per resource per replica (namespaces and Cilium's four
+    // besides the nodes' 9), and the pool's own ServiceAccounts.
+    let resources = RESOURCES + 1 + cilium.len() as u64 + POOL_OWN;
+    let open = n(&pool["apiserver_open_watches_max"]);
+    assert!(open <= REPLICAS * resources, "{open} open watches through the pool: {pool}");
+    let events = |m: &Value| n(&m["steady"]["watch_events"]);
+    assert!(events(pool) < events(direct), "{pool}\n{direct}");
+    eprintln!("{report}");
+}
+
 /// Through the pool, every node tier started again within a few seconds (a DaemonSet rollout,
 /// each resuming from its state on disk), then pool replica 0 killed and started again, while
 /// the writer writes: every watcher still ends with the apiserver's objects, no event out of

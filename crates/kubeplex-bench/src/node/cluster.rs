@@ -64,6 +64,17 @@ pub fn policy(nodes: usize, daemonset: &Path, pool: &Path) -> anyhow::Result<Aut
             vec![
                 Rule::read(&[""], &["pods", "nodes", "namespaces", "services"]),
                 Rule::read(&["discovery.k8s.io"], &["endpointslices"]),
+                // A Cilium agent's besides (`scale --cilium`).
+                Rule::read(&["networking.k8s.io"], &["networkpolicies"]),
+                Rule::read(
+                    &["cilium.io"],
+                    &[
+                        "ciliumnodes",
+                        "ciliumendpoints",
+                        "ciliumidentities",
+                        "ciliumnetworkpolicies",
+                    ],
+                ),
             ],
         )
         .cluster_role_binding(CNI_SA, CNI_SA, vec![Subject::service_account("kube-system", CNI_SA)])

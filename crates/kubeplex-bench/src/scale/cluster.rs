@@ -26,9 +26,11 @@ use crate::node::cluster::{
 use crate::node::pki::{cert_user, token_user, write_kubeconfig};
 use crate::target::Target;
 
+mod cilium;
 mod objects;
 mod truth;
 
+pub use self::cilium::{cilium_endpoint, CILIUM_RESOURCES, GROUP_VERSION as CILIUM};
 pub use self::objects::{
     app_name, endpoint_slice, pending_status, pod, pod_name, running_status, service_name,
     started_status, Shape, APPS, LABEL, NAMESPACE, STAMP, TOKEN_VOLUME_CONFIGMAPS,
@@ -367,7 +369,7 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
         tracing::warn!(%status, "the default ServiceAccount could not be made");
     }
     if shape.cni && cluster.sim.is_none() {
-        cni_rbac(admin).await?;
+        cni_rbac(admin, shape.cilium).await?;
     }
     let mut creates: Vec<(String, Value)> = Vec::new();
     for a in 0..APPS {
@@ -400,6 +402,11 @@ pub async fn ensure(cluster: &Cluster, shape: &Shape) -> anyhow::Result<usize> {
         for k in 0..shape.pods_per_node {
             creates.push((format!("{ns}/pods"), pod(i, k, None)));
         }
+    }
+    if shape.cilium {
+        // Cilium's CRDs are installed already (scripts/realcluster/scale.sh --cilium; the
+        // fake serves them).
+        creates.extend(cilium::objects(shape.nodes, shape.pods_per_node));
     }
     let created = create_all(admin, creates).await?;
     // Pods an earlier run left beyond this shape.
@@ -443,21 +450,30 @@ async fn namespace_gone_if_terminating(admin: &Target) -> anyhow::Result<()> {
 }
 
 /// The CNI-like agents' ClusterRole and its binding to their ServiceAccount, as the fake's
-/// policy has them (`node::cluster::policy`), labelled as the run's.
-async fn cni_rbac(admin: &Target) -> anyhow::Result<()> {
+/// policy has them (`node::cluster::policy`), labelled as the run's; a Cilium agent's reads
+/// network policies and Cilium's resources too.
+async fn cni_rbac(admin: &Target, cilium: bool) -> anyhow::Result<()> {
     let rbac = "/apis/rbac.authorization.k8s.io/v1";
     let name = format!("kubeplex-scale:{CNI_SA}");
     let meta = json!({"name": name, "labels": {LABEL: "true"}});
     let read = json!(["get", "list", "watch"]);
+    let mut rules = vec![
+        json!({"apiGroups": [""], "resources": ["pods", "nodes", "namespaces", "services"],
+            "verbs": read}),
+        json!({"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read}),
+    ];
+    if cilium {
+        rules.push(json!({"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+            "verbs": read}));
+        rules.push(
+            json!({"apiGroups": ["cilium.io"], "resources": CILIUM_RESOURCES, "verbs": read}),
+        );
+    }
     create(
         admin,
         &format!("{rbac}/clusterroles"),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": meta, "rules": [
-                {"apiGroups": [""], "resources": ["pods", "nodes", "namespaces", "services"],
-                 "verbs": read},
-                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                 "verbs": read}]}),
+            "metadata": meta, "rules": rules}),
     )
     .await?;
     create(
@@ -543,6 +559,11 @@ pub async fn remove(cluster: &Cluster) -> anyhow::Result<()> {
         admin.fetch(Method::DELETE, &format!("/api/v1/namespaces/{NAMESPACE}"), &[], None).await?;
     for kind in ["clusterrolebindings", "clusterroles"] {
         let path = format!("/apis/rbac.authorization.k8s.io/v1/{kind}/kubeplex-scale:{CNI_SA}");
+        let _ = admin.fetch(Method::DELETE, &path, &[], None).await;
+    }
+    // A Cilium run's CiliumNodes and CiliumIdentities (a 404 where Cilium's CRDs are not).
+    for resource in cilium::CLUSTER_SCOPED {
+        let path = format!("{CILIUM}/{resource}?labelSelector={LABEL}%3Dtrue");
         let _ = admin.fetch(Method::DELETE, &path, &[], None).await;
     }
     let binding =

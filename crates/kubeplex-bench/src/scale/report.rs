@@ -81,6 +81,8 @@ pub struct Written {
     pub endpointslices: u64,
     pub services: u64,
     pub pods_replaced: u64,
+    /// With Cilium agents: each replaced pod's CiliumEndpoint.
+    pub ciliumendpoints_replaced: u64,
     pub failed: u64,
     pub skipped: u64,
 }
@@ -221,7 +223,9 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
         .iter()
         .map(|(class, s)| {
             let d = s.delivery.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let what = if class.contains("pods") {
+            let what = if class.contains("ciliumendpoints") {
+                "ciliumendpoints"
+            } else if class.contains("pods") {
                 "pods"
             } else if class.contains("endpointslices") {
                 "endpointslices"
@@ -284,6 +288,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             endpointslices: load(&c.endpointslices),
             services: load(&c.services),
             pods_replaced: load(&c.pods_replaced),
+            ciliumendpoints_replaced: load(&c.ciliumendpoints_replaced),
             failed: load(&c.failed),
             skipped: load(&c.skipped),
         },
@@ -401,7 +406,7 @@ impl fmt::Display for ScaleReport {
                 })
             })?;
         }
-        for what in ["endpointslices", "services", "pods"] {
+        for what in ["endpointslices", "services", "pods", "ciliumendpoints"] {
             row(f, &format!("write → node sees it, {what}: p50 / p99 / max ms (n)"), &|m| {
                 m.delivery.get(what).map_or("—".into(), |d| {
                     format!("{:.0} / {:.0} / {:.0} ({})", d.p50_ms, d.p99_ms, d.max_ms, d.count)
@@ -461,13 +466,22 @@ impl fmt::Display for ScaleReport {
             let k = &m.kubelet_writes;
             format!("{}, {}; {}", k.node_status_ok, k.tokens_ok, k.start_failed)
         })?;
-        row(f, "writer: slices, services, pods replaced (failed, skipped)", &|m| {
-            let w = &m.written;
-            format!(
-                "{}, {}, {} ({}, {})",
-                w.endpointslices, w.services, w.pods_replaced, w.failed, w.skipped
-            )
-        })?;
+        row(
+            f,
+            "writer: slices, services, pods replaced, their CiliumEndpoints (failed, skipped)",
+            &|m| {
+                let w = &m.written;
+                format!(
+                    "{}, {}, {}, {} ({}, {})",
+                    w.endpointslices,
+                    w.services,
+                    w.pods_replaced,
+                    w.ciliumendpoints_replaced,
+                    w.failed,
+                    w.skipped
+                )
+            },
+        )?;
         row(f, "views equal to the apiserver's", &|m| {
             format!("{} of {}", m.views_checked - m.views_wrong, m.views_checked)
         })?;

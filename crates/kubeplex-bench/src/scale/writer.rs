@@ -2,7 +2,8 @@
 //! through kubeplex): at `rate` changes a second, in turn, an EndpointSlice changed (every
 //! node's kube-proxy reads it), a pod replaced (deleted, and created again bound to the same
 //! node: that node's kubelet reads it, then GETs it and writes its status), another
-//! EndpointSlice, and a Service changed (every node reads it). Each change carries the wall
+//! EndpointSlice, and a Service changed (every node reads it); with Cilium agents, a replaced
+//! pod's CiliumEndpoint replaced too (every node reads it). Each change carries the wall
 //! clock in an annotation ([`STAMP`]), which the watchers turn into delivery times.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +16,9 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::cluster::{pod, pod_name, service_name, Cluster, Shape, NAMESPACE, STAMP};
+use super::cluster::{
+    cilium_endpoint, pod, pod_name, service_name, Cluster, Shape, CILIUM, NAMESPACE, STAMP,
+};
 use super::watcher::now_micros;
 
 /// Writes in flight at most (a slow apiserver makes the writer fall behind, not pile up).
@@ -26,6 +29,8 @@ pub struct WriteCounts {
     pub endpointslices: AtomicU64,
     pub services: AtomicU64,
     pub pods_replaced: AtomicU64,
+    /// With Cilium agents: each replaced pod's CiliumEndpoint, deleted and created again.
+    pub ciliumendpoints_replaced: AtomicU64,
     pub failed: AtomicU64,
     /// Writes not sent because `IN_FLIGHT` were still pending.
     pub skipped: AtomicU64,
@@ -123,7 +128,35 @@ async fn write(cluster: &Cluster, shape: &Shape, n: usize, counts: &WriteCounts)
             if ok {
                 counts.pods_replaced.fetch_add(1, Ordering::Relaxed);
             }
+            if ok && shape.cilium {
+                return replace_endpoint(cluster, node, slot, counts).await;
+            }
             ok
         }
     }
+}
+
+/// A replaced pod's CiliumEndpoint, as its node's Cilium agent replaces it: the old one deleted
+/// (its pod is gone), the new one created with the new pod's stamp (every agent reads it).
+async fn replace_endpoint(
+    cluster: &Cluster,
+    node: usize,
+    slot: usize,
+    counts: &WriteCounts,
+) -> bool {
+    let admin = &cluster.admin;
+    let endpoints = format!("{CILIUM}/namespaces/{NAMESPACE}/ciliumendpoints");
+    let path = format!("{endpoints}/{}", pod_name(node, slot));
+    let deleted = admin.fetch(Method::DELETE, &path, &[], None).await;
+    if !matches!(deleted, Ok((st, _)) if st.is_success() || st == http::StatusCode::NOT_FOUND) {
+        return false;
+    }
+    let body =
+        serde_json::to_vec(&cilium_endpoint(node, slot, Some(now_micros()))).unwrap_or_default();
+    let created = admin.fetch(Method::POST, &endpoints, &[], Some(body)).await;
+    let ok = matches!(created, Ok((st, _)) if st.is_success());
+    if ok {
+        counts.ciliumendpoints_replaced.fetch_add(1, Ordering::Relaxed);
+    }
+    ok
 }

@@ -107,6 +107,13 @@ pub struct ScaleArgs {
     /// ServiceAccount).
     #[arg(long)]
     pub cni: bool,
+    /// The CNI agent is Cilium's (implies --cni): its node's pods, its Node, namespaces,
+    /// services and endpointslices in protobuf, and every CiliumNode,
+    /// CiliumEndpoint, CiliumIdentity and CiliumNetworkPolicy in JSON; the writer writes a
+    /// CiliumEndpoint with every pod. On the real apiserver, Cilium's CRDs must be installed
+    /// (scripts/realcluster/scale.sh --cilium does).
+    #[arg(long)]
+    pub cilium: bool,
     #[arg(long, value_enum, default_value = "both")]
     pub mode: kubeplex_bench::scale::Mode,
     /// Whose agents act for the nodes: the emulated ones, or real ones started by someone else

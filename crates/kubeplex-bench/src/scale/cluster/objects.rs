@@ -21,6 +21,11 @@ pub struct Shape {
     /// Each node runs a CNI-like JSON agent besides its kubelet and kube-proxy
     /// (`node::agents::cni`'s reads).
     pub cni: bool,
+    /// The CNI agent is Cilium's (`cni` set too): what a Cilium agent reads (its node's pods,
+    /// its Node, namespaces, services and endpointslices in protobuf; every
+    /// CiliumNode, CiliumEndpoint, CiliumIdentity and CiliumNetworkPolicy in JSON), and a
+    /// CiliumEndpoint written with every pod (`cluster::cilium`).
+    pub cilium: bool,
 }
 
 /// Apps: pod `slot` is app `slot % APPS` (its label) and mounts that app's ConfigMap and Secret.
@@ -53,7 +58,7 @@ pub fn service_name(s: usize) -> String {
 }
 
 /// A pod's address: unique per (node, slot).
-fn pod_ip(node: usize, slot: usize) -> String {
+pub(super) fn pod_ip(node: usize, slot: usize) -> String {
     let n = node * 64 + slot;
     format!("10.{}.{}.{}", 64 + (n >> 16) % 64, (n >> 8) & 255, n & 255)
 }

@@ -10,6 +10,10 @@ pub(super) const KUBELET: &str = "kubelet/v1.36.2 (linux/amd64) kubernetes/00000
 pub(super) const KUBE_PROXY: &str = "kube-proxy/v1.36.2 (linux/amd64) kubernetes/0000000";
 const NODE_TIER: &str = "kubeplex/node-tier";
 const CNI_AGENT: &str = "cni-agent/v1.0.0";
+const CILIUM_AGENT: &str = "cilium-agent/v1.20.0 (linux/amd64) kubernetes/0000000";
+/// What a Cilium agent reads of endpointslices: kube-proxy's selector, and not its own mesh
+/// controller's (`pkg/loadbalancer/reflectors/k8s.go`; its services selector is kube-proxy's).
+const CILIUM_SLICES: &str = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name,endpointslice.kubernetes.io/managed-by!=endpointslice-mesh-controller.cilium.io";
 
 /// The headers with which a node tier passes its agents' requests on: the kubelet's as its
 /// node, by user name alone (constrained impersonation's associated-node mode; the node tier's
@@ -24,9 +28,13 @@ pub struct PassOn {
 
 /// The resources a node reads: pods, nodes, services, endpointslices (a node tier's caches),
 /// runtimeclasses, csidrivers, servicecidrs, configmaps and secrets (passed on); and namespaces
-/// when it runs a CNI-like agent.
+/// when it runs a CNI-like agent, and Cilium's four besides when that agent is Cilium's.
 pub fn resources(shape: &Shape) -> usize {
-    9 + usize::from(shape.cni)
+    match (shape.cni, shape.cilium) {
+        (_, true) => 10 + super::super::cluster::CILIUM_RESOURCES.len(),
+        (true, false) => 10,
+        (false, false) => 9,
+    }
 }
 
 /// The ConfigMaps and Secrets a node's pods mount (`shape.apps_per_node()` apps) in the run's
@@ -57,18 +65,7 @@ pub(super) fn watches(
     let imp_kubelet = pass.kubelet.clone();
     let imp_proxy = pass.kube_proxy.clone();
     let kp = || vec![("labelSelector", KUBE_PROXY_SELECTOR.to_string())];
-    let path = |collection: &str, sel: &[(&str, String)]| -> String {
-        let mut q = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in sel {
-            q.append_pair(k, v);
-        }
-        let q = q.finish();
-        if q.is_empty() {
-            collection.to_string()
-        } else {
-            format!("{collection}?{q}")
-        }
-    };
+    let path = with_query;
     let spec = |class,
                 collection: &'static str,
                 selectors: Vec<(&'static str, String)>,
@@ -231,10 +228,108 @@ pub(super) fn watches(
             ),
         ));
     }
-    if shape.cni {
+    if shape.cilium {
+        let cilium = cilium_watches(pool, node, pods, pass);
+        all.extend(cilium.into_iter().map(|w| (Agent::Cni, w)));
+    } else if shape.cni {
         all.extend(cni_watches(pool, node, pods, pass).into_iter().map(|w| (Agent::Cni, w)));
     }
     all
+}
+
+/// A Cilium agent's watches (scripts/realcluster/crds/CILIUM.md, from `daemon/k8s/resources.go`
+/// and `pkg/k8s/resource_ctors.go`: client-go informers, protobuf for built-in kinds, JSON for
+/// Cilium's own): its node's pods, its Node, every namespace, service and endpointslice of
+/// kube-proxy's selection (slices of Cilium's mesh controller left out), and every CiliumNode,
+/// CiliumEndpoint, CiliumIdentity and CiliumNetworkPolicy. Left out: Kubernetes
+/// NetworkPolicies, clusterwide policies and CIDR groups (the fake does not serve them; few
+/// objects, rarely changed), the one-off reads at start-up (the CRDs' metadata, its ConfigMap).
+///
+/// Through the pool, what its node tier sends upstream for them: its pods, Node, services and
+/// endpointslices are read from the node tier's caches of the same or a wider scope (the
+/// kubelet's and kube-proxy's), namespaces from a cache of its own loaded as the node tier;
+/// Cilium's resources, which the node tier's credential does not read, go on with the agent's
+/// own token.
+fn cilium_watches(
+    pool: bool,
+    node: String,
+    pods: Vec<(&'static str, String)>,
+    pass: &PassOn,
+) -> Vec<WatchSpec> {
+    let spec = |class, collection: &'static str, selectors: Vec<_>, protobuf, passed: bool| {
+        let scope = match class {
+            "cilium: its pods" => Scope::NodePods(node.clone()),
+            "cilium: its Node" => Scope::Node(node.clone()),
+            _ => Scope::Whole(with_query(collection, &selectors)),
+        };
+        WatchSpec {
+            class,
+            collection,
+            selectors,
+            scope,
+            impersonate: if pool && passed { pass.cni.clone() } else { Vec::new() },
+            user_agent: if pool && !passed { NODE_TIER } else { CILIUM_AGENT },
+            node_tier: pool,
+            protobuf,
+        }
+    };
+    let mut all = vec![spec("cilium: namespaces", "/api/v1/namespaces", vec![], true, false)];
+    if !pool {
+        let own = vec![("fieldSelector", format!("metadata.name={node}"))];
+        let proxied = || vec![("labelSelector", KUBE_PROXY_SELECTOR.to_string())];
+        let slices = vec![("labelSelector", CILIUM_SLICES.to_string())];
+        all.extend([
+            spec("cilium: its pods", "/api/v1/pods", pods, true, false),
+            spec("cilium: its Node", "/api/v1/nodes", own, true, false),
+            spec("cilium: services", "/api/v1/services", proxied(), true, false),
+            spec(
+                "cilium: endpointslices",
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                slices,
+                true,
+                false,
+            ),
+        ]);
+    }
+    all.extend([
+        spec("cilium: ciliumnodes (JSON)", "/apis/cilium.io/v2/ciliumnodes", vec![], false, true),
+        spec(
+            "cilium: ciliumendpoints (JSON)",
+            "/apis/cilium.io/v2/ciliumendpoints",
+            vec![],
+            false,
+            true,
+        ),
+        spec(
+            "cilium: ciliumidentities (JSON)",
+            "/apis/cilium.io/v2/ciliumidentities",
+            vec![],
+            false,
+            true,
+        ),
+        spec(
+            "cilium: ciliumnetworkpolicies (JSON)",
+            "/apis/cilium.io/v2/ciliumnetworkpolicies",
+            vec![],
+            false,
+            true,
+        ),
+    ]);
+    all
+}
+
+/// `collection` with `selectors` as its query.
+fn with_query(collection: &str, selectors: &[(&str, String)]) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in selectors {
+        q.append_pair(k, v);
+    }
+    let q = q.finish();
+    if q.is_empty() {
+        collection.to_string()
+    } else {
+        format!("{collection}?{q}")
+    }
 }
 
 /// The CNI-like agent's watches (`node::agents::cni`'s reads, each a WatchList in JSON as a
