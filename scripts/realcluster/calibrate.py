@@ -361,7 +361,7 @@ def main():
         p.error("at most 20 hollow nodes on this machine")
     for b in (args.bench_bin, args.kubeplex_bin):
         if not os.access(b, os.X_OK):
-            p.error("%s: build it (cargo build --release --locked -p kubeplex --bin kubeplex -p kubeplex-bench)" % b)
+            p.error("%s: build it (cargo build --release --locked -p kubeplex -p kubeplex-bench --bins)" % b)
     c = Calibration(args)
     try:
         result = c.execute()

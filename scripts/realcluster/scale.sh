@@ -15,7 +15,7 @@ H=${HARNESS:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeplex-realcluster}
 KUBEPLEX=${KUBEPLEX_BIN:-target/release/kubeplex}
 BENCH=${BENCH_BIN:-target/release/kubeplex-bench}
 for b in "$KUBEPLEX" "$BENCH"; do
-  [ -x "$b" ] || { echo "$b: build it (cargo build --release --locked -p kubeplex --bin kubeplex -p kubeplex-bench)" >&2; exit 1; }
+  [ -x "$b" ] || { echo "$b: build it (cargo build --release --locked -p kubeplex -p kubeplex-bench --bins)" >&2; exit 1; }
 done
 # A control plane just started is still syncing its controllers' informers (every object of
 # the cluster as watch events): not the run's load.
