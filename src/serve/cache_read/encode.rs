@@ -119,19 +119,16 @@ pub(super) fn list(
         (Encoding::Protobuf, Shape::Object) => {
             Ok(proto::encode_list(&info.api_version(), &info.list_kind(), meta_out, &bodies))
         }
-        (Encoding::Protobuf, Shape::Metadata) if !info.is_builtin() => items
+        (Encoding::Protobuf, Shape::Metadata) => items
             .iter()
-            .map(|o| unstructured::partial_object_metadata_message(&o.body))
+            .map(|o| custom_resource_message(info, &o.body))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())
             .and_then(|messages| {
+                let messages: Vec<&[u8]> =
+                    messages.iter().zip(&bodies).map(|(m, b)| m.as_deref().unwrap_or(b)).collect();
                 proto::partial_object_metadata_list(META_API_VERSION, meta_out, &messages)
                     .map_err(|e| e.to_string())
             }),
-        (Encoding::Protobuf, Shape::Metadata) => {
-            proto::partial_object_metadata_list(META_API_VERSION, meta_out, &bodies)
-                .map_err(|e| e.to_string())
-        }
         (_, Shape::Table(include)) => super::table::list(info, items, meta_out, include),
     };
     finish(result, out, page_key)
