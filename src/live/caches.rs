@@ -174,6 +174,8 @@ pub struct Caches {
     refused: Mutex<HashMap<CacheKey, refusal::Refusal>>,
     /// Itself, for the feeds of its caches (the budget's check at each load).
     me: Weak<Caches>,
+    /// Discovery, told when a cache finds its resource no longer served ([`Caches::follow`]).
+    discovery: std::sync::OnceLock<crate::live::discovery::Resources>,
     /// The upstream's current RV, shared by every cache's freshness proofs.
     clock: Arc<Clock>,
     /// `config.scopes`, read: each spec and its scope across namespaces.
@@ -284,6 +286,7 @@ impl Caches {
             stashed: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
             me: me.clone(),
+            discovery: std::sync::OnceLock::new(),
             clock: Clock::new(),
             declared,
             own_watch: Mutex::new(HashSet::new()),
@@ -473,6 +476,12 @@ impl Caches {
     }
 
     /// Stops every cache (shutdown).
+    /// Tells `discovery` when a cache finds its resource no longer served (a CRD deleted):
+    /// what it knows of that group-version is asked for again.
+    pub fn follow(&self, discovery: crate::live::discovery::Resources) {
+        let _ = self.discovery.set(discovery);
+    }
+
     pub fn stop_all(&self) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         for c in map.values() {

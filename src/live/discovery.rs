@@ -141,7 +141,8 @@ impl DiscoveryMetrics {
     }
 }
 
-/// Discovery cache over the upstream.
+/// Discovery cache over the upstream (a handle: clones share it).
+#[derive(Clone)]
 pub struct Resources {
     inner: Arc<Inner>,
 }
@@ -231,6 +232,14 @@ impl Resources {
             slot.answer = Some((now, Arc::new(found)));
             slot.seeded = true;
         }
+    }
+
+    /// Forgets what the upstream said of a group-version (a cache found a resource of it no
+    /// longer served): its next reader asks again, and waits for the answer.
+    pub fn forget(&self, group: &str, version: &str) {
+        let mut map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(&(group.to_string(), version.to_string()));
+        self.inner.metrics.entries.set(map.len() as i64);
     }
 
     /// Group-versions served from a stale answer because refreshing it failed.

@@ -39,6 +39,10 @@ pub enum Feed {
     Watching { via_tier: bool },
     /// The watch failed or was refused: changes may be missed until one is answered again.
     WatchLost,
+    /// The upstream no longer serves the resource (404 for its collection: its CRD deleted,
+    /// or its version no longer served). The cache cannot go on; its owner stops it
+    /// (`live::caches`), which ends its watchers as the apiserver ends its own.
+    NotServed,
 }
 
 /// Applies one event to `cache` (kube-runtime's `Writer::apply_watcher_event`).
@@ -56,6 +60,6 @@ pub fn apply(cache: &ResourceCache, feed: Feed) {
         Feed::Bookmark(rv) => cache.bookmark(rv),
         Feed::Skipped => cache.mark_incomplete(),
         Feed::Watching { via_tier } => cache.watching(via_tier),
-        Feed::WatchLost => cache.watch_lost(),
+        Feed::WatchLost | Feed::NotServed => cache.watch_lost(),
     }
 }

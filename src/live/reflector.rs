@@ -389,6 +389,10 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     /// Every failure comes here: the cache is told its watch is lost until one is answered.
     fn wait_after(&self, e: &ReflectError, failures: u32, then: State) -> State {
         (self.feed)(Feed::WatchLost);
+        if e.not_served() {
+            // The cache is stopped by its owner; this loop is aborted at its next await.
+            (self.feed)(Feed::NotServed);
+        }
         let errors = &self.calls.errors;
         match e {
             ReflectError::Transport(_) => errors.unreachable.inc(),

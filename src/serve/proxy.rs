@@ -308,6 +308,7 @@ impl ProxyBuilder {
             disk,
         );
         caches.stash(from_disk);
+        caches.follow(resources.clone());
         if let Some(name) = node.as_ref().and_then(|n| n.bound_node.as_deref()) {
             caches.act_as_node(name);
         }

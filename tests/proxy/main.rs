@@ -7,6 +7,7 @@
 mod hostile_input;
 mod lean_http1;
 mod proxy_budget;
+mod proxy_crd_lifecycle;
 mod proxy_debug;
 mod proxy_disk_state;
 mod proxy_encodings;

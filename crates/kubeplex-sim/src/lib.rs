@@ -25,6 +25,7 @@
 
 pub mod auth;
 mod codec;
+mod crd;
 pub mod discovery;
 mod encode;
 mod filter;
@@ -156,6 +157,7 @@ impl SimBuilder {
         let state = Arc::new(SimState {
             store: store::Store::new(self.retention),
             registry: kinds::Registry::builtin(),
+            served: Default::default(),
             metrics: metrics::SimMetrics::new(),
             config: self.config.clone(),
             faults: Faults::default(),
@@ -255,13 +257,15 @@ impl Sim {
     fn kind_of(&self, v: &Value) -> Result<Arc<kinds::Kind>, Status> {
         let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let k = v.get("kind").and_then(Value::as_str).unwrap_or("");
-        self.state.registry.by_kind(av, k).cloned().ok_or_else(|| {
+        let kind = self.state.registry.by_kind(av, k);
+        let kind = kind.filter(|k| self.state.served().serves(&k.group, &k.resource));
+        kind.cloned().ok_or_else(|| {
             Status::bad_request(format!("no kind {k:?} is registered for version {av:?}"))
         })
     }
 
     fn resource(&self, group: &str, resource: &str) -> Result<Arc<kinds::Kind>, Status> {
-        self.state.registry.get(group, resource).cloned().ok_or_else(Status::path_not_found)
+        self.state.kind(group, resource).cloned().ok_or_else(Status::path_not_found)
     }
 
     /// Creates an object as a POST would; returns its stored JSON.

@@ -115,6 +115,17 @@ pub fn too_many_requests(retry_after_seconds: u32) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(full(Bytes::new())))
 }
 
+/// `http.NotFound`, the apiserver's answer to a path no handler serves — a group-version it
+/// does not serve, such as a custom resource's once its CRD is deleted or its version no
+/// longer served (tests/fixtures/realcluster/custom/lifecycle.deleted.get.json): plain text,
+/// where a served group-version's unknown resource gets a `Status`.
+pub fn page_not_found() -> Response<Body> {
+    base(404, "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .body(full("404 page not found\n"))
+        .unwrap_or_else(|_| Response::new(full(Bytes::new())))
+}
+
 /// net/http's own answer to a request target `url.ParseRequestURI` refuses (a malformed `%`
 /// escape in the path): written by Go's server before any apiserver code runs, so none of
 /// the apiserver's headers, and the connection is closed after it (`wire::request::go_url`).

@@ -77,6 +77,9 @@ impl Default for SimConfig {
 pub struct SimState {
     pub store: Store,
     pub registry: Registry,
+    /// Which of the registry's custom resources are served now (their CRD installed, their
+    /// version served): see [`crate::discovery::Served`].
+    pub served: std::sync::RwLock<crate::discovery::Served>,
     pub metrics: SimMetrics,
     pub config: SimConfig,
     pub faults: Faults,
@@ -95,6 +98,15 @@ pub struct SimState {
 impl SimState {
     pub fn auth(&self) -> Option<Arc<Auth>> {
         self.auth.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn served(&self) -> std::sync::RwLockReadGuard<'_, crate::discovery::Served> {
+        self.served.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kind served at `group`/`resource` now: none for a custom resource withdrawn.
+    pub fn kind(&self, group: &str, resource: &str) -> Option<&Arc<Kind>> {
+        self.registry.get(group, resource).filter(|_| self.served().serves(group, resource))
     }
 }
 
@@ -406,9 +418,15 @@ async fn resource_request(
         }
         return review_request(&state, &rp, review, req, identity.map(|(p, _)| p)).await;
     }
-    let Some(kind) = state.registry.get(&rp.group, &rp.resource).cloned() else {
+    let Some(kind) = state.kind(&rp.group, &rp.resource).cloned() else {
+        if !state.served().serves_group_version(&rp.group, &rp.version) {
+            return respond::page_not_found();
+        }
         return respond::error(&Status::path_not_found(), false);
     };
+    if let Some(unready) = state.faults.storage_initializing(&kind) {
+        return respond::error(&unready, false);
+    }
     if let Some(retry_after) = state.faults.take_throttle() {
         let labels = RequestLabels {
             verb: "THROTTLED",

@@ -54,12 +54,14 @@ impl Weighed {
                 }
             }
         }
-        let forbidden = matches!(event, Feed::LoadFailed { forbidden: true, .. });
+        let refused = match event {
+            Feed::LoadFailed { forbidden: true, .. } => Some(Why::Forbidden),
+            Feed::NotServed => Some(Why::NotServed),
+            _ => None,
+        };
         (self.apply)(event);
-        if forbidden {
-            if let Some(caches) = self.caches.upgrade() {
-                caches.refuse(&self.key, &self.cache, 0, Why::Forbidden);
-            }
+        if let (Some(why), Some(caches)) = (refused, self.caches.upgrade()) {
+            caches.refuse(&self.key, &self.cache, 0, why);
         }
     }
 }
@@ -161,6 +163,14 @@ impl Caches {
             }
             Why::Forbidden => {
                 tracing::warn!(resource = %cache.describe(), retry_in = ?backoff, "cache stopped: the upstream refuses kubeplex the list (its RBAC); its reads pass through");
+            }
+            Why::NotServed => {
+                // What kubeplex knows of the group-version is out of date too: asked again
+                // at its next use, so that its discovery document is the upstream's.
+                if let Some(discovery) = self.discovery.get() {
+                    discovery.forget(&cache.info().group, &cache.info().version);
+                }
+                tracing::warn!(resource = %cache.describe(), retry_in = ?backoff, "cache stopped: the upstream no longer serves the resource (its CRD deleted or its version no longer served); its watchers end and its reads pass through");
             }
         }
         if let Some(live) = live {

@@ -28,6 +28,9 @@ pub enum Why {
     Budget,
     /// The upstream refused kubeplex the list (401, 403).
     Forbidden,
+    /// The upstream does not serve the resource (404): its CRD deleted, or its version no
+    /// longer served.
+    NotServed,
 }
 
 impl Why {
@@ -35,6 +38,7 @@ impl Why {
         match self {
             Why::Budget => "memory_budget",
             Why::Forbidden => "forbidden",
+            Why::NotServed => "not_served",
         }
     }
 }
@@ -46,7 +50,8 @@ pub struct RefusedStatus {
     pub encoding: &'static str,
     /// Its scope (`*`: the whole resource).
     pub scope: String,
-    /// `memory_budget`, or `forbidden` (the upstream refused kubeplex the list).
+    /// `memory_budget`, `forbidden` (the upstream refused kubeplex the list) or `not_served`
+    /// (the upstream does not serve the resource: a CRD deleted).
     pub reason: &'static str,
     /// The bytes of the load that was refused.
     pub bytes: usize,

@@ -30,6 +30,13 @@ impl ReflectError {
         }
     }
 
+    /// The upstream does not serve the collection (404: a resource's collection is never "not
+    /// found" while it is served — a list in a namespace that does not exist is empty): its
+    /// CRD was deleted, or its version is no longer served.
+    pub fn not_served(&self) -> bool {
+        matches!(self, ReflectError::Status { status: 404, .. })
+    }
+
     /// The upstream refused kubeplex itself (401, 403): kubeplex's own identity may not list
     /// this, which retrying soon will not change.
     pub fn forbidden(&self) -> bool {

@@ -31,6 +31,7 @@ enum Seen {
     Skipped,
     Watching,
     WatchLost,
+    NotServed,
 }
 
 fn seen(feed: &Feed) -> Seen {
@@ -47,6 +48,7 @@ fn seen(feed: &Feed) -> Seen {
         Feed::Skipped => Seen::Skipped,
         Feed::Watching { .. } => Seen::Watching,
         Feed::WatchLost => Seen::WatchLost,
+        Feed::NotServed => Seen::NotServed,
     }
 }
 

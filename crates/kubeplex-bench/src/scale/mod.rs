@@ -235,6 +235,21 @@ async fn run_mode(
             "not every watch synced in time; writing anyway"
         );
     }
+    // The steady run starts once the kubelets have written their existing pods' first status
+    // syncs (each pod's token, GETs and patches: ~3 writes a pod), so that both modes' steady
+    // minutes hold the same writes: through the pool every watch syncs sooner, and those
+    // writes would otherwise fall in its steady minute where directly they fall in the
+    // start-up. Bounded by the sync timeout.
+    let starts = if emulated { (n * spec.shape.pods_per_node) as u64 } else { 0 };
+    let started = || {
+        writes.existing_status_ok.load(Ordering::Relaxed)
+            + writes.pod_failed.load(Ordering::Relaxed)
+    };
+    let deadline = Instant::now() + spec.sync_timeout;
+    while started() < starts && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let starts_written_s = (started() >= starts).then(|| since.elapsed().as_secs_f64());
     tokio::time::sleep_until(since + spec.hold).await;
     // Sampled before the writer starts: the apiserver's figures of the start-up.
     let at_sync_text = cluster.metrics().await?;
@@ -354,6 +369,7 @@ async fn run_mode(
         watches,
         pool_ready_s,
         all_synced_s,
+        starts_written_s,
         before,
         at_sync,
         steady_end,

@@ -97,6 +97,9 @@ pub struct ModeReport {
     pub pool_ready_s: f64,
     /// Every node's every watch synced, from the nodes' start.
     pub all_synced_s: Option<f64>,
+    /// Every pod bound before its kubelet started had its first status syncs written, from
+    /// the nodes' start (the steady run starts after it).
+    pub starts_written_s: Option<f64>,
     /// The apiserver during the start-up (the pool's and the nodes'), in the steady run, and
     /// in all (after every watch ended: the watches are counted when they end).
     pub startup: Served,
@@ -143,6 +146,7 @@ pub(super) struct Readings {
     pub watches: usize,
     pub pool_ready_s: f64,
     pub all_synced_s: Option<f64>,
+    pub starts_written_s: Option<f64>,
     pub before: Counters,
     pub at_sync: Counters,
     pub steady_end: Counters,
@@ -260,6 +264,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
         watches: r.watches,
         pool_ready_s: r.pool_ready_s,
         all_synced_s: r.all_synced_s,
+        starts_written_s: r.starts_written_s,
         startup: Served::between(&r.before, &r.at_sync),
         steady: Served::between(&r.at_sync, &r.steady_end),
         total: Served::between(&r.before, &r.after),
@@ -325,6 +330,9 @@ impl fmt::Display for ScaleReport {
         row(f, "watches the nodes keep open", &|m| m.watches.to_string())?;
         row(f, "all watches synced", &|m| {
             m.all_synced_s.map_or("no".into(), |s| format!("{s:.1} s"))
+        })?;
+        row(f, "existing pods' first status syncs written", &|m| {
+            m.starts_written_s.map_or("no".into(), |s| format!("{s:.1} s"))
         })?;
         row(f, "apiserver open watches, most (above the control plane's)", &|m| {
             m.apiserver_open_watches_max.to_string()

@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use super::{builtin, hash, served_groups, versions_of, ApiResource};
+use super::{hash, served_groups, versions_of, ApiResource, Served};
 
 /// The `Content-Type` of an aggregated discovery response.
 pub const AGGREGATED_CONTENT_TYPE: &str =
@@ -157,10 +157,12 @@ fn parse_accept(header: &str) -> Vec<Clause<'_>> {
 }
 
 /// The aggregated discovery document for `/api` or `/apis`.
-pub fn aggregated(root: DiscoveryRoot) -> AggregatedDiscovery {
+pub fn aggregated(served: &Served, root: DiscoveryRoot) -> AggregatedDiscovery {
     let items: Vec<GroupJson> = match root {
-        DiscoveryRoot::Api => vec![group_json("")],
-        DiscoveryRoot::Apis => served_groups().into_iter().map(group_json).collect(),
+        DiscoveryRoot::Api => vec![group_json(served, "")],
+        DiscoveryRoot::Apis => {
+            served_groups(served).into_iter().map(|g| group_json(served, g)).collect()
+        }
     };
     let items = serde_json::to_string(&items).unwrap_or_default();
     let hashed = format!(r#"{{"metadata":{{}},"items":{items}}}"#);
@@ -172,18 +174,18 @@ pub fn aggregated(root: DiscoveryRoot) -> AggregatedDiscovery {
     AggregatedDiscovery { body, etag: format!("\"{}\"", hash::etag(hashed.as_bytes())) }
 }
 
-fn group_json(group: &'static str) -> GroupJson {
-    let versions = versions_of(group)
+fn group_json(served: &Served, group: &'static str) -> GroupJson {
+    let versions = versions_of(served, group)
         .into_iter()
         .map(|version| {
-            let mut served: Vec<&ApiResource> =
-                builtin().iter().filter(|r| r.group == group && r.version == version).collect();
+            let mut resources: Vec<&ApiResource> =
+                served.resources().filter(|r| r.group == group && r.version == version).collect();
             // The CRD controller sorts its resources by name; built-ins keep installer order,
             // which is sorted already.
-            served.sort_by_key(|r| r.resource);
+            resources.sort_by_key(|r| r.resource);
             VersionJson {
                 version,
-                resources: served.into_iter().map(resource_json).collect(),
+                resources: resources.into_iter().map(resource_json).collect(),
                 freshness: "Current",
             }
         })

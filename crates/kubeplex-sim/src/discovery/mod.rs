@@ -20,6 +20,8 @@
 //! Bodies end with `\n`, as the apiserver's JSON encoder writes them. A missing group or version
 //! is `None`: the caller answers 404 as for any unknown path.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 mod aggregated_doc;
@@ -70,9 +72,47 @@ pub struct Subresource {
     pub verbs: &'static [&'static str],
 }
 
-/// Every resource the sim serves, in discovery order.
+/// Every resource the sim can serve, in discovery order.
 pub fn builtin() -> &'static [ApiResource] {
     builtin_table::RESOURCES
+}
+
+/// What the sim serves now: every resource of [`builtin`] but the custom resources withdrawn —
+/// their CRD deleted, or their version no longer served (`Sim::delete_custom_resource_definition`,
+/// `Sim::serve_custom_resource`). A withdrawn resource is in no discovery document, and its
+/// paths answer `404 page not found`, as kube-apiserver 1.36 answers them once the CRD is gone
+/// (tests/fixtures/realcluster/custom/lifecycle.deleted.get.json).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    /// `(group, resource)`.
+    withdrawn: BTreeSet<(String, String)>,
+}
+
+impl Served {
+    /// Every resource of the table.
+    pub const ALL: Served = Served { withdrawn: BTreeSet::new() };
+
+    pub fn withdraw(&mut self, group: &str, resource: &str) {
+        self.withdrawn.insert((group.to_string(), resource.to_string()));
+    }
+
+    pub fn restore(&mut self, group: &str, resource: &str) {
+        self.withdrawn.remove(&(group.to_string(), resource.to_string()));
+    }
+
+    pub fn serves(&self, group: &str, resource: &str) -> bool {
+        !self.withdrawn.iter().any(|(g, r)| g == group && r == resource)
+    }
+
+    /// Whether any resource of `group`/`version` is served (else no handler serves its
+    /// paths: `404 page not found`).
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.resources().any(|r| r.group == group && r.version == version)
+    }
+
+    fn resources(&self) -> impl Iterator<Item = &'static ApiResource> + '_ {
+        builtin().iter().filter(|r| self.serves(r.group, r.resource))
+    }
 }
 
 /// The served resource at `/{api|apis/group}/{version}/{resource}`, if any.
@@ -82,7 +122,7 @@ pub fn find(group: &str, version: &str, resource: &str) -> Option<&'static ApiRe
 
 /// `GET /api`: the core group's versions, and the address clients reach the server at
 /// (`host:port`), which the apiserver reports for every client network (`0.0.0.0/0`).
-pub fn api_versions(server_address: &str) -> Vec<u8> {
+pub fn api_versions(served: &Served, server_address: &str) -> Vec<u8> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct ApiVersions<'a> {
@@ -100,7 +140,7 @@ pub fn api_versions(server_address: &str) -> Vec<u8> {
     }
     encode(&ApiVersions {
         kind: "APIVersions",
-        versions: versions_of(""),
+        versions: versions_of(served, ""),
         server_address_by_client_cidrs: [ServerAddress {
             client_cidr: "0.0.0.0/0",
             server_address,
@@ -110,7 +150,7 @@ pub fn api_versions(server_address: &str) -> Vec<u8> {
 
 /// `GET /api/v1` (group `""`) or `GET /apis/{group}/{version}`. The core list carries no
 /// `apiVersion`, unlike the others: the legacy handler leaves it unset.
-pub fn api_resource_list(group: &str, version: &str) -> Option<Vec<u8>> {
+pub fn api_resource_list(served: &Served, group: &str, version: &str) -> Option<Vec<u8>> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct ApiResourceList<'a> {
@@ -121,7 +161,7 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Vec<u8>> {
         resources: Vec<ApiResourceJson<'a>>,
     }
     let resources: Vec<&ApiResource> =
-        builtin().iter().filter(|r| r.group == group && r.version == version).collect();
+        served.resources().filter(|r| r.group == group && r.version == version).collect();
     if resources.is_empty() {
         return None;
     }
@@ -139,7 +179,7 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Vec<u8>> {
 }
 
 /// `GET /apis`: the groups served under `/apis`, in the aggregator's priority order.
-pub fn api_group_list() -> Vec<u8> {
+pub fn api_group_list(served: &Served) -> Vec<u8> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct ApiGroupList<'a> {
@@ -147,22 +187,23 @@ pub fn api_group_list() -> Vec<u8> {
         api_version: &'a str,
         groups: Vec<ApiGroupJson<'a>>,
     }
-    let groups = served_groups().into_iter().map(|g| ApiGroupJson::new("", "", g)).collect();
+    let groups =
+        served_groups(served).into_iter().map(|g| ApiGroupJson::new(served, "", "", g)).collect();
     encode(&ApiGroupList { kind: "APIGroupList", api_version: "v1", groups })
 }
 
 /// `GET /apis/{group}`. The core group is not served here (it lives at `/api`).
-pub fn api_group(group: &str) -> Option<Vec<u8>> {
-    if group.is_empty() || versions_of(group).is_empty() {
+pub fn api_group(served: &Served, group: &str) -> Option<Vec<u8>> {
+    if group.is_empty() || versions_of(served, group).is_empty() {
         return None;
     }
-    Some(encode(&ApiGroupJson::new("APIGroup", "v1", group)))
+    Some(encode(&ApiGroupJson::new(served, "APIGroup", "v1", group)))
 }
 
 /// The groups under `/apis` the sim serves, ordered as the apiserver orders them.
-fn served_groups() -> Vec<&'static str> {
+fn served_groups(served: &Served) -> Vec<&'static str> {
     let mut groups: Vec<&'static str> = Vec::new();
-    for r in builtin() {
+    for r in served.resources() {
         if !r.group.is_empty() && !groups.contains(&r.group) {
             groups.push(r.group);
         }
@@ -174,9 +215,9 @@ fn served_groups() -> Vec<&'static str> {
 }
 
 /// The versions a group serves, preferred first (the sim serves one version per group).
-fn versions_of(group: &str) -> Vec<&'static str> {
+fn versions_of(served: &Served, group: &str) -> Vec<&'static str> {
     let mut versions: Vec<&'static str> = Vec::new();
-    for r in builtin().iter().filter(|r| r.group == group) {
+    for r in served.resources().filter(|r| r.group == group) {
         if !versions.contains(&r.version) {
             versions.push(r.version);
         }
@@ -260,8 +301,8 @@ struct ApiGroupJson<'a> {
 }
 
 impl<'a> ApiGroupJson<'a> {
-    fn new(kind: &'a str, api_version: &'a str, group: &'a str) -> Self {
-        let versions: Vec<GroupVersionJson> = versions_of(group)
+    fn new(served: &Served, kind: &'a str, api_version: &'a str, group: &'a str) -> Self {
+        let versions: Vec<GroupVersionJson> = versions_of(served, group)
             .into_iter()
             .map(|v| GroupVersionJson { group_version: group_version(group, v), version: v })
             .collect();

@@ -14,6 +14,8 @@ pub fn respond(
     req: &HeaderMap,
 ) -> Response<Body> {
     use crate::wire::request::ApiPath;
+    let served = state.served();
+    let served = &*served;
     let accept = req.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
     let root = match path {
         ApiPath::LegacyVersions => Some(DiscoveryRoot::Api),
@@ -21,7 +23,7 @@ pub fn respond(
         _ => None,
     };
     if let Some(root) = root.filter(|_| discovery::wants_aggregated(accept)) {
-        let doc = discovery::aggregated(root);
+        let doc = discovery::aggregated(served, root);
         let if_none_match = req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
         let builder = Response::builder()
             .header(header::CONTENT_TYPE, discovery::AGGREGATED_CONTENT_TYPE)
@@ -36,15 +38,17 @@ pub fn respond(
         return resp.unwrap_or_else(|_| respond::error(&Status::internal("discovery"), false));
     }
     let body = match path {
-        ApiPath::LegacyVersions => Some(discovery::api_versions(&state.addr.to_string())),
-        ApiPath::LegacyResources => discovery::api_resource_list("", "v1"),
-        ApiPath::Groups => Some(discovery::api_group_list()),
-        ApiPath::Group(g) => discovery::api_group(g),
-        ApiPath::GroupResources(g, v) => discovery::api_resource_list(g, v),
+        ApiPath::LegacyVersions => Some(discovery::api_versions(served, &state.addr.to_string())),
+        ApiPath::LegacyResources => discovery::api_resource_list(served, "", "v1"),
+        ApiPath::Groups => Some(discovery::api_group_list(served)),
+        ApiPath::Group(g) => discovery::api_group(served, g),
+        ApiPath::GroupResources(g, v) => discovery::api_resource_list(served, g, v),
         _ => None,
     };
-    match body {
-        Some(b) => respond::body(200, JSON, b, req),
-        None => respond::error(&Status::path_not_found(), false),
+    match (body, path) {
+        (Some(b), _) => respond::body(200, JSON, b, req),
+        // A group or group-version no handler serves (never installed, or its CRDs deleted).
+        (None, ApiPath::Group(_) | ApiPath::GroupResources(..)) => respond::page_not_found(),
+        (None, _) => respond::error(&Status::path_not_found(), false),
     }
 }

@@ -32,14 +32,17 @@ fn text(bytes: &[u8]) -> &str {
 
 #[test]
 fn api_versions_matches_fixture() {
-    assert_eq!(text(&api_versions("127.0.0.1:6443")), text(fixture!("discovery-api")));
+    assert_eq!(
+        text(&api_versions(&Served::ALL, "127.0.0.1:6443")),
+        text(fixture!("discovery-api"))
+    );
 }
 
 #[test]
 fn core_resource_list_matches_fixture_for_served_entries() {
     let served: Vec<String> =
-        serde_json::from_slice::<Value>(&api_resource_list("", "v1").unwrap()).unwrap()
-            ["resources"]
+        serde_json::from_slice::<Value>(&api_resource_list(&Served::ALL, "", "v1").unwrap())
+            .unwrap()["resources"]
             .as_array()
             .unwrap()
             .iter()
@@ -80,13 +83,13 @@ fn core_resource_list_matches_fixture_for_served_entries() {
     let expected = filtered(fixture!("discovery-api-v1"), "resources", |r| {
         served.iter().any(|s| r["name"] == s.as_str())
     });
-    assert_eq!(text(&api_resource_list("", "v1").unwrap()), text(&expected));
+    assert_eq!(text(&api_resource_list(&Served::ALL, "", "v1").unwrap()), text(&expected));
 }
 
 #[test]
 fn group_resource_list_matches_fixture() {
     assert_eq!(
-        text(&api_resource_list("discovery.k8s.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::ALL, "discovery.k8s.io", "v1").unwrap()),
         text(fixture!("discovery-discovery-v1"))
     );
 }
@@ -96,7 +99,7 @@ fn group_resource_list_matches_fixture() {
 #[test]
 fn apps_resource_list() {
     assert_eq!(
-        text(&api_resource_list("apps", "v1").unwrap()),
+        text(&api_resource_list(&Served::ALL, "apps", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":["#,
             r#"{"name":"deployments","singularName":"deployment","namespaced":true,"kind":"Deployment","#,
@@ -121,7 +124,7 @@ fn apps_resource_list() {
 #[test]
 fn events_group_lists_the_core_storage_hash() {
     assert_eq!(
-        text(&api_resource_list("events.k8s.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::ALL, "events.k8s.io", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"events.k8s.io/v1","#,
             r#""resources":[{"name":"events","singularName":"event","namespaced":true,"kind":"Event","#,
@@ -135,7 +138,7 @@ fn events_group_lists_the_core_storage_hash() {
 #[test]
 fn crd_resource_list_uses_the_apiextensions_shape() {
     assert_eq!(
-        text(&api_resource_list("demo.kubeplex.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::ALL, "demo.kubeplex.io", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"demo.kubeplex.io/v1","#,
             r#""resources":[{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","#,
@@ -154,7 +157,7 @@ fn ciliums_crds_are_listed_as_the_apiserver_lists_them() {
     let captured = include_bytes!(concat!(
         "../../../../tests/fixtures/realcluster/custom/discovery-cilium.io-v2.json"
     ));
-    assert_eq!(text(&api_resource_list("cilium.io", "v2").unwrap()), text(captured));
+    assert_eq!(text(&api_resource_list(&Served::ALL, "cilium.io", "v2").unwrap()), text(captured));
     for r in builtin().iter().filter(|r| r.group == "cilium.io") {
         assert_eq!(storage_version_hash(r.group, r.version, r.kind), r.storage_version_hash);
     }
@@ -162,12 +165,12 @@ fn ciliums_crds_are_listed_as_the_apiserver_lists_them() {
 
 #[test]
 fn unknown_group_versions_are_none() {
-    assert_eq!(api_resource_list("", "v2"), None);
-    assert_eq!(api_resource_list("batch", "v1"), None);
-    assert_eq!(api_resource_list("apps", "v1beta2"), None);
-    assert_eq!(api_resource_list("discovery.k8s.io", "v1beta1"), None);
-    assert_eq!(api_group("batch"), None);
-    assert_eq!(api_group(""), None);
+    assert_eq!(api_resource_list(&Served::ALL, "", "v2"), None);
+    assert_eq!(api_resource_list(&Served::ALL, "batch", "v1"), None);
+    assert_eq!(api_resource_list(&Served::ALL, "apps", "v1beta2"), None);
+    assert_eq!(api_resource_list(&Served::ALL, "discovery.k8s.io", "v1beta1"), None);
+    assert_eq!(api_group(&Served::ALL, "batch"), None);
+    assert_eq!(api_group(&Served::ALL, ""), None);
 }
 
 #[test]
@@ -196,13 +199,13 @@ fn group_list_matches_fixture_for_served_groups() {
     expected.truncate(expected.len() - "]}\n".len());
     expected.push_str(crd);
     expected.push('\n');
-    assert_eq!(text(&api_group_list()), expected);
+    assert_eq!(text(&api_group_list(&Served::ALL)), expected);
 }
 
 #[test]
 fn api_group_document() {
     assert_eq!(
-        text(&api_group("discovery.k8s.io").unwrap()),
+        text(&api_group(&Served::ALL, "discovery.k8s.io").unwrap()),
         concat!(
             r#"{"kind":"APIGroup","apiVersion":"v1","name":"discovery.k8s.io","versions":"#,
             r#"[{"groupVersion":"discovery.k8s.io/v1","version":"v1"}],"preferredVersion":"#,
@@ -285,7 +288,7 @@ fn negotiation_follows_the_accept_header() {
 
 #[test]
 fn aggregated_core_document() {
-    let doc = aggregated(DiscoveryRoot::Api);
+    let doc = aggregated(&Served::ALL, DiscoveryRoot::Api);
     let body = text(&doc.body);
     assert!(body.starts_with(
         r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","resources":[{"resource":"configmaps","responseKind":{"group":"","version":"","kind":"ConfigMap"},"scope":"Namespaced","singularResource":"configmap","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["cm"]},"#
@@ -312,7 +315,7 @@ fn aggregated_core_document() {
 
 #[test]
 fn aggregated_groups_document() {
-    let doc = aggregated(DiscoveryRoot::Apis);
+    let doc = aggregated(&Served::ALL, DiscoveryRoot::Apis);
     let cilium = include_str!(
         "../../../../tests/fixtures/realcluster/custom/discovery-aggregated-cilium.io.json"
     );
@@ -379,8 +382,8 @@ mod properties {
 
         #[test]
         fn lookups_never_panic(group in "\\PC{0,20}", version in "\\PC{0,5}") {
-            let _ = api_resource_list(&group, &version);
-            let _ = api_group(&group);
+            let _ = api_resource_list(&Served::ALL, &group, &version);
+            let _ = api_group(&Served::ALL, &group);
         }
     }
 }

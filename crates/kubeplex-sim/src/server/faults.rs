@@ -40,6 +40,9 @@ pub struct Faults {
     /// lists and gets go to etcd. For as long as it lasts a client's watch of that resource
     /// cannot come back, whatever other resources do.
     pub reinitializing: Mutex<Vec<(String, String)>>,
+    /// Custom resources whose storage is being set up again (a CRD's storage version or
+    /// schema changed), until when: every request of them is answered 429 meanwhile.
+    pub storage_initializing: Mutex<Vec<(String, String, std::time::Instant)>>,
 }
 
 impl Faults {
@@ -57,6 +60,23 @@ impl Faults {
             }
             _ => None,
         }
+    }
+
+    /// The 429 every request of a custom resource gets while its storage is set up again
+    /// (`Sim::reinitialize_custom_resource_storage`): on kube-apiserver 1.36, for ~0.1 s after
+    /// its CRD's storage version changed, a consistent list answered
+    /// `429 storage is (re)initializing` with `retryAfterSeconds: 1`
+    /// (tests/fixtures/realcluster/custom/lifecycle.storage.reads).
+    pub fn storage_initializing(&self, kind: &Kind) -> Option<Status> {
+        let mut unready = self.storage_initializing.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        unready.retain(|(_, _, until)| *until > now);
+        unready
+            .iter()
+            .any(|(g, r, _)| {
+                (g.as_str(), r.as_str()) == (kind.group.as_str(), kind.resource.as_str())
+            })
+            .then(|| Status::too_many_requests_because("storage is (re)initializing", 1))
     }
 
     /// The 429 a watch of `kind`, or a list of it at a resourceVersion, gets while its watch
