@@ -179,6 +179,10 @@ impl Metrics {
             "Requests whose handler panicked; each was answered 500 and the process went on (should stay 0: report it).",
         )?;
         registry.register(Box::new(panics.clone()))?;
+        registry.register(Box::new(RuntimeTasks(prometheus::IntGauge::new(
+            "kubeplex_runtime_alive_tasks",
+            "Tasks alive in kubeplex's async runtime when scraped (each connection, watch, cache and timer has some): after load ends it returns to its level before; one that only grows is a leak.",
+        )?)))?;
         registry.register(Box::new(lean.requests.clone()))?;
         registry.register(Box::new(lean.handovers.clone()))?;
         Ok(Metrics {
@@ -219,6 +223,23 @@ impl Metrics {
         let mut out = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+/// `kubeplex_runtime_alive_tasks`, read from the runtime at each scrape (0 when scraped from
+/// outside one).
+struct RuntimeTasks(prometheus::IntGauge);
+
+impl prometheus::core::Collector for RuntimeTasks {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let alive =
+            tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_alive_tasks());
+        self.0.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        self.0.collect()
     }
 }
 

@@ -23,6 +23,7 @@ mod proxy_protobuf_fields;
 mod proxy_reads;
 mod proxy_scopes;
 mod proxy_shutdown;
+mod proxy_soak;
 mod proxy_tables;
 mod proxy_tiers;
 mod proxy_upstream_gzip;
