@@ -289,6 +289,8 @@ async fn run_mode(
         replica_pids.iter().map(|(_, p)| rss_bytes(*p).unwrap_or(0)).collect();
     let replica_events_end = replica_events(replicas.as_ref(), Some(&dir)).await;
     let replicas_cache_bytes = replica_sums(replicas.as_ref(), CACHE_BYTES).await;
+    let replicas_custom_bytes = replica_custom_sums(replicas.as_ref(), CACHE_BYTES).await;
+    let replicas_custom_history = replica_custom_sums(replicas.as_ref(), HISTORY_BYTES).await;
     let replicas_heap = replica_sums(replicas.as_ref(), HEAP_IN_USE).await;
     let replicas_history_bytes = replica_sums(replicas.as_ref(), HISTORY_BYTES).await;
 
@@ -383,6 +385,8 @@ async fn run_mode(
         replicas_rss,
         replicas_rss_ready,
         replicas_cache_bytes,
+        replicas_custom_bytes,
+        replicas_custom_history,
         replicas_heap_ready,
         replicas_heap,
         replicas_history_bytes,
@@ -475,6 +479,21 @@ async fn replica_sums(replicas: Option<&Tier>, (name, label): Series) -> Vec<f64
                 n == name && label.is_none_or(|(k, v)| labels.get(k).is_some_and(|l| l == v))
             };
         sums.push(series.iter().filter(matches).map(|s| s.2).sum());
+    }
+    sums
+}
+
+/// Each pool replica's sum of a series over the custom resources' caches (Cilium's, the CRDs
+/// the scenario installs: their `resource` label names the group `cilium.io`).
+async fn replica_custom_sums(replicas: Option<&Tier>, (name, _): Series) -> Vec<f64> {
+    let mut sums = Vec::new();
+    for k in replicas.iter().flat_map(|r| &r.nodes) {
+        let text = k.metrics().await.unwrap_or_default();
+        let series = crate::node::report::series(&text);
+        let custom = |labels: &std::collections::BTreeMap<String, String>| {
+            labels.get("resource").is_some_and(|r| r.contains(".cilium.io/"))
+        };
+        sums.push(series.iter().filter(|(n, l, _)| n == name && custom(l)).map(|s| s.2).sum());
     }
     sums
 }

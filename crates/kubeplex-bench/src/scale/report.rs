@@ -43,6 +43,9 @@ pub struct Process {
     pub heap_mib: Option<f64>,
     /// The bytes of the events a pool replica's caches keep for resuming watches, at the end.
     pub history_mib: Option<f64>,
+    /// Of the objects' and the history's bytes, the custom resources' (Cilium's).
+    pub custom_caches_mib: Option<f64>,
+    pub custom_history_mib: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -168,6 +171,9 @@ pub(super) struct Readings {
     pub replicas_heap_ready: Vec<f64>,
     pub replicas_heap: Vec<f64>,
     pub replicas_history_bytes: Vec<f64>,
+    /// Of those, the custom resources' (Cilium's).
+    pub replicas_custom_bytes: Vec<f64>,
+    pub replicas_custom_history: Vec<f64>,
     pub classes: Classes,
     pub writes: Arc<Writes>,
     pub counts: Arc<WriteCounts>,
@@ -201,6 +207,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             heap_ready_mib: None,
             heap_mib: None,
             history_mib: None,
+            custom_caches_mib: None,
+            custom_history_mib: None,
         })
         .collect();
     let [p1, p2] = &r.replicas_cpu;
@@ -219,6 +227,8 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
             heap_ready_mib: r.replicas_heap_ready.get(i).map(|&b| b / MIB),
             heap_mib: r.replicas_heap.get(i).map(|&b| b / MIB),
             history_mib: r.replicas_history_bytes.get(i).map(|&b| b / MIB),
+            custom_caches_mib: r.replicas_custom_bytes.get(i).map(|&b| b / MIB),
+            custom_history_mib: r.replicas_custom_history.get(i).map(|&b| b / MIB),
         })
         .collect();
     let mut delivery: BTreeMap<String, Histogram> = BTreeMap::new();
@@ -411,6 +421,15 @@ impl fmt::Display for ScaleReport {
                     let history = p.history_mib.unwrap_or(0.0);
                     let per_watch = (end - ready - history) * 1024.0 / watches;
                     Some(format!("{} {ready:.0} / {end:.0}; {history:.0}; {per_watch:.1}", p.name))
+                })
+            })?;
+        }
+        if modes.iter().any(|m| m.replicas.iter().any(|p| p.custom_caches_mib.unwrap_or(0.0) > 0.0))
+        {
+            row(f, "pool replica, custom resources' share (MiB): objects' bytes / watch history's bytes", &|m| {
+                replica_parts(m, |p, _| {
+                    let (held, history) = (p.custom_caches_mib?, p.custom_history_mib.unwrap_or(0.0));
+                    Some(format!("{} {held:.1} / {history:.1}", p.name))
                 })
             })?;
         }
