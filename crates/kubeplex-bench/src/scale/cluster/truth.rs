@@ -51,7 +51,8 @@ impl Truth {
 
 /// Every object `path` lists, in pages as client-go's pager reads them (a whole list of 150,000
 /// pods at once is more than the apiserver answers in time on a busy machine).
-/// How many times a page the apiserver answered 429 or 5xx is asked again (waits 1 s, doubling).
+/// How many times a page the apiserver answered 429 or 5xx, or whose answer broke off, is asked
+/// again (waits 1 s, doubling).
 const PAGE_ATTEMPTS: usize = 5;
 
 async fn list(admin: &Target, path: &str) -> anyhow::Result<Vec<Value>> {
@@ -61,19 +62,30 @@ async fn list(admin: &Target, path: &str) -> anyhow::Result<Vec<Value>> {
     let mut items = Vec::new();
     let mut next = format!("{path}{sep}limit={PAGE}");
     for _ in 0..MAX_PAGES {
-        // An apiserver still busy with the run answers 429 or 5xx (a page's 504 after 60 s):
-        // asked again, a few times, as a client would.
+        // An apiserver still busy with the run answers 429 or 5xx (a page's 504 after 60 s),
+        // or resets the stream ("unexpected internal error encountered", after 45 min of
+        // 1,000 Cilium agents' watches directly): asked again, a few times, as a client would.
         let mut wait = std::time::Duration::from_secs(1);
-        let (mut status, mut body) = admin.fetch(Method::GET, &next, &[], None).await?;
-        for _ in 0..PAGE_ATTEMPTS {
-            if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
-                break;
+        let mut attempts = 0;
+        let (status, body) = loop {
+            let got = admin.fetch(Method::GET, &next, &[], None).await;
+            let again = match &got {
+                Ok((status, _)) => {
+                    *status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+                }
+                Err(_) => true,
+            };
+            if !again || attempts == PAGE_ATTEMPTS {
+                break got?;
             }
-            tracing::warn!(%status, "the apiserver's objects: asking again");
+            match &got {
+                Ok((status, _)) => tracing::warn!(%status, "the apiserver's objects: asking again"),
+                Err(e) => tracing::warn!(error = %e, "the apiserver's objects: asking again"),
+            }
+            attempts += 1;
             tokio::time::sleep(wait).await;
             wait *= 2;
-            (status, body) = admin.fetch(Method::GET, &next, &[], None).await?;
-        }
+        };
         if !status.is_success() {
             bail!("GET {next}: {status}");
         }
