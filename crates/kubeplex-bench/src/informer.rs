@@ -217,20 +217,21 @@ impl Watched {
     }
 }
 
-/// The reflector's back-off: the next wait, and the state it keeps.
+/// The reflector's back-off: the next wait, and the state it keeps (the scale scenario's
+/// watchers back off with it too).
 #[derive(Debug)]
-struct Backoff {
+pub(crate) struct Backoff {
     next: Duration,
     last_failure: Option<Instant>,
 }
 
 impl Backoff {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Backoff { next: BACKOFF_INIT, last_failure: None }
     }
 
     /// How long to wait after a failure now.
-    fn wait(&mut self) -> Duration {
+    pub(crate) fn wait(&mut self) -> Duration {
         let now = Instant::now();
         if self.last_failure.is_some_and(|t| now - t >= BACKOFF_RESET) {
             self.next = BACKOFF_INIT;

@@ -26,12 +26,10 @@ use tokio::time::Instant;
 use super::cluster::STAMP;
 use super::link::Link;
 use crate::hist::Histogram;
-use crate::informer::{Informer, Start, Stream, ACCEPT_PROTOBUF};
+use crate::informer::{Backoff, Informer, Start, Stream, ACCEPT_PROTOBUF};
 
 /// Requests one watcher sends in a run, at most.
 const MAX_REQUESTS: u64 = 1_000;
-/// client-go's reflector backs off at least this long after a failed watch.
-const BACKOFF: Duration = Duration::from_millis(800);
 
 /// What the watch's objects are checked against at the end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +158,11 @@ pub async fn run(
     let mut from: Option<u64> = resume;
     // After 410, a node tier's load not older than its last RV.
     let mut not_older_than: Option<u64> = None;
+    // client-go's reflector backoff (an emulated agent retrying faster than the real one — a
+    // flat 800 ms, before — makes an apiserver that throttles watches look worse directly).
+    let mut backoff = Backoff::new();
+    // Transport failures in a row (no answer from either upstream).
+    let mut unreachable = 0u32;
     for _ in 0..MAX_REQUESTS {
         let from_s = from.map(|rv| rv.to_string());
         let floor = not_older_than.take().filter(|rv| *rv > 0).map(|rv| rv.to_string());
@@ -203,19 +206,25 @@ pub async fn run(
                     }
                     from = None;
                 }
-                tokio::time::sleep(BACKOFF).await;
+                tokio::time::sleep(backoff.wait()).await;
                 continue;
             }
             Err(e) => {
                 tracing::debug!(error = %e, path, "watch failed");
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 stats.failed("transport");
-                if !link.failed(upstream) {
-                    tokio::time::sleep(BACKOFF).await;
+                // The first failure in a row moves to the other replica at once, as a node
+                // tier fails over; every further one backs off (without it, a node that could
+                // reach neither replica went back and forth as fast as connections failed:
+                // 7.2 million failed watches at N = 1,000 with Cilium).
+                unreachable += 1;
+                if !(link.failed(upstream) && unreachable == 1) {
+                    tokio::time::sleep(backoff.wait()).await;
                 }
                 continue;
             }
         };
+        unreachable = 0;
         let mut stream = Stream::new(resp.into_body(), spec.protobuf);
         // A WatchList's initial state, until its bookmark.
         let mut initial: Option<BTreeMap<String, u64>> = from.is_none().then(BTreeMap::new);
@@ -317,7 +326,7 @@ pub async fn run(
                 not_older_than = Some(last);
             }
             from = None;
-            tokio::time::sleep(BACKOFF).await;
+            tokio::time::sleep(backoff.wait()).await;
         } else {
             from = Some(last);
         }
