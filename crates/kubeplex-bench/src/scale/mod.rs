@@ -470,30 +470,31 @@ type Series = (&'static str, Option<(&'static str, &'static str)>);
 
 /// Each pool replica's sum of a series.
 async fn replica_sums(replicas: Option<&Tier>, (name, label): Series) -> Vec<f64> {
-    let mut sums = Vec::new();
-    for k in replicas.iter().flat_map(|r| &r.nodes) {
-        let text = k.metrics().await.unwrap_or_default();
-        let series = crate::node::report::series(&text);
-        let matches =
-            |(n, labels, _): &&(String, std::collections::BTreeMap<String, String>, f64)| {
-                n == name && label.is_none_or(|(k, v)| labels.get(k).is_some_and(|l| l == v))
-            };
-        sums.push(series.iter().filter(matches).map(|s| s.2).sum());
-    }
-    sums
+    let wanted = |labels: &Labels| label.is_none_or(|(k, v)| labels.get(k).is_some_and(|l| l == v));
+    replica_sums_where(replicas, name, wanted).await
 }
 
 /// Each pool replica's sum of a series over the custom resources' caches (Cilium's, the CRDs
 /// the scenario installs: their `resource` label names the group `cilium.io`).
 async fn replica_custom_sums(replicas: Option<&Tier>, (name, _): Series) -> Vec<f64> {
+    let custom =
+        |labels: &Labels| labels.get("resource").is_some_and(|r| r.contains(".cilium.io/"));
+    replica_sums_where(replicas, name, custom).await
+}
+
+type Labels = std::collections::BTreeMap<String, String>;
+
+/// Each pool replica's sum of the series `name` whose labels `wanted` accepts.
+async fn replica_sums_where(
+    replicas: Option<&Tier>,
+    name: &str,
+    wanted: impl Fn(&Labels) -> bool,
+) -> Vec<f64> {
     let mut sums = Vec::new();
     for k in replicas.iter().flat_map(|r| &r.nodes) {
         let text = k.metrics().await.unwrap_or_default();
         let series = crate::node::report::series(&text);
-        let custom = |labels: &std::collections::BTreeMap<String, String>| {
-            labels.get("resource").is_some_and(|r| r.contains(".cilium.io/"))
-        };
-        sums.push(series.iter().filter(|(n, l, _)| n == name && custom(l)).map(|s| s.2).sum());
+        sums.push(series.iter().filter(|(n, l, _)| n == name && wanted(l)).map(|s| s.2).sum());
     }
     sums
 }
