@@ -257,8 +257,7 @@ impl Sim {
     fn kind_of(&self, v: &Value) -> Result<Arc<kinds::Kind>, Status> {
         let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let k = v.get("kind").and_then(Value::as_str).unwrap_or("");
-        let kind = self.state.registry.by_kind(av, k);
-        let kind = kind.filter(|k| self.state.served().serves(&k.group, &k.resource));
+        let kind = self.state.registry.by_kind(av, k).filter(|k| self.state.serves(k));
         kind.cloned().ok_or_else(|| {
             Status::bad_request(format!("no kind {k:?} is registered for version {av:?}"))
         })

@@ -35,12 +35,8 @@ fn hash(doc: &[u8]) -> String {
 
 /// `GET /openapi/v3`: the index of group-version documents.
 pub fn index(state: &SimState) -> Vec<u8> {
-    let mut gvs: Vec<(String, String)> = state
-        .registry
-        .all()
-        .filter(|k| state.served().serves(&k.group, &k.resource))
-        .map(|k| (k.group.clone(), k.version.clone()))
-        .collect();
+    let mut gvs: Vec<(String, String)> =
+        state.kinds().map(|k| (k.group.clone(), k.version.clone())).collect();
     gvs.sort();
     gvs.dedup();
     let mut paths = Map::new();
@@ -70,13 +66,8 @@ fn operation(kind: &Kind, action: &str, params: &[&str]) -> Value {
 
 /// `GET /openapi/v3/{api/v1 | apis/g/v}`: paths of every served resource.
 pub fn document(state: &SimState, group: &str, version: &str) -> Option<Vec<u8>> {
-    let mut kinds: Vec<_> = state
-        .registry
-        .all()
-        .filter(|k| {
-            k.group == group && k.version == version && state.served().serves(&k.group, &k.resource)
-        })
-        .collect();
+    let mut kinds: Vec<_> =
+        state.kinds().filter(|k| k.group == group && k.version == version).collect();
     if kinds.is_empty() {
         return None;
     }

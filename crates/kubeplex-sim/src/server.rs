@@ -106,7 +106,18 @@ impl SimState {
 
     /// The kind served at `group`/`resource` now: none for a custom resource withdrawn.
     pub fn kind(&self, group: &str, resource: &str) -> Option<&Arc<Kind>> {
-        self.registry.get(group, resource).filter(|_| self.served().serves(group, resource))
+        self.registry.get(group, resource).filter(|k| self.serves(k))
+    }
+
+    /// Every kind served now.
+    pub fn kinds(&self) -> impl Iterator<Item = &Arc<Kind>> {
+        let served = self.served().clone();
+        self.registry.all().filter(move |k| served.serves(&k.group, &k.resource))
+    }
+
+    /// Whether `kind` is served now (a custom resource's CRD installed and its version served).
+    pub fn serves(&self, kind: &Kind) -> bool {
+        self.served().serves(&kind.group, &kind.resource)
     }
 }
 
