@@ -49,7 +49,7 @@ use bytes::Bytes;
 use http::{header, Method, Request};
 use http_body_util::{BodyExt, Full};
 
-pub use self::metrics::ReviewMetrics;
+pub use self::metrics::{CacheEntries, EntryCount, ReviewMetrics};
 pub use self::outage::RETRY_INTERVAL;
 use self::outage::{usable, Outages};
 pub use self::policy::ReviewConfig;
@@ -93,6 +93,19 @@ impl Reviews {
             config,
             metrics,
         }
+    }
+
+    /// Its caches' entry counts, for `kubeplex_auth_cache_entries` (the closures share the
+    /// caches).
+    pub fn entry_counts(&self) -> Vec<(&'static str, self::metrics::EntryCount)> {
+        let (tokens, access) = (self.tokens.clone(), self.access.clone());
+        let (known_tokens, known_access) = (self.known_tokens.clone(), self.known_access.clone());
+        vec![
+            ("tokens", Box::new(move || tokens.entry_count())),
+            ("access", Box::new(move || access.entry_count())),
+            ("known_tokens", Box::new(move || known_tokens.entry_count())),
+            ("known_access", Box::new(move || known_access.entry_count())),
+        ]
     }
 
     /// Counts a read granted without a review by the Node authorizer's rules

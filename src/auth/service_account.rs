@@ -130,6 +130,15 @@ impl TokenVerifier {
         })
     }
 
+    /// Its caches' entry counts, for `kubeplex_auth_cache_entries`.
+    pub fn entry_counts(&self) -> Vec<(&'static str, crate::auth::review::EntryCount)> {
+        let (verified, present) = (self.verified.clone(), self.present.clone());
+        vec![
+            ("sa_verified", Box::new(move || verified.entry_count())),
+            ("sa_present", Box::new(move || present.entry_count())),
+        ]
+    }
+
     /// The caches whose views of pods and ServiceAccounts a token is checked against.
     pub fn attach(&self, caches: &Arc<Caches>) {
         let _ = self.caches.set(Arc::downgrade(caches));

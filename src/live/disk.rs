@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use prometheus::{IntCounterVec, Opts, Registry};
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
 use super::feed::{self, Feed};
 use crate::cache::clock::unix_now;
@@ -85,6 +85,8 @@ pub enum DiskError {
 struct DiskMetrics {
     writes: IntCounterVec,
     loads: IntCounterVec,
+    /// The bytes of the state files this process wrote (each cache's latest).
+    bytes: IntGauge,
 }
 
 /// The state directory: writes caches, reads them back.
@@ -131,15 +133,21 @@ impl DiskStates {
         for r in ["ok", "invalid", "served"] {
             loads.with_label_values(&[r]);
         }
+        let bytes = IntGauge::new(
+            "kubeplex_disk_state_bytes",
+            "The bytes of the state files this process wrote, each cache's latest (at most the state directory's maxBytes).",
+        )
+        .map_err(|e| io(std::io::Error::other(e)))?;
+        // Registered once per process; a second DiskStates (tests) shares the first's.
         for m in [&writes, &loads] {
-            // Registered once per process; a second DiskStates (tests) shares the first's.
             let _ = registry.register(Box::new(m.clone()));
         }
+        let _ = registry.register(Box::new(bytes.clone()));
         Ok(Some(Arc::new(DiskStates {
             dir,
             interval: config.interval,
             max_bytes: config.max_bytes,
-            metrics: DiskMetrics { writes, loads },
+            metrics: DiskMetrics { writes, loads, bytes },
             written: Mutex::new(HashMap::new()),
             namespace: namespace.map(str::to_string),
         })))
@@ -251,6 +259,8 @@ impl DiskStates {
                 self.metrics.writes.with_label_values(&labels("ok")).inc();
                 let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
                 written.insert(name, (rv, size));
+                let total: u64 = written.values().map(|v| v.1).sum();
+                self.metrics.bytes.set(i64::try_from(total).unwrap_or(i64::MAX));
                 Ok(true)
             }
             Err(error) => {

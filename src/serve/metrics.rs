@@ -183,6 +183,7 @@ impl Metrics {
             "kubeplex_runtime_alive_tasks",
             "Tasks alive in kubeplex's async runtime when scraped (each connection, watch, cache and timer has some): after load ends it returns to its level before; one that only grows is a leak.",
         )?)))?;
+        registry.register(Box::new(ProcessMetrics::new()?))?;
         registry.register(Box::new(lean.requests.clone()))?;
         registry.register(Box::new(lean.handovers.clone()))?;
         Ok(Metrics {
@@ -240,6 +241,128 @@ impl prometheus::core::Collector for RuntimeTasks {
             tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_alive_tasks());
         self.0.set(i64::try_from(alive).unwrap_or(i64::MAX));
         self.0.collect()
+    }
+}
+
+/// The process's own series, with the names every Prometheus client library gives them (Go's
+/// `collectors.NewProcessCollector`, which the apiserver's `/metrics` has too): CPU, resident
+/// and virtual memory, open and allowed descriptors, start time. Read from `/proc/self` at
+/// each scrape (Linux; elsewhere none are exposed).
+struct ProcessMetrics {
+    cpu: prometheus::Counter,
+    resident: prometheus::IntGauge,
+    virtual_bytes: prometheus::IntGauge,
+    open_fds: prometheus::IntGauge,
+    max_fds: prometheus::IntGauge,
+    start: prometheus::Gauge,
+    descs: Vec<prometheus::core::Desc>,
+}
+
+/// The kernel's clock ticks a second as `/proc` reports times (`USER_HZ`: 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+impl ProcessMetrics {
+    fn new() -> Result<Self, prometheus::Error> {
+        use prometheus::core::Collector;
+        let m = ProcessMetrics {
+            cpu: prometheus::Counter::new(
+                "process_cpu_seconds_total",
+                "Total user and system CPU time spent in seconds.",
+            )?,
+            resident: prometheus::IntGauge::new(
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+            )?,
+            virtual_bytes: prometheus::IntGauge::new(
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+            )?,
+            open_fds: prometheus::IntGauge::new(
+                "process_open_fds",
+                "Number of open file descriptors.",
+            )?,
+            max_fds: prometheus::IntGauge::new(
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            )?,
+            start: prometheus::Gauge::new(
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.",
+            )?,
+            descs: Vec::new(),
+        };
+        let descs = [
+            m.cpu.desc(),
+            m.resident.desc(),
+            m.virtual_bytes.desc(),
+            m.open_fds.desc(),
+            m.max_fds.desc(),
+            m.start.desc(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        Ok(ProcessMetrics { descs, ..m })
+    }
+}
+
+/// `/proc/self/stat`'s fields after the command (`state` is the first): utime, stime,
+/// starttime (ticks after boot) and vsize.
+fn proc_stat(text: &str) -> Option<(f64, f64, f64, i64)> {
+    let after = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
+    let vsize = fields.get(23 - 3).and_then(|f| f.parse::<i64>().ok())?;
+    Some((field(14)?, field(15)?, field(22)?, vsize))
+}
+
+impl prometheus::core::Collector for ProcessMetrics {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let read = |path: &str| std::fs::read_to_string(path).ok();
+        let mut out = Vec::new();
+        if let Some((utime, stime, start_ticks, vsize)) =
+            read("/proc/self/stat").as_deref().and_then(proc_stat)
+        {
+            let cpu = (utime + stime) / USER_HZ;
+            // A counter only goes up: add what passed since the last scrape.
+            self.cpu.inc_by((cpu - self.cpu.get()).max(0.0));
+            self.virtual_bytes.set(vsize);
+            out.extend(self.cpu.collect());
+            out.extend(self.virtual_bytes.collect());
+            let boot = read("/proc/stat").and_then(|s| {
+                s.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<f64>().ok())
+            });
+            if let Some(boot) = boot {
+                self.start.set(boot + start_ticks / USER_HZ);
+                out.extend(self.start.collect());
+            }
+        }
+        let rss_kib = read("/proc/self/status").and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse().ok())
+        });
+        if let Some(kib) = rss_kib.map(|k: i64| k.saturating_mul(1024)) {
+            self.resident.set(kib);
+            out.extend(self.resident.collect());
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            self.open_fds.set(i64::try_from(fds.count()).unwrap_or(i64::MAX));
+            out.extend(self.open_fds.collect());
+        }
+        let max = read("/proc/self/limits").and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("Max open files"))?;
+            line["Max open files".len()..].split_whitespace().next()?.parse::<i64>().ok()
+        });
+        if let Some(max) = max {
+            self.max_fds.set(max);
+            out.extend(self.max_fds.collect());
+        }
+        out
     }
 }
 

@@ -276,6 +276,9 @@ impl ProxyBuilder {
                         .verify_service_account_tokens
                         .then(|| TokenVerifier::new(upstream.clone())),
                 };
+                let mut entries = node.reviews.entry_counts();
+                entries.extend(node.tokens.iter().flat_map(|t| t.entry_counts()));
+                crate::auth::review::CacheEntries::new(entries)?.register(&metrics.registry);
                 (Some(Arc::new(node)), Some(tls))
             }
         };

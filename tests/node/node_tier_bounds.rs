@@ -328,6 +328,15 @@ async fn a_pool_verifies_a_node_tiers_bound_token_itself_while_its_pod_exists() 
         assert_eq!(kubelet.get(&node.addr(), own).await.status, 200);
     }
     assert!(verified() > before, "verified by the pool");
+    // The verified token is held in the pool's bounded cache, which /metrics shows (moka counts
+    // its entries as it does its housekeeping: on later requests).
+    let held = || pool_metric("kubeplex_auth_cache_entries", &[("cache", "sa_verified")]);
+    let started = Instant::now();
+    while held() == 0 && started.elapsed() < Duration::from_secs(10) {
+        let _ = kubelet.get(&node.addr(), own).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(held() >= 1, "kubeplex_auth_cache_entries{{cache=\"sa_verified\"}}: {}", held());
     assert_eq!(node.sim_reviews("tokenreview"), reviews, "no TokenReview for it");
 
     // The node tier's pod is deleted: its token is the apiserver's to judge, and it refuses it.

@@ -147,6 +147,18 @@ async fn a_restart_during_an_outage_serves_the_disk_state_then_converges() {
         files,
         BTreeSet::from(["core_v1_configmaps_json.state".into(), "core_v1_pods_json.state".into()])
     );
+    // What an operator graphs: the state files' bytes, as on disk.
+    let on_disk: u64 =
+        std::fs::read_dir(&states.0).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    let shown = eventually(Duration::from_secs(10), || {
+        metric(&first, "kubeplex_disk_state_bytes", &[]) == on_disk
+    })
+    .await;
+    assert!(
+        shown,
+        "kubeplex_disk_state_bytes is not the files' {on_disk} bytes:\n{}",
+        metrics(&first)
+    );
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -53,6 +53,8 @@ struct Counts {
     connections: u64,
     inflight: u64,
     tasks: u64,
+    /// The process's open descriptors (`process_open_fds`): judged across passes, as the tasks.
+    fds: u64,
     discovery_entries: u64,
 }
 
@@ -62,6 +64,7 @@ async fn counts(stack: &Stack) -> Counts {
         connections: stack.metric("kubeplex_client_connections").await,
         inflight: stack.metric_sum("kubeplex_passthrough_inflight_requests", &[]).await,
         tasks: stack.metric("kubeplex_runtime_alive_tasks").await,
+        fds: stack.metric("process_open_fds").await,
         discovery_entries: stack.metric("kubeplex_discovery_entries").await,
     }
 }
@@ -203,14 +206,20 @@ async fn counts_return_to_their_baseline_after_every_round_of_load_and_disruptio
             now = counts(&stack).await;
         }
         assert!(back(&now, &base), "after round {n} ({d:?}): {now:?}, before the first: {base:?}");
-        after.push(now.tasks);
+        after.push((now.tasks, now.fds));
     }
-    eprintln!("tasks: {} before; after each round {after:?}", base.tasks);
+    eprintln!("(tasks, open fds): {:?} before; after each round {after:?}", (base.tasks, base.fds));
+    assert!(base.fds > 0, "process_open_fds: {base:?}");
     let (first, second) = after.split_at(SCHEDULE.len());
-    let (first_most, second_most) = (first.iter().max(), second.iter().max());
+    let most = |pass: &[(u64, u64)], f: fn(&(u64, u64)) -> u64| pass.iter().map(f).max();
     assert!(
-        second_most <= first_most.map(|m| m + TASK_SLACK).as_ref(),
+        most(second, |c| c.0) <= most(first, |c| c.0).map(|m| m + TASK_SLACK),
         "the runtime's tasks grow from one pass through the schedule to the next: {after:?}"
+    );
+    // Each connection is a descriptor (and a task at each end): the same slack.
+    assert!(
+        most(second, |c| c.1) <= most(first, |c| c.1).map(|m| m + TASK_SLACK),
+        "open descriptors grow from one pass through the schedule to the next: {after:?}"
     );
     // The caches hold what the apiserver holds.
     let pods = get(&stack.addr(), "/api/v1/pods?resourceVersion=0").await.json();

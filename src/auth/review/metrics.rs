@@ -1,6 +1,10 @@
 //! The reviews' metrics.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 /// Review counts and latency.
 #[derive(Clone)]
@@ -54,5 +58,48 @@ impl ReviewMetrics {
         registry.register(Box::new(graph_retries.clone()))?;
         registry.register(Box::new(graph_retry_requests.clone()))?;
         Ok(ReviewMetrics { decisions, seconds, graph_retries, graph_retry_requests })
+    }
+}
+
+/// One cache's entry count, read when scraped.
+pub type EntryCount = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// `kubeplex_auth_cache_entries{cache}`: the entries of node mode's decision caches, read at
+/// each scrape (a soak's counts that must stay bounded; issue 47). Each cache is bounded by its
+/// `max_entries` and its TTL; this shows how near it runs.
+pub struct CacheEntries {
+    gauge: IntGaugeVec,
+    caches: Vec<(&'static str, EntryCount)>,
+}
+
+impl CacheEntries {
+    pub fn new(caches: Vec<(&'static str, EntryCount)>) -> Result<Self, prometheus::Error> {
+        let gauge = IntGaugeVec::new(
+            Opts::new(
+                "kubeplex_auth_cache_entries",
+                "Node mode: entries in each cache of authentication and authorization answers: tokens and access (the reviews' answers, until their TTL), known_tokens and known_access (the last answers, kept for an upstream outage), sa_verified and sa_present (ServiceAccount tokens verified by kubeplex and the objects they were checked against).",
+            ),
+            &["cache"],
+        )?;
+        Ok(CacheEntries { gauge, caches })
+    }
+
+    /// Registered once; a second registration on the same registry (tests that start two
+    /// proxies) keeps the first.
+    pub fn register(self, registry: &Registry) {
+        let _ = registry.register(Box::new(self));
+    }
+}
+
+impl Collector for CacheEntries {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        for (name, count) in &self.caches {
+            self.gauge.with_label_values(&[name]).set(i64::try_from(count()).unwrap_or(i64::MAX));
+        }
+        self.gauge.collect()
     }
 }
