@@ -7,8 +7,9 @@ vertical markers for the disruptions, each labelled.
                 markers=[(t, "apiserver restart"), ...])
     open("rss.svg", "w").write(svg)
 
-`python3 scripts/realcluster/svgplot.py SAMPLES.csv OUTDIR` renders every column of a samples
-file (first column `t`, seconds; a `#marker,t,label` line per disruption) as one chart each.
+`python3 scripts/realcluster/svgplot.py SAMPLES.csv OUTDIR` renders a samples file (first
+column `t`, seconds; a `#marker,t,label` line per disruption): the columns `chart:line` as the
+lines of one chart each (`rss_mib:pool-0`, `rss_mib:pool-1`), any other column alone.
 """
 
 import csv
@@ -141,10 +142,23 @@ def main():
         sys.exit(__doc__)
     series, markers = read_samples(sys.argv[1])
     os.makedirs(sys.argv[2], exist_ok=True)
-    for name, pts in series.items():
-        safe = "".join(c if c.isalnum() else "-" for c in name).strip("-")
+    for title, lines in grouped(series).items():
+        safe = "".join(c if c.isalnum() else "-" for c in title).strip("-")
         with open(os.path.join(sys.argv[2], safe + ".svg"), "w") as f:
-            f.write(chart(name, {name: pts}, markers))
+            f.write(chart(title, lines, markers))
+
+
+def grouped(series):
+    """Columns named `chart:line` drawn as lines of one chart (`rss_mib:pool-0`,
+    `rss_mib:pool-1` → the chart `rss_mib`); a column without `:` is a chart of its own.
+    Columns with no sample are left out."""
+    charts = {}
+    for name, pts in series.items():
+        if not pts:
+            continue
+        title, _, line = name.partition(":")
+        charts.setdefault(title, {})[line or title] = pts
+    return charts
 
 
 if __name__ == "__main__":

@@ -246,3 +246,65 @@ async fn external_agents_get_a_cue_and_a_start_up_window_of_their_own() {
     assert!(n(&m["written"]["pods_replaced"]) > 0, "{m}");
     assert!(n(&m["written"]["endpointslices"]) > 0, "{m}");
 }
+
+/// `--soak` through the pool against the fake apiserver, a minute compressed: the writer
+/// churns all along while the schedule runs (node tiers rolled, a replica restarted, etcd
+/// "compacted" — the fake has no etcd: a no-op command — with the pool's upstream connections
+/// cut, an upstream outage through the relay, a burst of cold node tiers): every view is the
+/// apiserver's at the end, no event out of order, the apiserver's open watches come back after
+/// each disruption, and the samples file has a row every 2 s with every replica's memory and
+/// counts, and a marker for each disruption.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_soak_samples_every_replica_and_recovers_from_every_disruption() {
+    let work = kubeplex_net::scratch::TempDir::new("bench-scale-soak");
+    let samples = work.path().join("samples.csv");
+    let mut cmd = scale(&["--duration", "2", "--mode", "pool", "--rollout", "3"]).await;
+    cmd.args(["--kill-replica", "2", "--soak", "75", "--soak-every", "10", "--soak-sample", "2"])
+        .args(["--soak-outage", "4", "--compact-etcd", "true", "--soak-samples"])
+        .arg(&samples);
+    let report = json_report(cmd, Duration::from_secs(400)).await;
+    let pool = &report["modes"][0];
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    assert_eq!(n(&pool["views_wrong"]), 0, "{}", pool["views_examples"]);
+    assert_eq!(n(&pool["views_checked"]), NODES * WATCHES_PER_NODE);
+    let soak = &pool["soak"];
+    let stamped = soak["disruptions"].as_array().expect("the soak's disruptions");
+    let kinds: Vec<&str> = stamped.iter().filter_map(|d| d["kind"].as_str()).collect();
+    // No apiserver restart without a command for it; the rest in the schedule's order.
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    assert_eq!(kinds[..4], ["Rollout", "ReplicaRestart", "Compaction", "Outage"], "{soak}");
+    for d in stamped {
+        assert_eq!(n(&d["disruption"]["out_of_order"]), 0, "{d}");
+        assert!(d["watches_back_s"].is_number(), "the apiserver's watches not back: {d}");
+    }
+    // The outage: the pool's watches were cut and came back, and the writes made meanwhile
+    // reached the nodes once it ended.
+    let outage = stamped.iter().find(|d| d["kind"] == "Outage").expect("an outage");
+    assert!(n(&outage["disruption"]["pool_calls"]["watch"]) > 0, "{outage}");
+    assert!(n(&outage["disruption"]["delivery"]["count"]) > 0, "{outage}");
+    // The samples: a header naming every replica's series, a row per sample, a marker per
+    // disruption.
+    let text = std::fs::read_to_string(&samples).expect("the samples file");
+    let header: Vec<&str> = text.lines().next().expect("a header").split(',').collect();
+    for series in ["rss_mib", "heap_in_use_mib", "tasks", "client_connections", "open_fds"] {
+        for replica in 0..REPLICAS {
+            let column = format!("{series}:pool-{replica}");
+            assert!(header.contains(&column.as_str()), "{column} not in {header:?}");
+        }
+    }
+    let markers = text.lines().filter(|l| l.starts_with("#marker,")).count();
+    assert_eq!(markers, stamped.len(), "{text}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert!(rows.len() >= 20, "{} rows in 75 s at one every 2 s", rows.len());
+    let rss = header.iter().position(|c| *c == "rss_mib:pool-0").expect("rss");
+    let read =
+        rows.iter().filter(|r| r.get(rss).is_some_and(|v| v.parse::<f64>().is_ok_and(|v| v > 1.0)));
+    assert!(read.count() >= rows.len() * 3 / 4, "replica 0's RSS mostly unread:\n{text}");
+    assert!(!soak["slopes"].as_array().expect("slopes").is_empty(), "{soak}");
+    eprintln!("{report}");
+}

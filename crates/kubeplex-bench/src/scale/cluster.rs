@@ -265,11 +265,20 @@ impl Cluster {
     /// A kubeconfig for `who` toward `server` (the apiserver, or a pool replica whose serving
     /// certificate [`Cluster::pki`] signed).
     pub fn kubeconfig(&self, who: Who, server: &str) -> anyhow::Result<PathBuf> {
+        self.kubeconfig_to(who, server, server == self.server)
+    }
+
+    /// A kubeconfig for `who` toward the apiserver through a relay at `server` (its
+    /// certificate, for the relay's loopback address as for the apiserver's).
+    pub fn kubeconfig_relayed(&self, who: Who, server: &str) -> anyhow::Result<PathBuf> {
+        self.kubeconfig_to(who, server, true)
+    }
+
+    fn kubeconfig_to(&self, who: Who, server: &str, to_apiserver: bool) -> anyhow::Result<PathBuf> {
         let key = (who, server.to_string());
         if let Some(p) = self.written.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let to_apiserver = server == self.server;
         let ca = if to_apiserver { self.server_ca.clone() } else { Some(self.pki.ca_pem.clone()) };
         let user = match (who, &self.sim) {
             (Who::NodeTier(i), Some(_)) => token_user(&node_tier_token(i)),
@@ -327,7 +336,7 @@ fn file_part(s: &str) -> String {
 }
 
 /// The pids of the processes whose command is one of `names` (`/proc/PID/comm`).
-fn processes_named(names: &[&str]) -> Vec<(String, u32)> {
+pub(crate) fn processes_named(names: &[&str]) -> Vec<(String, u32)> {
     let mut found = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return found };
     for entry in dir.flatten() {

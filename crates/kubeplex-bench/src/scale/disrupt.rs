@@ -79,6 +79,8 @@ pub(super) struct Run<'a> {
     pub writes: &'a Arc<Writes>,
     pub counts: &'a Arc<WriteCounts>,
     pub since: Instant,
+    /// A writer runs all along (a soak's): a disruption starts none of its own.
+    pub writing: bool,
 }
 
 /// The figures a disruption is measured between.
@@ -96,7 +98,19 @@ struct Snapshot {
 impl Run<'_> {
     /// Every node tier started again within `within`, while the writer writes.
     pub async fn rollout(&mut self, within: Duration) -> anyhow::Result<Disruption> {
-        tracing::info!(seconds = within.as_secs_f64(), "rolling every node tier");
+        self.restart_nodes(within, false).await
+    }
+
+    /// Every node tier started again within `within`, each resuming from its state (a
+    /// rollout) or, `cold`, without one: each lists everything again (a burst of cold
+    /// clients).
+    pub async fn restart_nodes(
+        &mut self,
+        within: Duration,
+        cold: bool,
+    ) -> anyhow::Result<Disruption> {
+        let name = if cold { "node tiers started cold" } else { "node tiers rolled" };
+        tracing::info!(seconds = within.as_secs_f64(), name, "starting every node tier again");
         let steady = self.take_delivery();
         let start = self.snapshot().await;
         let writer = self.write_for(within);
@@ -114,14 +128,14 @@ impl Run<'_> {
                 (self.classes.clone(), self.views.clone(), self.writes.clone());
             let since = self.since;
             self.handles[i] = self.nodes.spawn(async move {
-                node::run(i, shape, conns, classes, views, writes, since, true).await
+                node::run(i, shape, conns, classes, views, writes, since, !cold).await
             });
         }
         let synced = self.wait(|| synced_watches(self.classes) >= expected).await;
         let done = synced.then(|| start.at.elapsed());
         let _ = writer.await;
         tokio::time::sleep(self.spec.settle).await;
-        let mut d = self.measured("node tiers rolled", &start, steady).await;
+        let mut d = self.measured(name, &start, steady).await;
         d.done_s = done.map(|t| t.as_secs_f64());
         Ok(d)
     }
@@ -154,7 +168,44 @@ impl Run<'_> {
         Ok(d)
     }
 
+    /// A disruption that `act` brings about (while the writer writes), measured as the others;
+    /// with when `act` ended (the upstream back).
+    pub async fn around<F, Fut>(
+        &mut self,
+        name: &'static str,
+        act: F,
+    ) -> anyhow::Result<(Disruption, Instant)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<()>>,
+    {
+        tracing::info!(name, "disrupting");
+        let steady = self.take_delivery();
+        let start = self.snapshot().await;
+        act().await?;
+        let ended = Instant::now();
+        tokio::time::sleep(self.spec.settle).await;
+        let mut d = self.measured(name, &start, steady).await;
+        d.done_s = Some((ended - start.at).as_secs_f64());
+        Ok((d, ended))
+    }
+
+    /// The nodes' watch failures so far, by answer.
+    pub fn failures(&self) -> BTreeMap<String, u64> {
+        let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut failures: BTreeMap<String, u64> = BTreeMap::new();
+        for c in classes.values() {
+            for (k, n) in c.failures.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                *failures.entry(k.clone()).or_default() += n;
+            }
+        }
+        failures
+    }
+
     fn write_for(&self, long: Duration) -> tokio::task::JoinHandle<()> {
+        if self.writing {
+            return tokio::spawn(tokio::time::sleep(long));
+        }
         tokio::spawn(writer::run(
             self.cluster.clone(),
             self.spec.shape,
@@ -186,12 +237,7 @@ impl Run<'_> {
             pool_calls.push((k.pid(), calls_by_verb(&k.metrics().await.unwrap_or_default())));
         }
         let classes = self.classes.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut failures: BTreeMap<String, u64> = BTreeMap::new();
-        for c in classes.values() {
-            for (k, n) in c.failures.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                *failures.entry(k.clone()).or_default() += n;
-            }
-        }
+        let failures = self.failures();
         let sum = |f: fn(&super::watcher::ClassStats) -> u64| classes.values().map(|c| f(c)).sum();
         Snapshot {
             at: Instant::now(),

@@ -17,6 +17,7 @@ mod disrupt;
 mod link;
 mod node;
 mod report;
+pub mod soak;
 mod watcher;
 mod writer;
 
@@ -85,6 +86,8 @@ pub struct ScaleSpec {
     /// Through the pool, after that: pool replica 0 killed, and started again after this long
     /// (a replica's pod replaced).
     pub kill_replica: Option<Duration>,
+    /// Through the pool, after those: the soak (its churn and schedule of disruptions).
+    pub soak: Option<soak::SoakSpec>,
     pub tier: TierConfig,
     pub work_dir: PathBuf,
 }
@@ -164,12 +167,24 @@ async fn run_mode(
     let started = Instant::now();
     tracing::info!(mode, nodes = n, "starting");
 
+    let relay = match (&spec.soak, pool) {
+        (Some(_), true) => Some(soak::Relay::start(authority(&cluster.server).to_string()).await?),
+        _ => None,
+    };
     // The pool replicas, in front of the apiserver with the pool's identity.
     let mut replicas = if pool {
         prepare_dir(&spec.tier, &dir, &cluster.pki)?;
         // Each node tier's token, bound to its node (before the clock of the run starts).
         cluster.prepare_node_tiers(n).await.context("the node tiers' tokens")?;
-        let kubeconfig = cluster.kubeconfig(Who::Pool, &cluster.server)?;
+        // A soak's outages cut the pool's way to the apiserver: a relay here.
+        let kubeconfig = match &relay {
+            Some(r) => {
+                let authority = authority(&cluster.server);
+                let via = cluster.server.replacen(authority, &r.addr.to_string(), 1);
+                cluster.kubeconfig_relayed(Who::Pool, &via)?
+            }
+            None => cluster.kubeconfig(Who::Pool, &cluster.server)?,
+        };
         Some(Tier::start_pool_with(&spec.tier, spec.replicas, &dir, &kubeconfig).await?)
     } else {
         None
@@ -294,8 +309,9 @@ async fn run_mode(
     let replicas_heap = replica_sums(replicas.as_ref(), HEAP_IN_USE).await;
     let replicas_history_bytes = replica_sums(replicas.as_ref(), HISTORY_BYTES).await;
 
-    // Through the pool: the node tiers' rollout, then a replica's restart.
+    // Through the pool: the node tiers' rollout, then a replica's restart, then the soak.
     let mut disruptions = Vec::new();
+    let mut soaked = None;
     if let Some(r) = replicas.as_mut() {
         let mut run = disrupt::Run {
             spec,
@@ -310,12 +326,16 @@ async fn run_mode(
             writes: &writes,
             counts: &counts,
             since,
+            writing: false,
         };
         if let Some(within) = spec.rollout {
             disruptions.push(run.rollout(within).await?);
         }
         if let Some(down) = spec.kill_replica {
             disruptions.push(run.kill_replica(down).await?);
+        }
+        if let Some(s) = &spec.soak {
+            soaked = Some(soak::soak(&mut run, s, relay.as_ref()).await?);
         }
     }
 
@@ -396,8 +416,15 @@ async fn run_mode(
         views: (checked, wrong, examples),
         pool_events_received: replica_events_end - replica_events_at_sync,
         disruptions,
+        soak: soaked,
         phases,
     }))
+}
+
+/// `host:port` of a URL (`https://127.0.0.1:6443` → `127.0.0.1:6443`).
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
 }
 
 /// Seconds since the Unix epoch (the apiserver's audit log's clock).

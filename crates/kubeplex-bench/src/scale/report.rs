@@ -127,6 +127,8 @@ pub struct ModeReport {
     /// Through the pool: the rollout and the replica's restart, after the steady run (the
     /// classes' counts and the views cover them too; their delivery times are their own).
     pub disruptions: Vec<Disruption>,
+    /// Through the pool with `--soak`: the soak after them.
+    pub soak: Option<super::soak::SoakReport>,
     pub phases: Phases,
 }
 
@@ -180,6 +182,7 @@ pub(super) struct Readings {
     pub views: (u64, u64, Vec<String>),
     pub pool_events_received: u64,
     pub disruptions: Vec<Disruption>,
+    pub soak: Option<super::soak::SoakReport>,
     pub phases: Phases,
 }
 
@@ -316,6 +319,7 @@ pub(super) fn mode_report(r: Readings) -> ModeReport {
         views_wrong: r.views.1,
         views_examples: r.views.2,
         disruptions: r.disruptions,
+        soak: r.soak,
         phases: r.phases,
     }
 }
@@ -519,6 +523,9 @@ impl fmt::Display for ScaleReport {
         }
         for d in self.modes.iter().flat_map(|m| &m.disruptions) {
             writeln!(f, "{d}")?;
+        }
+        for s in self.modes.iter().filter_map(|m| m.soak.as_ref()) {
+            write!(f, "{s}")?;
         }
         Ok(())
     }

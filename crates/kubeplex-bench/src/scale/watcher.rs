@@ -92,6 +92,8 @@ pub struct ClassStats {
     pub sync_time: Mutex<Histogram>,
     /// The writer's stamp → the event that brought it.
     pub delivery: Mutex<Histogram>,
+    /// The same since a soak's sampler last took them (`scale::soak`).
+    pub recent: Mutex<Histogram>,
 }
 
 impl ClassStats {
@@ -301,7 +303,9 @@ pub async fn run(
             let mut v = lock_view(&view);
             if let Some(stamp) = stamp_of(&event.object) {
                 if v.stamps.insert(event.key.clone(), stamp) != Some(stamp) {
-                    lock(&stats.delivery).record(since_stamp(stamp));
+                    let took = since_stamp(stamp);
+                    lock(&stats.delivery).record(took);
+                    lock(&stats.recent).record(took);
                 }
             }
             v.rv = last;

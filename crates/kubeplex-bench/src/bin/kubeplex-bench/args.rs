@@ -88,7 +88,7 @@ pub enum Command {
     /// their node tiers') against the apiserver of --kubeconfig (its CA signs their
     /// certificates: --ca-cert, --ca-key) or a fake one (--sim): directly and through pool
     /// replicas; what the apiserver and the pool spent, and when each node saw each change.
-    Scale(ScaleArgs),
+    Scale(Box<ScaleArgs>),
 }
 
 #[derive(Args)]
@@ -147,6 +147,30 @@ pub struct ScaleArgs {
     /// seconds.
     #[arg(long, value_parser = seconds)]
     pub kill_replica: Option<Duration>,
+    /// Through the pool, after those: a soak of this many seconds — the writer churning all
+    /// along, a disruption every --soak-every (a rollout of the node tiers, a replica
+    /// restarted, the apiserver restarted, etcd compacted, an upstream outage, a burst of cold
+    /// node tiers), samples every --soak-sample to --soak-samples (scale::soak).
+    #[arg(long, value_parser = seconds)]
+    pub soak: Option<Duration>,
+    #[arg(long, default_value = "300", value_parser = seconds)]
+    pub soak_every: Duration,
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    pub soak_sample: Duration,
+    /// The soak's upstream outage.
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    pub soak_outage: Duration,
+    /// The soak's samples (CSV; scripts/realcluster/svgplot.py renders them).
+    #[arg(long, default_value = "soak-samples.csv")]
+    pub soak_samples: PathBuf,
+    /// A shell command that restarts the kube-apiserver and returns once it serves (the
+    /// soak's apiserver restarts; none without it).
+    #[arg(long)]
+    pub restart_apiserver: Option<String>,
+    /// A shell command that compacts etcd to its current revision (the soak's compactions;
+    /// none without it).
+    #[arg(long)]
+    pub compact_etcd: Option<String>,
     /// Start a fake apiserver here instead of --kubeconfig's.
     #[arg(long)]
     pub sim: bool,

@@ -48,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
         return nodes(a, cli.json).await;
     }
     if let Command::Scale(a) = cli.command {
-        return scale(a, cli.target.kubeconfig, cli.json).await;
+        return scale(*a, cli.target.kubeconfig, cli.json).await;
     }
     let t = &cli.target;
     let target = Arc::new(
@@ -285,6 +285,15 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
         sync_timeout: a.sync_timeout,
         rollout: a.rollout,
         kill_replica: a.kill_replica,
+        soak: a.soak.map(|duration| scale::soak::SoakSpec {
+            duration,
+            every: a.soak_every,
+            sample: a.soak_sample,
+            outage: a.soak_outage,
+            restart_apiserver: a.restart_apiserver,
+            compact_etcd: a.compact_etcd,
+            samples: a.soak_samples,
+        }),
         tier: node::TierConfig {
             bin: a.files.kubeplex_bin,
             config: "config/node.yaml".into(),

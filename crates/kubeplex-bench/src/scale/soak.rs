@@ -1,0 +1,633 @@
+//! `--soak`: hours in production, compressed (issue 47). After the steady run through the pool,
+//! the writer goes on churning for the soak's whole duration while a schedule of disruptions
+//! repeats, one every `every`:
+//! - **a rollout** of every node tier (a DaemonSet rolled: each resumes from its state);
+//! - **a pool replica** killed and started again;
+//! - **the kube-apiserver restarted** (a shell command the script gives: the harness's);
+//! - **etcd compacted** to its current revision (a shell command), then the pool's upstream
+//!   connections cut for a moment: its watches resume from RVs etcd no longer has;
+//! - **an upstream outage**: the pool's connections to the apiserver (through a relay here,
+//!   [`Relay`]) cut and refused for a minute;
+//! - **a burst of cold clients**: every node tier started again without its state, within
+//!   seconds: each lists everything again.
+//!
+//! Every `sample` (~10 s) a row of samples goes to a CSV file: each replica's RSS, heap, CPU,
+//! connections, tasks, watchers, review-cache entries, disk-state and watch-history bytes,
+//! descriptors (its `/metrics`); the apiserver's open watches, request rate and CPU; the last
+//! minute's write → node p50/p99; watch failures and 5xx by the nodes. Each disruption is a
+//! `#marker` line. `scripts/realcluster/svgplot.py` renders the file; the report gives each
+//! series' least-squares slope after the first 10 minutes, in % of its mean per hour, and how
+//! long the apiserver's open watches took to come back after each disruption.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::cluster::{processes_named, Cluster};
+use super::disrupt::{Disruption, Run};
+use super::node::Classes;
+use super::writer::WriteCounts;
+use crate::hist::Histogram;
+use crate::node::report::{series, Counters};
+use crate::target::{cpu_seconds, rss_bytes};
+
+/// Samples before this (from the soak's start) are left out of the slopes: caches, pools and
+/// the allocator's arenas grow to their working size first.
+const WARM_UP: Duration = Duration::from_secs(600);
+/// [`WARM_UP`], or a sixth of a short soak (a test's).
+fn warm_up(soak: Duration) -> Duration {
+    WARM_UP.min(soak / 6)
+}
+
+/// How long the apiserver's open watches may take to come back after a disruption ends.
+const BACK_WITHIN: Duration = Duration::from_secs(120);
+/// After etcd's compaction, the pool's upstream connections are cut this long.
+const COMPACTION_CUT: Duration = Duration::from_secs(5);
+/// A cold burst: every node tier started again within this long.
+const BURST_WITHIN: Duration = Duration::from_secs(10);
+
+/// What a soak does.
+#[derive(Debug, Clone)]
+pub struct SoakSpec {
+    /// How long the churn and the schedule go on.
+    pub duration: Duration,
+    /// A disruption starts this long after the last one started.
+    pub every: Duration,
+    /// A row of samples every this long.
+    pub sample: Duration,
+    /// The upstream outage's length.
+    pub outage: Duration,
+    /// A shell command that restarts the kube-apiserver and returns once it serves again.
+    pub restart_apiserver: Option<String>,
+    /// A shell command that compacts etcd to its current revision.
+    pub compact_etcd: Option<String>,
+    /// The samples' CSV file.
+    pub samples: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Kind {
+    Rollout,
+    ReplicaRestart,
+    ApiserverRestart,
+    Compaction,
+    Outage,
+    ColdBurst,
+}
+
+const SCHEDULE: [Kind; 6] = [
+    Kind::Rollout,
+    Kind::ReplicaRestart,
+    Kind::ApiserverRestart,
+    Kind::Compaction,
+    Kind::Outage,
+    Kind::ColdBurst,
+];
+
+/// One disruption of the soak.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamped {
+    /// From the soak's start.
+    pub at_s: f64,
+    pub kind: Kind,
+    /// The apiserver's open watches just before.
+    pub watches_before: f64,
+    /// From the disruption's end (the replica, apiserver or connections back; the node tiers
+    /// started) until the apiserver's open watches were back at that level; `None`: not
+    /// within [`BACK_WITHIN`].
+    pub watches_back_s: Option<f64>,
+    pub disruption: Disruption,
+}
+
+/// A series' trend after the warm-up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Slope {
+    pub series: String,
+    pub mean: f64,
+    /// Least-squares slope, per hour.
+    pub per_hour: f64,
+    /// `per_hour` in % of the mean.
+    pub percent_per_hour: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SoakReport {
+    pub seconds: f64,
+    pub samples: usize,
+    pub csv: String,
+    pub disruptions: Vec<Stamped>,
+    /// The series an operator expects flat (memory and counts), after the warm-up.
+    pub slopes: Vec<Slope>,
+    /// Watch requests of the nodes answered 5xx, by code, over the soak.
+    pub node_5xx: BTreeMap<String, u64>,
+    pub writes_failed: u64,
+}
+
+/// The pool's way to the apiserver: a TCP relay that can be cut (an outage as the pool sees
+/// one: its connections reset, new ones refused) and let through again.
+pub struct Relay {
+    pub addr: SocketAddr,
+    down: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    /// Relays 127.0.0.1:(a free port) to `to` (`host:port`, loopback).
+    pub async fn start(to: String) -> anyhow::Result<Relay> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (down, is_down) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                let client = match listener.accept().await {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        // Out of descriptors, or the like: try again in a moment.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                if *is_down.borrow() {
+                    continue;
+                }
+                let (to, mut cut) = (to.clone(), is_down.clone());
+                tokio::spawn(async move {
+                    let mut client = client;
+                    let Ok(mut server) = TcpStream::connect(&to).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        // Cut (or the relay gone): both connections dropped.
+                        _ = cut.wait_for(|d| *d) => {}
+                    }
+                });
+            }
+        });
+        Ok(Relay { addr, down, task })
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.send_replace(down);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.down.send_replace(true);
+    }
+}
+
+/// Runs the soak on `run` (the pool's run, its steady phase done); the writer churns all
+/// along.
+pub(super) async fn soak(
+    run: &mut Run<'_>,
+    spec: &SoakSpec,
+    relay: Option<&Relay>,
+) -> anyhow::Result<SoakReport> {
+    let start = Instant::now();
+    let until = start + spec.duration;
+    run.writing = true;
+    let writer = tokio::spawn(super::writer::run(
+        run.cluster.clone(),
+        run.spec.shape,
+        run.spec.write_rate,
+        until,
+        run.counts.clone(),
+    ));
+    let markers: Arc<Mutex<Vec<(f64, String)>>> = Default::default();
+    let (stop, stopped) = watch::channel(false);
+    let sampler = Sampler {
+        admins: run.replicas.nodes.iter().map(|k| k.admin).collect(),
+        cluster: run.cluster.clone(),
+        classes: run.classes.clone(),
+        counts: run.counts.clone(),
+        markers: markers.clone(),
+        every: spec.sample,
+        path: spec.samples.clone(),
+    };
+    let sampling = tokio::spawn(sampler.run(start, stopped));
+    let mut disruptions = Vec::new();
+    let mut next = start + spec.every.min(Duration::from_secs(120));
+    for kind in SCHEDULE.iter().cycle().copied() {
+        tokio::time::sleep_until(next).await;
+        if Instant::now() >= until {
+            break;
+        }
+        next = Instant::now() + spec.every;
+        let skipped = match kind {
+            Kind::ApiserverRestart => spec.restart_apiserver.is_none(),
+            Kind::Compaction => spec.compact_etcd.is_none() || relay.is_none(),
+            Kind::Outage => relay.is_none(),
+            _ => false,
+        };
+        if skipped {
+            continue;
+        }
+        let at_s = start.elapsed().as_secs_f64();
+        lock(&markers).push((at_s, format!("{kind:?}")));
+        tracing::info!(?kind, at_s, "soak: disruption");
+        let watches_before = open_watches(run.cluster).await.unwrap_or(0.0);
+        let (disruption, ended) = match kind {
+            Kind::Rollout => {
+                let d = run.rollout(run.spec.rollout.unwrap_or(Duration::from_secs(60))).await?;
+                (d, Instant::now())
+            }
+            Kind::ReplicaRestart => {
+                let down = run.spec.kill_replica.unwrap_or(Duration::from_secs(10));
+                let d = run.kill_replica(down).await?;
+                (d, Instant::now())
+            }
+            Kind::ColdBurst => (run.restart_nodes(BURST_WITHIN, true).await?, Instant::now()),
+            Kind::ApiserverRestart => {
+                let cmd = spec.restart_apiserver.as_deref().unwrap_or_default();
+                run.around("apiserver restarted", || shell(cmd)).await?
+            }
+            Kind::Compaction => {
+                let (cmd, relay) = (spec.compact_etcd.as_deref().unwrap_or_default(), relay);
+                run.around("etcd compacted, pool cut", || async move {
+                    shell(cmd).await?;
+                    if let Some(r) = relay {
+                        r.set_down(true);
+                        tokio::time::sleep(COMPACTION_CUT).await;
+                        r.set_down(false);
+                    }
+                    Ok(())
+                })
+                .await?
+            }
+            Kind::Outage => {
+                let (outage, relay) = (spec.outage, relay);
+                run.around("upstream outage", || async move {
+                    if let Some(r) = relay {
+                        r.set_down(true);
+                        tokio::time::sleep(outage).await;
+                        r.set_down(false);
+                    }
+                    Ok(())
+                })
+                .await?
+            }
+        };
+        let back = watches_back(run.cluster, watches_before, ended).await;
+        disruptions.push(Stamped {
+            at_s,
+            kind,
+            watches_before,
+            watches_back_s: back.map(|d| d.as_secs_f64()),
+            disruption,
+        });
+    }
+    let _ = writer.await;
+    run.writing = false;
+    stop.send_replace(true);
+    let rows = sampling.await.unwrap_or_default();
+    let failures = run.failures();
+    Ok(SoakReport {
+        seconds: start.elapsed().as_secs_f64(),
+        samples: rows.rows.len(),
+        csv: spec.samples.display().to_string(),
+        disruptions,
+        slopes: rows.slopes(warm_up(spec.duration).as_secs_f64()),
+        node_5xx: failures.into_iter().filter(|(k, _)| k.starts_with('5')).collect(),
+        writes_failed: run.counts.failed.load(Ordering::Relaxed),
+    })
+}
+
+/// Runs a shell command (the harness's), for at most 5 minutes.
+async fn shell(cmd: &str) -> anyhow::Result<()> {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    match tokio::time::timeout(Duration::from_secs(300), child.wait()).await {
+        Ok(status) => {
+            let status = status?;
+            anyhow::ensure!(status.success(), "`{cmd}`: {status}");
+            Ok(())
+        }
+        Err(_) => anyhow::bail!("`{cmd}`: still running after 5 minutes"),
+    }
+}
+
+/// The apiserver's open long-running requests (its watches).
+async fn open_watches(cluster: &Cluster) -> Option<f64> {
+    let text = cluster.metrics().await.ok()?;
+    Some(Counters::read(&text).open_watches)
+}
+
+/// How long after `ended` the apiserver's open watches were back at `level` (a watch or two
+/// of the controllers' own may be between their timeout and their next).
+async fn watches_back(cluster: &Cluster, level: f64, ended: Instant) -> Option<Duration> {
+    let want = level - (level * 0.05).max(2.0);
+    while ended.elapsed() < BACK_WITHIN {
+        if open_watches(cluster).await.is_some_and(|n| n >= want) {
+            return Some(ended.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Samples every `every` into the CSV file at `path`.
+struct Sampler {
+    admins: Vec<SocketAddr>,
+    cluster: Arc<Cluster>,
+    classes: Arc<Mutex<Classes>>,
+    counts: Arc<WriteCounts>,
+    markers: Arc<Mutex<Vec<(f64, String)>>>,
+    every: Duration,
+    path: PathBuf,
+}
+
+/// A replica's series, from its `/metrics`: the column, the metric, a label it must have, and
+/// what one unit is.
+struct ReplicaSeries {
+    column: &'static str,
+    metric: &'static str,
+    label: Option<(&'static str, &'static str)>,
+    unit: f64,
+}
+
+const fn series_of(
+    column: &'static str,
+    metric: &'static str,
+    label: Option<(&'static str, &'static str)>,
+    unit: f64,
+) -> ReplicaSeries {
+    ReplicaSeries { column, metric, label, unit }
+}
+
+const REPLICA_SERIES: &[ReplicaSeries] = &[
+    series_of("rss_mib", "process_resident_memory_bytes", None, MIB),
+    series_of("heap_in_use_mib", "kubeplex_allocator_heap_bytes", Some(("state", "in_use")), MIB),
+    series_of("heap_free_mib", "kubeplex_allocator_heap_bytes", Some(("state", "free")), MIB),
+    series_of("cache_mib", "kubeplex_cache_bytes", None, MIB),
+    series_of("watch_history_mib", "kubeplex_watch_history_bytes", None, MIB),
+    series_of("disk_state_mib", "kubeplex_disk_state_bytes", None, MIB),
+    series_of("client_connections", "kubeplex_client_connections", None, 1.0),
+    series_of("open_fds", "process_open_fds", None, 1.0),
+    series_of("tasks", "kubeplex_runtime_alive_tasks", None, 1.0),
+    series_of("watchers", "kubeplex_watchers", None, 1.0),
+    series_of("review_cache_entries", "kubeplex_auth_cache_entries", None, 1.0),
+];
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The replicas' series whose slope the report gives (memory and counts that must stay flat).
+const FLAT: &[&str] = &[
+    "rss_mib",
+    "heap_in_use_mib",
+    "cache_mib",
+    "watch_history_mib",
+    "client_connections",
+    "open_fds",
+    "tasks",
+    "watchers",
+    "review_cache_entries",
+];
+
+/// The samples taken: the header's columns, then each row (`None`: not read).
+#[derive(Default)]
+struct Rows {
+    columns: Vec<String>,
+    rows: Vec<(f64, Vec<Option<f64>>)>,
+}
+
+impl Rows {
+    /// Each flat series' slope over the rows from `after` seconds on.
+    fn slopes(&self, after: f64) -> Vec<Slope> {
+        let mut out = Vec::new();
+        for (c, name) in self.columns.iter().enumerate() {
+            let replica = name.contains(":pool-");
+            if !replica || !FLAT.iter().any(|f| name.starts_with(&format!("{f}:"))) {
+                continue;
+            }
+            let points: Vec<(f64, f64)> = self
+                .rows
+                .iter()
+                .filter(|(t, _)| *t >= after)
+                .filter_map(|(t, r)| Some((*t / 3600.0, (*r.get(c)?)?)))
+                .collect();
+            if let Some((mean, per_hour)) = least_squares(&points) {
+                let percent = if mean.abs() > f64::EPSILON { per_hour / mean * 100.0 } else { 0.0 };
+                out.push(Slope { series: name.clone(), mean, per_hour, percent_per_hour: percent });
+            }
+        }
+        out
+    }
+}
+
+/// The mean of `y` and the least-squares slope of `y` over `x`; `None` for fewer than 3
+/// points or no spread in `x`.
+pub fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.len() < 3 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (mx, my) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let (sxy, sxx) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + (x - mx) * (y - my), b + (x - mx) * (x - mx)));
+    (sxx > 0.0).then(|| (my, sxy / sxx))
+}
+
+impl Sampler {
+    async fn run(self, start: Instant, mut stopped: watch::Receiver<bool>) -> Rows {
+        let mut rows = Rows::default();
+        let mut columns = vec!["t".to_string()];
+        for r in REPLICA_SERIES {
+            for i in 0..self.admins.len() {
+                columns.push(format!("{}:pool-{i}", r.column));
+            }
+        }
+        for i in 0..self.admins.len() {
+            columns.push(format!("cpu_cores:pool-{i}"));
+        }
+        for c in [
+            "cpu_cores:kube-apiserver",
+            "cpu_cores:etcd",
+            "rss_mib:kube-apiserver",
+            "apiserver_open_watches",
+            "apiserver_requests_per_s",
+            "write_to_node_ms:p50 (last minute)",
+            "write_to_node_ms:p99 (last minute)",
+            "node_watch_failures:all",
+            "node_watch_failures:5xx",
+            "writes_failed",
+        ] {
+            columns.push(c.to_string());
+        }
+        rows.columns = columns[1..].to_vec();
+        let mut file = std::fs::File::create(&self.path).ok();
+        if let Some(f) = file.as_mut() {
+            let _ = writeln!(f, "{}", columns.join(","));
+        }
+        let mut last_cpu: Vec<Option<f64>> = vec![None; self.admins.len() + 2];
+        let mut last_requests: Option<f64> = None;
+        let mut last_failures = (0u64, 0u64, 0u64);
+        let mut last_at = Instant::now();
+        let mut minute: VecDeque<Histogram> = VecDeque::new();
+        let per_minute = (60.0 / self.every.as_secs_f64()).ceil().max(1.0) as usize;
+        let mut written_markers = 0;
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopped.wait_for(|s| *s) => break,
+            }
+            let t = start.elapsed().as_secs_f64();
+            let dt = last_at.elapsed().as_secs_f64().max(0.001);
+            last_at = Instant::now();
+            let mut row: Vec<Option<f64>> = Vec::new();
+            let mut texts = Vec::new();
+            for admin in &self.admins {
+                let url = format!("http://{admin}/metrics");
+                texts.push(crate::target::scrape(&url, false).await.ok().map(|t| series(&t)));
+            }
+            for r in REPLICA_SERIES {
+                for text in &texts {
+                    row.push(text.as_ref().map(|s| {
+                        s.iter()
+                            .filter(|(n, l, _)| {
+                                n == r.metric
+                                    && r.label.is_none_or(|(k, v)| l.get(k).is_some_and(|x| x == v))
+                            })
+                            .map(|x| x.2)
+                            .sum::<f64>()
+                            / r.unit
+                    }));
+                }
+            }
+            let mut cpu_now: Vec<Option<f64>> = texts
+                .iter()
+                .map(|t| {
+                    t.as_ref()?.iter().find(|(n, ..)| n == "process_cpu_seconds_total").map(|x| x.2)
+                })
+                .collect();
+            // The control plane's processes by name (a restarted apiserver is another pid);
+            // none with the fake apiserver, which runs in this process.
+            let procs = match self.cluster.sim {
+                None => processes_named(&["kube-apiserver", "etcd"]),
+                Some(_) => Vec::new(),
+            };
+            let pid = |name: &str| procs.iter().find(|(n, _)| n == name).map(|p| p.1);
+            cpu_now.push(pid("kube-apiserver").and_then(cpu_seconds));
+            cpu_now.push(pid("etcd").and_then(cpu_seconds));
+            for (i, now) in cpu_now.iter().enumerate() {
+                // A process started again counts from 0: no rate across it.
+                let rate = match (last_cpu[i], now) {
+                    (Some(a), Some(b)) if *b >= a => Some((b - a) / dt),
+                    _ => None,
+                };
+                row.push(rate);
+                last_cpu[i] = *now;
+            }
+            row.push(pid("kube-apiserver").and_then(rss_bytes).map(|b| b as f64 / MIB));
+            let apiserver = self.cluster.metrics().await.ok().map(|t| Counters::read(&t));
+            row.push(apiserver.as_ref().map(|c| c.open_watches));
+            let requests = apiserver.as_ref().map(|c| c.requests.values().sum::<f64>());
+            row.push(match (last_requests, requests) {
+                (Some(a), Some(b)) if b >= a => Some((b - a) / dt),
+                _ => None,
+            });
+            last_requests = requests;
+            // The last minute's deliveries.
+            let mut recent = Histogram::default();
+            for c in lock(&self.classes).values() {
+                recent.merge(&std::mem::take(&mut *lock(&c.recent)));
+            }
+            minute.push_back(recent);
+            while minute.len() > per_minute {
+                minute.pop_front();
+            }
+            let mut window = Histogram::default();
+            for h in &minute {
+                window.merge(h);
+            }
+            let has = window.count() > 0;
+            row.push(has.then(|| window.quantile_ms(0.5)));
+            row.push(has.then(|| window.quantile_ms(0.99)));
+            let (all, five) = {
+                let classes = lock(&self.classes);
+                let mut all = 0;
+                let mut five = 0;
+                for c in classes.values() {
+                    for (k, n) in lock(&c.failures).iter() {
+                        all += n;
+                        if k.starts_with('5') {
+                            five += n;
+                        }
+                    }
+                }
+                (all, five)
+            };
+            let failed = self.counts.failed.load(Ordering::Relaxed);
+            row.push(Some(all.saturating_sub(last_failures.0) as f64));
+            row.push(Some(five.saturating_sub(last_failures.1) as f64));
+            row.push(Some(failed.saturating_sub(last_failures.2) as f64));
+            last_failures = (all, five, failed);
+            if let Some(f) = file.as_mut() {
+                let markers = lock(&self.markers);
+                for (at, label) in markers.iter().skip(written_markers) {
+                    let _ = writeln!(f, "#marker,{at:.1},{label}");
+                }
+                written_markers = markers.len();
+                let cells: Vec<String> =
+                    row.iter().map(|v| v.map_or(String::new(), |v| format!("{v:.3}"))).collect();
+                let _ = writeln!(f, "{t:.1},{}", cells.join(","));
+                let _ = f.flush();
+            }
+            rows.rows.push((t, row));
+        }
+        rows
+    }
+}
+
+impl std::fmt::Display for SoakReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "soak: {:.0} min, {} samples ({}); writes failed {}; nodes' watch 5xx {:?}",
+            self.seconds / 60.0,
+            self.samples,
+            self.csv,
+            self.writes_failed,
+            self.node_5xx
+        )?;
+        for s in &self.disruptions {
+            let back = s.watches_back_s.map_or("not within 120 s".into(), |b| format!("{b:.1} s"));
+            writeln!(
+                f,
+                "soak at {:.0} s, {:?}: apiserver watches {} before, back after {back}",
+                s.at_s, s.kind, s.watches_before
+            )?;
+            writeln!(f, "{}", s.disruption)?;
+        }
+        let warm = warm_up(Duration::from_secs_f64(self.seconds)).as_secs();
+        writeln!(f, "slopes after the first {warm} s (least squares):")?;
+        for s in &self.slopes {
+            writeln!(
+                f,
+                "  {:<36} mean {:>10.1}  {:>+9.2}/h  {:>+7.2} %/h",
+                s.series, s.mean, s.per_hour, s.percent_per_hour
+            )?;
+        }
+        Ok(())
+    }
+}
