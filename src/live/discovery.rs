@@ -39,6 +39,19 @@ const MAX_DISCOVERY_BYTES: usize = 16 * 1024 * 1024;
 /// One discovery fetch may take this long (the upstream client has no overall timeout:
 /// watches are long); a hung upstream then counts as failing and the stale entry is kept.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// A group-version's document is answered from memory while younger than this share of the
+/// TTL (30 s of the default 300 s); an older one is fetched again first (or, while the upstream
+/// does not answer, the last one is answered). So a CRD created, changed or no longer served
+/// shows in the documents clients read within it, as the apiserver's own discovery shows it
+/// within seconds; a burst of node tiers starting still costs one fetch.
+const DOCUMENT_FRESH_SHARE: u32 = 10;
+/// How long a reader of a document older than that waits for it to be fetched again, before
+/// it is answered with the last one (an upstream that does not answer).
+const DOCUMENT_WAIT: Duration = Duration::from_secs(2);
+/// A read naming a resource that its served group-version's answer lacks (a CRD created since)
+/// refreshes that answer when it is older than this share of the TTL (10 s of 300 s): one
+/// fetch per group-version in that time, however many such reads.
+const MISS_REFRESH_SHARE: u32 = 30;
 /// A failed refresh of a stale entry is retried no sooner than this (or the TTL, if shorter):
 /// during an outage, readers of a stale entry must not each make a connection attempt.
 const RETRY_FAILED: Duration = Duration::from_secs(5);
@@ -174,8 +187,14 @@ impl Resources {
         resource: &str,
     ) -> Option<Arc<ResourceInfo>> {
         let key = (group.to_string(), version.to_string());
-        let found = self.inner.clone().resources(key).await?;
-        found.get(resource).cloned()
+        let found = self.inner.clone().resources(key.clone()).await?;
+        let info = found.get(resource).cloned();
+        // A group-version that serves other resources but not this one may have gained it
+        // since (a CRD created): its answer is refreshed, and this read passes through.
+        if info.is_none() && !found.is_empty() {
+            self.inner.refresh_older(&key, self.inner.ttl / MISS_REFRESH_SHARE);
+        }
+        info
     }
 
     /// Whether the upstream serves the resource, for checking configured caches at start-up:
@@ -202,14 +221,22 @@ impl Resources {
 
     /// The group-version's discovery document as the upstream last sent it (JSON): the one
     /// kubeplex's own decisions rest on, got as a [`Resources::lookup`] gets it — fetched while
-    /// its first reader waits (readers arriving meanwhile share that fetch), refreshed in the
-    /// background once [`DISCOVERY_TTL`] has passed, kept while refreshing fails. `None` when
+    /// its first reader waits (readers arriving meanwhile share that fetch) — and fetched again
+    /// before it is answered once a tenth of the TTL old ([`DOCUMENT_FRESH_SHARE`]), kept while
+    /// refreshing fails. `None` when
     /// the upstream does not serve the group-version (404), has not answered, or the entry is
     /// seeded from disk: the client's request then goes upstream. As for a read of any
     /// resource path, a group-version the upstream does not serve costs one fetch per TTL.
     pub async fn document(&self, group: &str, version: &str) -> Option<Bytes> {
         let key = (group.to_string(), version.to_string());
         self.inner.clone().resources(key.clone()).await?;
+        let fresh = self.inner.ttl / DOCUMENT_FRESH_SHARE;
+        if self.inner.older(&key, fresh) {
+            // Fetched again before it is answered (readers meanwhile share that fetch); while
+            // the upstream does not answer within DOCUMENT_WAIT, the last document is.
+            let refetch = self.inner.clone().refetch(key.clone(), fresh);
+            let _ = tokio::time::timeout(DOCUMENT_WAIT, refetch).await;
+        }
         let map = self.inner.by_gv.lock().unwrap_or_else(|p| p.into_inner());
         map.get(&key).filter(|slot| !slot.seeded).and_then(|slot| slot.document.clone())
     }
@@ -261,17 +288,9 @@ impl Inner {
             if let Some((fetched, found)) = &slot.answer {
                 let found = found.clone();
                 let due = slot.seeded || now.duration_since(*fetched) >= self.ttl;
-                if due && self.may_retry(slot, now) {
-                    // Stale: refreshed in the background unless a fetch is under way; its
-                    // readers are answered from the last answer meanwhile.
-                    if let Ok(turn) = slot.flight.clone().try_lock_owned() {
-                        let this = self.clone();
-                        tokio::spawn(async move {
-                            let fetched = this.fetch(&key).await;
-                            this.record(&key, fetched);
-                            drop(turn);
-                        });
-                    }
+                if due {
+                    // Stale: its readers are answered from the last answer meanwhile.
+                    self.refresh_in_background(slot, &key, now);
                 }
                 return Some(found);
             }
@@ -287,6 +306,64 @@ impl Inner {
         }
         let fetched = self.fetch(&key).await;
         self.record(&key, fetched)
+    }
+
+    /// Whether the group-version's answer (fetched, not seeded) is older than `age`.
+    fn older(&self, key: &GroupVersion, age: Duration) -> bool {
+        let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key).is_some_and(|slot| {
+            !slot.seeded && slot.answer.as_ref().is_some_and(|(at, _)| at.elapsed() >= age)
+        })
+    }
+
+    /// If the group-version's answer is older than `age`, a refresh in the background (unless
+    /// one is under way or failed just now).
+    fn refresh_older(self: &Arc<Self>, key: &GroupVersion, age: Duration) {
+        let now = Instant::now();
+        let mut map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(slot) = map.get_mut(key) else { return };
+        let Some((fetched, _)) = &slot.answer else { return };
+        if !slot.seeded && now.duration_since(*fetched) >= age {
+            self.refresh_in_background(slot, key, now);
+        }
+    }
+
+    /// Fetches the group-version again if its answer is still older than `age` once no other
+    /// fetch of it is under way, and the last did not fail just now: one fetch for a burst of
+    /// readers. Spawned, so that a reader that stops waiting leaves it to finish.
+    fn refetch(self: Arc<Self>, key: GroupVersion, age: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let flight = {
+                let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(slot) = map.get(&key) else { return };
+                slot.flight.clone()
+            };
+            let _turn = flight.lock_owned().await;
+            let due = {
+                let map = self.by_gv.lock().unwrap_or_else(|p| p.into_inner());
+                map.get(&key).is_some_and(|slot| self.may_retry(slot, Instant::now()))
+            };
+            if due && self.older(&key, age) {
+                let fetched = self.fetch(&key).await;
+                self.record(&key, fetched);
+            }
+        })
+    }
+
+    /// Fetches the group-version again in the background, unless a fetch is under way or the
+    /// last one failed just now ([`Inner::may_retry`]).
+    fn refresh_in_background(self: &Arc<Self>, slot: &Slot, key: &GroupVersion, now: Instant) {
+        if !self.may_retry(slot, now) {
+            return;
+        }
+        if let Ok(turn) = slot.flight.clone().try_lock_owned() {
+            let (this, key) = (self.clone(), key.clone());
+            tokio::spawn(async move {
+                let fetched = this.fetch(&key).await;
+                this.record(&key, fetched);
+                drop(turn);
+            });
+        }
     }
 
     /// Whether a stale entry's refresh may be tried now: not within [`RETRY_FAILED`] (or the

@@ -322,3 +322,73 @@ async fn made_up_group_versions_cannot_grow_the_map_or_push_out_served_ones() {
         .is_none());
     assert_eq!(up.hits(), hits);
 }
+
+/// A document answered from memory is at most a tenth of the TTL old while the upstream
+/// answers: an older one is fetched again before it is answered (a CRD created since shows), by
+/// one fetch for a burst of readers; while the upstream does not answer, the last one is
+/// answered at once after the first failed fetch.
+#[tokio::test]
+async fn a_document_is_fetched_again_once_a_tenth_of_the_ttl_old_and_kept_while_the_upstream_fails()
+{
+    let up = Scripted::start(Mode::Serve(vec!["ciliumnodes"])).await;
+    let ttl = Duration::from_secs(3);
+    let (res, m) = up.resources(ttl);
+    let res = Arc::new(res);
+    let names = |doc: Option<Bytes>| -> Vec<String> {
+        let doc: serde_json::Value = serde_json::from_slice(&doc.expect("a document")).unwrap();
+        doc["resources"].as_array().unwrap().iter().map(|r| r["name"].to_string()).collect()
+    };
+    assert_eq!(names(res.document("cilium.io", "v2").await), ["\"ciliumnodes\""]);
+    assert_eq!(up.hits(), 1);
+    // A CRD created in the group-version: within a tenth of the TTL the document is the one
+    // fetched; after it, the new one, fetched once for a burst of readers.
+    up.set(Mode::Serve(vec!["ciliumnodes", "ciliumendpoints"]));
+    assert_eq!(names(res.document("cilium.io", "v2").await).len(), 1);
+    assert_eq!(up.hits(), 1);
+    tokio::time::sleep(ttl / 10 + Duration::from_millis(50)).await;
+    let mut readers = JoinSet::new();
+    for _ in 0..10 {
+        let res = res.clone();
+        readers.spawn(async move { res.document("cilium.io", "v2").await });
+    }
+    while let Some(doc) = readers.join_next().await {
+        assert_eq!(names(doc.expect("reader")).len(), 2, "the new document");
+    }
+    assert_eq!(up.hits(), 2, "one fetch for the burst");
+    // The upstream gone: the first reader past the freshness waits for a failed fetch, the
+    // others get the last document without asking.
+    up.stop();
+    tokio::time::sleep(ttl / 10 + Duration::from_millis(50)).await;
+    assert_eq!(names(res.document("cilium.io", "v2").await).len(), 2);
+    assert_eq!(fetches(&m, "error"), 1);
+    for _ in 0..5 {
+        assert_eq!(names(res.document("cilium.io", "v2").await).len(), 2);
+    }
+    assert_eq!(fetches(&m, "error"), 1, "no fetch per reader while it fails");
+}
+
+/// A read naming a resource its served group-version's answer lacks (a CRD created since
+/// kubeplex asked) refreshes that answer in the background once it is a thirtieth of the TTL
+/// old; the read itself passes through (`None`). A group-version not served at all (an empty
+/// answer) is asked again only at its TTL.
+#[tokio::test]
+async fn a_resource_missing_from_a_served_group_version_refreshes_it() {
+    let up = Scripted::start(Mode::Serve(vec!["ciliumnodes"])).await;
+    let ttl = Duration::from_secs(3);
+    let (res, _m) = up.resources(ttl);
+    assert!(res.lookup("cilium.io", "v2", "ciliumnodes").await.is_some());
+    up.set(Mode::Serve(vec!["ciliumnodes", "ciliumendpoints"]));
+    tokio::time::sleep(ttl / 30 + Duration::from_millis(20)).await;
+    assert!(res.lookup("cilium.io", "v2", "ciliumendpoints").await.is_none(), "passed through");
+    eventually("the refresh", || res.known("cilium.io", "v2", "ciliumendpoints").is_some()).await;
+    assert_eq!(up.hits(), 2);
+    // Not served at all: one fetch, then no more within the TTL however many reads.
+    up.set(Mode::Status(404));
+    assert!(res.lookup("nothing.io", "v1", "things").await.is_none());
+    let hits = up.hits();
+    tokio::time::sleep(ttl / 30 + Duration::from_millis(20)).await;
+    for _ in 0..5 {
+        assert!(res.lookup("nothing.io", "v1", "things").await.is_none());
+    }
+    assert_eq!(up.hits(), hits);
+}
