@@ -309,3 +309,55 @@ where
     }
     None
 }
+
+/// With `verifyServiceAccountTokens`, a pod's ServiceAccount token that kubeplex verified itself
+/// against its live view of the pod and ServiceAccount stands in while the apiserver does not
+/// answer, as a reviewed token's last answer does: no TokenReview was ever answered for it, yet
+/// its cached reads go on through the outage (at the 2026-11-29 soak's apiserver restart, every
+/// node tier reconnecting to the pool got 503 until the apiserver was back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_verified_against_the_live_view_stands_in_during_an_outage() {
+    let node = Node::start_with(NodeOptions {
+        reviews: short_reviews(),
+        verify_service_account_tokens: true,
+        caches: vec!["pods".into(), "serviceaccounts".into(), "configmaps".into()],
+        ..Default::default()
+    })
+    .await;
+    let addr = node.addr();
+    let token = support::node::signed_node_tier_token(&node.sim);
+    let pod = TlsClient::new(&node.pki.ca_pem, &Credentials::token(&token), false);
+    let decisions = |source| {
+        node.metric("kubeplex_auth_decisions_total", &[("kind", "token"), ("source", source)])
+    };
+    // kubeplex's ClusterRole is bound to the pod's ServiceAccount (as to a node tier's).
+    let path = "/api/v1/configmaps?resourceVersion=0";
+    // The apiserver's keys are fetched as kubeplex starts; the first reads may come before.
+    let started = std::time::Instant::now();
+    let before = loop {
+        let r = pod.get(&addr, path).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        if decisions("verified") > 0 {
+            break r.body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never verified by kubeplex");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The apiserver goes away: kubeplex's watches of the pods and ServiceAccounts end, its view
+    // of them is no longer live, so it cannot verify the token against it.
+    node.sim.stop_serving();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for _ in 0..3 {
+        let r = pod.get(&addr, path).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, before, "the cached answer from before the outage");
+    }
+    assert!(decisions("last_known") > 0, "the token's last verification stood in");
+    // Another pod's token, never verified here: nothing stands in for it.
+    let stranger = NOBODY_TOKEN;
+    let r = TlsClient::new(&node.pki.ca_pem, &Credentials::token(stranger), false)
+        .get(&addr, path)
+        .await;
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    node.sim.restart().await.expect("restart");
+}
