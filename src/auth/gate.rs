@@ -72,6 +72,7 @@ impl Gate<'_> {
             match node_rules::granted(self.caches, node.graph_lag, user, attributes, now) {
                 Some(Grant::Rule(_)) => {
                     node.reviews.granted_by_node_rules();
+                    node.reviews.remember_grant(user, attributes).await;
                     return Decision::Granted;
                 }
                 Some(Grant::Above) => return Decision::Unverified,

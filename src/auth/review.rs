@@ -108,6 +108,22 @@ impl Reviews {
         ]
     }
 
+    /// Remembers a grant kubeplex made itself from its live view (`auth::node_rules`) as the
+    /// last known answer for `user` and `attributes`: made from a view as current as a review,
+    /// it stands in as a reviewed grant does while the upstream does not answer (`decide`), and
+    /// for as long. Written again only once half its TTL has passed (reads are frequent).
+    pub async fn remember_grant(&self, user: &UserInfo, attributes: &ResourceAttributes) {
+        let key = (user.clone(), attributes.clone());
+        let value = Decision { allowed: true, reason: String::new() };
+        let ttl = value.ttl(&self.config);
+        let now = Instant::now();
+        let fresh = |k: &Known<Decision>| k.value.allowed && k.expires_at > now + ttl / 2;
+        if self.known_access.get(&key).await.is_some_and(|k| fresh(&k)) {
+            return;
+        }
+        self.known_access.insert(key, Known { value, expires_at: now + ttl }).await;
+    }
+
     /// Counts a read granted without a review by the Node authorizer's rules
     /// (`auth::node_rules`): `kubeplex_auth_decisions_total{source="node_rules"}`.
     pub fn granted_by_node_rules(&self) {

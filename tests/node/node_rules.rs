@@ -259,3 +259,39 @@ async fn ephemeral_containers_references_are_reviewed() {
     assert_eq!(by_rules(&node), granted, "not by kubeplex's rules");
     assert!(node.sim_reviews("subjectaccessreview") > reviews, "reviewed");
 }
+
+/// The apiserver stops answering after the rules granted a kubelet's read of its pod's
+/// ConfigMap: the rules grant no more (the view is no longer live) and no review can be asked,
+/// but the grant, made from a view as current as a review, stands in as a reviewed grant does
+/// (`source="last_known"`), so the kubelet's cached read goes on through the outage as any
+/// reviewed client's does (before: 503, and at the 2026-11-29 soak's outages every node tier's
+/// read granted by the rules).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_by_the_rules_stands_in_through_an_outage() {
+    let node = start().await;
+    let kubelet = Kubelet::of(&node);
+    node.sim.create(configmap("team-0", "mounted", "v1")).unwrap();
+    node.sim.create(pod("team-0", "p", "mounted")).unwrap();
+    kubelet.sees_pod("team-0", "p", true).await;
+    tokio::time::sleep(SETTLED).await;
+    let (status, before) = kubelet.configmap("team-0", "mounted").await;
+    assert_eq!(status, 200, "{before}");
+    let granted = by_rules(&node);
+    assert!(granted > 0, "granted by the rule");
+
+    node.sim.stop_serving();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let last_known = || {
+        node.tiers_metric(
+            "kubeplex_auth_decisions_total",
+            &[("kind", "access"), ("source", "last_known")],
+        )
+    };
+    for _ in 0..3 {
+        let (status, during) = kubelet.configmap("team-0", "mounted").await;
+        assert_eq!(status, 200, "{during}");
+        assert_eq!(during, before, "the cached answer from before the outage");
+    }
+    assert!(last_known() > 0, "the rules' grant stood in");
+    node.sim.restart().await.expect("restart");
+}
