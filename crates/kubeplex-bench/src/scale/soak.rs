@@ -125,6 +125,8 @@ pub struct SoakReport {
     pub samples: usize,
     pub csv: String,
     pub disruptions: Vec<Stamped>,
+    /// Disruptions whose harness command failed (the soak went on once the apiserver answered).
+    pub failed: Vec<String>,
     /// The series an operator expects flat (memory and counts), after the warm-up.
     pub slopes: Vec<Slope>,
     /// Watch requests of the nodes answered 5xx, by code, over the soak.
@@ -216,6 +218,7 @@ pub(super) async fn soak(
     };
     let sampling = tokio::spawn(sampler.run(start, stopped));
     let mut disruptions = Vec::new();
+    let mut failed = Vec::new();
     let mut next = start + spec.every.min(Duration::from_secs(120));
     for kind in SCHEDULE.iter().cycle().copied() {
         tokio::time::sleep_until(next).await;
@@ -236,20 +239,21 @@ pub(super) async fn soak(
         lock(&markers).push((at_s, format!("{kind:?}")));
         tracing::info!(?kind, at_s, "soak: disruption");
         let watches_before = open_watches(run.cluster).await.unwrap_or(0.0);
-        let (disruption, ended) = match kind {
+        let done = match kind {
             Kind::Rollout => {
-                let d = run.rollout(run.spec.rollout.unwrap_or(Duration::from_secs(60))).await?;
-                (d, Instant::now())
+                let within = run.spec.rollout.unwrap_or(Duration::from_secs(60));
+                run.rollout(within).await.map(|d| (d, Instant::now()))
             }
             Kind::ReplicaRestart => {
                 let down = run.spec.kill_replica.unwrap_or(Duration::from_secs(10));
-                let d = run.kill_replica(down).await?;
-                (d, Instant::now())
+                run.kill_replica(down).await.map(|d| (d, Instant::now()))
             }
-            Kind::ColdBurst => (run.restart_nodes(BURST_WITHIN, true).await?, Instant::now()),
+            Kind::ColdBurst => {
+                run.restart_nodes(BURST_WITHIN, true).await.map(|d| (d, Instant::now()))
+            }
             Kind::ApiserverRestart => {
                 let cmd = spec.restart_apiserver.as_deref().unwrap_or_default();
-                run.around("apiserver restarted", || shell(cmd)).await?
+                run.around("apiserver restarted", || shell(cmd)).await
             }
             Kind::Compaction => {
                 let (cmd, relay) = (spec.compact_etcd.as_deref().unwrap_or_default(), relay);
@@ -262,7 +266,7 @@ pub(super) async fn soak(
                     }
                     Ok(())
                 })
-                .await?
+                .await
             }
             Kind::Outage => {
                 let (outage, relay) = (spec.outage, relay);
@@ -274,7 +278,22 @@ pub(super) async fn soak(
                     }
                     Ok(())
                 })
-                .await?
+                .await
+            }
+        };
+        // A disruption that failed (a command of the harness's: the apiserver not back in
+        // time) is reported, and the soak goes on once the apiserver answers again.
+        let (disruption, ended) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(?kind, error = %e, "soak: the disruption failed");
+                failed.push(format!("{kind:?} at {at_s:.0} s: {e:#}"));
+                lock(&markers).push((start.elapsed().as_secs_f64(), format!("{kind:?} failed")));
+                let deadline = Instant::now() + Duration::from_secs(600);
+                while open_watches(run.cluster).await.is_none() && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                continue;
             }
         };
         let back = watches_back(run.cluster, watches_before, ended).await;
@@ -296,6 +315,7 @@ pub(super) async fn soak(
         samples: rows.rows.len(),
         csv: spec.samples.display().to_string(),
         disruptions,
+        failed,
         slopes: rows.slopes(warm_up(spec.duration).as_secs_f64()),
         node_5xx: failures.into_iter().filter(|(k, _)| k.starts_with('5')).collect(),
         writes_failed: run.counts.failed.load(Ordering::Relaxed),
@@ -458,10 +478,12 @@ impl Sampler {
         for i in 0..self.admins.len() {
             columns.push(format!("cpu_cores:pool-{i}"));
         }
+        // The control plane's apart from the replicas' (charts of their own: its scale is
+        // another).
         for c in [
-            "cpu_cores:kube-apiserver",
-            "cpu_cores:etcd",
-            "rss_mib:kube-apiserver",
+            "control_plane_cpu_cores:kube-apiserver",
+            "control_plane_cpu_cores:etcd",
+            "control_plane_rss_mib:kube-apiserver",
             "apiserver_open_watches",
             "apiserver_requests_per_s",
             "write_to_node_ms:p50 (last minute)",
@@ -610,6 +632,9 @@ impl std::fmt::Display for SoakReport {
             self.writes_failed,
             self.node_5xx
         )?;
+        for failure in &self.failed {
+            writeln!(f, "soak: a disruption failed: {failure}")?;
+        }
         for s in &self.disruptions {
             let back = s.watches_back_s.map_or("not within 120 s".into(), |b| format!("{b:.1} s"));
             writeln!(
