@@ -91,7 +91,11 @@ class Failure(Exception):
 class Api:
     """A small Kubernetes REST client (JSON), one persistent connection per thread."""
 
-    def __init__(self, base, ca=None, token=None, cert=None, key=None, verify=True, timeout=30):
+    def __init__(self, base, ca=None, token=None, cert=None, key=None, verify=True, timeout=30,
+                 ride_out=0):
+        # ride_out: for this many seconds, a request the server does not answer (refused,
+        # reset) or answers 429/5xx is sent again — an apiserver restarted under a soak.
+        self.ride_out = ride_out
         u = urllib.parse.urlparse(base)
         self.scheme, self.host = u.scheme, u.hostname
         self.port = u.port or (443 if u.scheme == "https" else 80)
@@ -125,7 +129,9 @@ class Api:
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             extra["Content-Type"] = ctype
-        for attempt in range(3):
+        deadline = time.time() + self.ride_out
+        attempt = 0
+        while True:
             conn = getattr(self.local, "conn", None)
             if conn is None or timeout:
                 conn = self.connect(timeout)
@@ -137,14 +143,17 @@ class Api:
                 payload = r.read()
                 if timeout:
                     conn.close()
+                if r.status in (429, 500, 502, 503, 504) and time.time() < deadline:
+                    time.sleep(1.0)
+                    continue
                 return r.status, payload
             except (http.client.HTTPException, OSError):
                 conn.close()
                 self.local.conn = None
-                if attempt == 2:
+                attempt += 1
+                if attempt >= 3 and time.time() >= deadline:
                     raise
-                time.sleep(0.2 * (attempt + 1))
-        raise Failure("unreachable")
+                time.sleep(min(1.0, 0.2 * attempt))
 
     def json(self, method, path, body=None, ctype="application/json", ok=(200, 201, 202),
              timeout=None):
@@ -829,6 +838,114 @@ STATUS_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)/status')
 POD_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)')
 
 
+# The soak's samples of each kubeplex (issue 47): (column, metric, label filter, unit).
+SAMPLED = [
+    ("rss_mib", "process_resident_memory_bytes", None, 1 << 20),
+    ("heap_in_use_mib", "kubeplex_allocator_heap_bytes", ("state", "in_use"), 1 << 20),
+    ("tasks", "kubeplex_runtime_alive_tasks", None, 1),
+    ("client_connections", "kubeplex_client_connections", None, 1),
+    ("open_fds", "process_open_fds", None, 1),
+    ("watchers", "kubeplex_watchers", None, 1),
+    ("review_cache_entries", "kubeplex_auth_cache_entries", None, 1),
+]
+# Their trend is judged after this many seconds (caches and arenas grow to their size first).
+SOAK_WARM_UP = 600
+
+
+def least_squares(points):
+    """(mean of y, slope of y over x) of [(x, y)]; None for fewer than 3 points."""
+    if len(points) < 3:
+        return None
+    n = float(len(points))
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx <= 0:
+        return None
+    return my, sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+class Sampler(threading.Thread):
+    """Every `every` seconds, each kubeplex's memory, CPU and counts (its /metrics) as a row of
+    `path` (a CSV that scripts/realcluster/svgplot.py renders: columns `series:kubeplex`)."""
+
+    def __init__(self, path, ports, every=10.0):
+        super().__init__(daemon=True)
+        self.path, self.ports, self.every = path, ports, every
+        self.names = {p: ("pool" if p == POOL_ADMIN else "node-tier-%d" % (p - KUBEPLEX_ADMIN_BASE))
+                      for p in ports}
+        self.columns = ["%s:%s" % (c, self.names[p]) for c, *_ in SAMPLED for p in ports]
+        self.columns += ["cpu_cores:%s" % self.names[p] for p in ports]
+        self.rows, self.markers = [], []
+        self.stopping = threading.Event()
+        self.t0 = time.time()
+
+    def mark(self, label):
+        self.markers.append((time.time() - self.t0, label))
+
+    def scrape(self, port):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode("utf-8", "replace")
+            conn.close()
+            return parse_metrics(text, ("process_", "kubeplex_"))
+        except OSError:
+            return None
+
+    def run(self):
+        last_cpu, last_t = {}, time.time()
+        with open(self.path, "w") as f:
+            f.write(",".join(["t"] + self.columns) + "\n")
+            written = 0
+            while not self.stopping.wait(self.every):
+                now = time.time()
+                dt = max(0.001, now - last_t)
+                last_t = now
+                scraped = {p: self.scrape(p) for p in self.ports}
+                row = []
+                for _, metric, label, unit in SAMPLED:
+                    for p in self.ports:
+                        samples = scraped[p]
+                        if samples is None:
+                            row.append(None)
+                            continue
+                        row.append(sum(v for n, l, v in samples if n == metric and
+                                       (label is None or l.get(label[0]) == label[1])) / unit)
+                for p in self.ports:
+                    cpu = [v for n, _, v in scraped[p] or [] if n == "process_cpu_seconds_total"]
+                    before = last_cpu.get(p)
+                    row.append((cpu[0] - before) / dt if cpu and before is not None and cpu[0] >= before else None)
+                    last_cpu[p] = cpu[0] if cpu else None
+                t = now - self.t0
+                self.rows.append((t, row))
+                for at, label in self.markers[written:]:
+                    f.write("#marker,%.1f,%s\n" % (at, label))
+                written = len(self.markers)
+                f.write("%.1f,%s\n" % (t, ",".join("" if v is None else "%.3f" % v for v in row)))
+                f.flush()
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=30)
+
+    def slopes(self):
+        """Each memory and count series' least-squares slope after the warm-up, per hour and
+        in % of its mean per hour."""
+        out = []
+        for i, col in enumerate(self.columns):
+            if col.startswith("cpu_cores:"):
+                continue
+            pts = [(t / 3600.0, r[i]) for t, r in self.rows if t >= SOAK_WARM_UP and r[i] is not None]
+            fit = least_squares(pts)
+            if fit is None:
+                continue
+            mean, per_hour = fit
+            out.append({"series": col, "mean": round(mean, 2), "per_hour": round(per_hour, 3),
+                        "percent_per_hour": round(per_hour / mean * 100, 2) if mean else 0.0})
+        return out
+
+
 def klog_time(m, year):
     mon, day, hh, mm, ss, us = (int(m.group(i)) for i in range(2, 8))
     return datetime.datetime(year, mon, day, hh, mm, ss, us).timestamp()
@@ -949,7 +1066,8 @@ class Run:
         self.pki = Pki(os.path.join(self.root, "pki"))
         self.procs = Procs(self.root)
         token = open(os.path.join(HARNESS, "pki", "admin.token")).read().strip()
-        self.admin = Api(API, ca=self.pki.ca, token=token, timeout=60)
+        self.admin = Api(API, ca=self.pki.ca, token=token, timeout=60,
+                         ride_out=180 if args.samples else 0)
         self.shared = Shared()
         self.informers = {}
         self.nodes = [NODE_PREFIX + str(i) for i in range(self.n)]
@@ -958,6 +1076,7 @@ class Run:
         self.node_mode = {node: (MIXED[i % len(MIXED)] if mode == "mixed" else mode)
                           for i, node in enumerate(self.nodes)}
         self.kubeplex_admin_ports = []
+        self.sampler = None
         self.generations = {}   # deployment -> the generation of its last patch
         self.rollout = (0.0, 0.0)
         self.last_action = time.time()
@@ -1626,6 +1745,9 @@ class Run:
             self.start_scheduler()
             if self.mode != "direct":
                 self.start_tiers()
+            if a.samples and self.kubeplex_admin_ports:
+                self.sampler = Sampler(a.samples, self.kubeplex_admin_ports)
+                self.sampler.start()
             before = apiserver_snapshot(self.admin)
             t0 = self.start_agents()
             self.t_agents = t0
@@ -1649,7 +1771,11 @@ class Run:
             self.result["pods_running_s"] = round(done - t1, 2)
             log("all %d pods Running with ready endpoints: %.2fs" % (a.pods, done - t1))
 
+            if self.sampler:
+                self.sampler.mark("churn")
             restarts, scalings, t2 = self.churn()
+            if self.sampler:
+                self.sampler.mark("churn ends")
             done = self.shared.wait_until(self.settled, a.settle_timeout,
                                           tick=lambda: self.procs.check_alive())
             if done is None:
@@ -1660,6 +1786,13 @@ class Run:
             log("churn: %d restarts, %d scalings; settled %.2fs after the last" % (restarts, scalings, settle))
 
             bad = self.check_kubelets()
+            if self.sampler:
+                self.sampler.stop()
+                self.result["soak"] = {"samples": len(self.sampler.rows), "csv": a.samples,
+                                       "slopes": self.sampler.slopes()}
+                for sl in self.result["soak"]["slopes"]:
+                    log("slope after %d s: %-36s mean %10.1f  %+9.2f/h  %+7.2f %%/h" % (
+                        SOAK_WARM_UP, sl["series"], sl["mean"], sl["per_hour"], sl["percent_per_hour"]))
             self.result["kubelets_match_apiserver"] = not bad
             self.result["mismatches"] = bad
             kp = None
@@ -2012,6 +2145,11 @@ def main():
     p.add_argument("--wait-quiet", type=int, default=0, metavar="SECONDS",
                    help="before each mode, wait up to SECONDS for the machine to be quiet (under"
                         " 0.2 CPUs used outside the control plane); default 0: do not wait")
+    p.add_argument("--samples", metavar="CSV",
+                   help="the soak (issue 47): every 10 s, each kubeplex's RSS, heap, CPU, tasks,"
+                        " connections, descriptors, watchers and review-cache entries to CSV"
+                        " (svgplot.py renders it); the report gives each series' slope after"
+                        " the first %d s" % SOAK_WARM_UP)
     p.add_argument("--keep", action="store_true",
                    help="leave the namespace and nodes of the last run in the cluster")
     args = p.parse_args()
