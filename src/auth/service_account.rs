@@ -214,10 +214,7 @@ impl TokenVerifier {
     /// The user `token` authenticates as, when it is a ServiceAccount token bound to a pod that
     /// kubeplex can verify (module documentation); `None`: a TokenReview decides.
     pub fn verify(self: &Arc<Self>, token: &str) -> Option<UserInfo> {
-        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
-            .as_ref()
-            .try_into()
-            .ok()?;
+        let key = token_key(token)?;
         let claims = match self.verified.get(&key) {
             Some(claims) => claims,
             None => {
@@ -275,11 +272,7 @@ impl TokenVerifier {
     /// (`review::outage`), and for as long. Once the upstream answers again, every token is
     /// verified against the live view or reviewed as before.
     pub fn last_verified(&self, token: &str) -> Option<UserInfo> {
-        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
-            .as_ref()
-            .try_into()
-            .ok()?;
-        let claims = self.last_live.get(&key)?;
+        let claims = self.last_live.get(&token_key(token)?)?;
         claims.current_at(crate::cache::clock::unix_now() as i64).then(|| claims.user())
     }
 
@@ -332,6 +325,11 @@ impl Claims {
             extra,
         }
     }
+}
+
+/// A token's key in the caches: its SHA-256 (the token itself is never kept).
+fn token_key(token: &str) -> Option<[u8; 32]> {
+    ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref().try_into().ok()
 }
 
 /// Why a token was not verified here.
