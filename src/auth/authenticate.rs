@@ -40,6 +40,7 @@ impl NodeAuth {
             // no TokenReview (`auth::service_account`).
             if let Some(user) = self.tokens.as_ref().and_then(|t| t.verify(token)) {
                 self.reviews.verified_locally();
+                self.reviews.remember_token(token, &user).await;
                 return Ok(Identity::Token(user));
             }
             return match self.reviews.authenticate(token).await {
@@ -48,12 +49,6 @@ impl NodeAuth {
                 // for a token it has come to accept since).
                 Ok(TokenIdentity::Invalid) => Ok(Identity::Unreviewed),
                 Err(e) => {
-                    // The upstream does not answer: a token verified here against the live
-                    // view before stands in, as a reviewed token's last answer does.
-                    if let Some(user) = self.tokens.as_ref().and_then(|t| t.last_verified(token)) {
-                        self.reviews.verified_last_known();
-                        return Ok(Identity::Token(user));
-                    }
                     tracing::warn!(error = %e, "token review failed; passing the request through as it is");
                     Ok(Identity::Unreviewed)
                 }

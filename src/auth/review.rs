@@ -108,6 +108,23 @@ impl Reviews {
         ]
     }
 
+    /// Remembers a token kubeplex verified itself against its live view
+    /// (`auth::service_account`) as the last known answer for it: it then stands in as a
+    /// reviewed token's does while the upstream does not answer (`decide`, with the same
+    /// bounds), and a later review's answer (its pod deleted: invalid) replaces it. Written
+    /// again only once half its TTL has passed.
+    pub async fn remember_token(&self, token: &str, user: &UserInfo) {
+        let key = token_key(token);
+        let value = TokenIdentity::User(user.clone());
+        let ttl = value.ttl(&self.config);
+        let now = Instant::now();
+        let fresh = |k: &Known<TokenIdentity>| k.value == value && k.expires_at > now + ttl / 2;
+        if self.known_tokens.get(&key).await.is_some_and(|k| fresh(&k)) {
+            return;
+        }
+        self.known_tokens.insert(key, Known { value, expires_at: now + ttl }).await;
+    }
+
     /// Remembers a grant kubeplex made itself from its live view (`auth::node_rules`) as the
     /// last known answer for `user` and `attributes`: made from a view as current as a review,
     /// it stands in as a reviewed grant does while the upstream does not answer (`decide`), and
@@ -135,18 +152,9 @@ impl Reviews {
         self.metrics.decisions.with_label_values(&["token", "authenticated", "verified"]).inc();
     }
 
-    /// Counts a token kubeplex verified before, standing in while the upstream does not answer
-    /// (`TokenVerifier::last_verified`), as a last answer does.
-    pub fn verified_last_known(&self) {
-        self.metrics.decisions.with_label_values(&["token", "authenticated", "last_known"]).inc();
-    }
-
     /// Who a bearer token belongs to.
     pub async fn authenticate(&self, token: &str) -> Result<TokenIdentity, ReviewError> {
-        let key: TokenKey = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
-            .as_ref()
-            .try_into()
-            .unwrap_or([0; 32]);
+        let key = token_key(token);
         let review = self.token_review(token);
         self.decide(&self.tokens, &self.known_tokens, key, || !jwt_expired(token), review).await
     }
@@ -400,3 +408,11 @@ impl Reviews {
 
 #[cfg(test)]
 mod tests;
+
+/// A token's key in the caches: its SHA-256 (the token itself is never kept).
+fn token_key(token: &str) -> TokenKey {
+    ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+        .as_ref()
+        .try_into()
+        .unwrap_or([0; 32])
+}

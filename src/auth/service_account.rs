@@ -77,10 +77,6 @@ pub struct TokenVerifier {
     /// Cached objects (resource, key, resourceVersion, uid) seen with that uid and no deletion
     /// under way: an object unchanged since is not decoded again on the next request.
     present: moka::sync::Cache<(&'static str, String, u64, String), ()>,
-    /// Tokens verified against a live view, kept (from their last such verification) as long
-    /// as the reviews keep their last answers: while the upstream does not answer, they stand
-    /// as a reviewed token's last answer does ([`TokenVerifier::last_verified`]).
-    last_live: moka::sync::Cache<[u8; 32], Arc<Claims>>,
 }
 
 /// The apiserver's issuer and ServiceAccount public keys.
@@ -117,9 +113,7 @@ pub struct Claims {
 }
 
 impl TokenVerifier {
-    /// `outage_keep`: how long a token verified against a live view may stand in while the
-    /// upstream does not answer (the reviews' `outage_recent` + `outage_grace`).
-    pub fn new(upstream: Arc<Upstream>, outage_keep: Duration) -> Arc<Self> {
+    pub fn new(upstream: Arc<Upstream>) -> Arc<Self> {
         Arc::new(TokenVerifier {
             upstream,
             caches: OnceLock::new(),
@@ -133,21 +127,15 @@ impl TokenVerifier {
                 .max_capacity(VERIFIED_MAX)
                 .time_to_live(VERIFIED_FOR)
                 .build(),
-            last_live: moka::sync::Cache::builder()
-                .max_capacity(VERIFIED_MAX)
-                .time_to_live(outage_keep)
-                .build(),
         })
     }
 
     /// Its caches' entry counts, for `kubeplex_auth_cache_entries`.
     pub fn entry_counts(&self) -> Vec<(&'static str, crate::auth::review::EntryCount)> {
         let (verified, present) = (self.verified.clone(), self.present.clone());
-        let last_live = self.last_live.clone();
         vec![
             ("sa_verified", Box::new(move || verified.entry_count())),
             ("sa_present", Box::new(move || present.entry_count())),
-            ("sa_last_live", Box::new(move || last_live.entry_count())),
         ]
     }
 
@@ -262,18 +250,7 @@ impl TokenVerifier {
         {
             return None;
         }
-        self.last_live.insert(key, claims.clone());
         Some(claims.user())
-    }
-
-    /// While the upstream does not answer (a TokenReview failed): the user of a token that
-    /// kubeplex last verified against a live view of its pod and ServiceAccount, if the token
-    /// itself is still current — as the reviews answer from their last answers during an outage
-    /// (`review::outage`), and for as long. Once the upstream answers again, every token is
-    /// verified against the live view or reviewed as before.
-    pub fn last_verified(&self, token: &str) -> Option<UserInfo> {
-        let claims = self.last_live.get(&token_key(token)?)?;
-        claims.current_at(crate::cache::clock::unix_now() as i64).then(|| claims.user())
     }
 
     /// A token names a key not seen yet (the apiserver's keys rotated): fetched again, at most

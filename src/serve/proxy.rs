@@ -272,10 +272,9 @@ impl ProxyBuilder {
                     node_authorizer: config.node_authorizer,
                     authorizers_grant_whole: config.authorizers_grant_whole,
                     bound_node: config.bound_node.clone(),
-                    tokens: config.verify_service_account_tokens.then(|| {
-                        let keep = config.reviews.outage_recent + config.reviews.outage_grace;
-                        TokenVerifier::new(upstream.clone(), keep)
-                    }),
+                    tokens: config
+                        .verify_service_account_tokens
+                        .then(|| TokenVerifier::new(upstream.clone())),
                 };
                 let mut entries = node.reviews.entry_counts();
                 entries.extend(node.tokens.iter().flat_map(|t| t.entry_counts()));

@@ -77,7 +77,7 @@ impl CacheEntries {
         let gauge = IntGaugeVec::new(
             Opts::new(
                 "kubeplex_auth_cache_entries",
-                "Node mode: entries in each cache of authentication and authorization answers: tokens and access (the reviews' answers, until their TTL), known_tokens and known_access (the last answers, kept for an upstream outage), sa_verified, sa_present and sa_last_live (ServiceAccount tokens verified by kubeplex, the objects they were checked against, and the tokens last verified against a live view, which stand in during an outage).",
+                "Node mode: entries in each cache of authentication and authorization answers: tokens and access (the reviews' answers, until their TTL), known_tokens and known_access (the last answers, kept for an upstream outage), sa_verified and sa_present (ServiceAccount tokens verified by kubeplex and the objects they were checked against).",
             ),
             &["cache"],
         )?;
