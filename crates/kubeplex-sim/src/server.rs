@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
@@ -18,11 +17,17 @@ use super::store::Store;
 use super::{read, watch as watch_handler, write};
 use crate::wire::request::{go_url, parse_path, ApiPath, ListOptions, ResourcePath};
 use crate::wire::status::Status;
+use admission::node_restriction;
+use reviews::{review_kind, review_request};
 
+mod admission;
 mod faults;
+mod graph_lag;
 mod request_log;
+mod reviews;
 
 pub use faults::Faults;
+pub use graph_lag::{pod_graph_lag, GraphLag, MEASURED_GRAPH_LAG};
 
 /// Tunables of the fake apiserver's behaviour.
 #[derive(Debug, Clone)]
@@ -118,50 +123,6 @@ impl SimState {
     /// Whether `kind` is served now (a custom resource's CRD installed and its version served).
     pub fn serves(&self, kind: &Kind) -> bool {
         self.served().serves(&kind.group, &kind.resource)
-    }
-}
-
-/// How the Node authorizer's graph lags the store, pod by pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GraphLag {
-    /// Every pod's binding reaches the graph `node_graph_lag` after it was written.
-    Fixed,
-    /// Each pod's lag is drawn, by its key, from [`MEASURED_GRAPH_LAG`] scaled to
-    /// `node_graph_lag`.
-    Measured,
-}
-
-/// The Node authorizer's lag behind a binding on a real kube-apiserver 1.36 carrying 10 hollow
-/// nodes' kubelets and kube-proxies and 200 pods of churn on 2 cores, as fractions of the
-/// largest seen: `(q, lag)` — a share `q` of the bindings reach the graph within `lag` (a
-/// fraction of `node_graph_lag`), linear in between. The kubelet GETs a new pod ~3 ms after
-/// its watch brings it (kubelet logs), and about three pods in four are granted at that first
-/// read: here those lag not at all. The rest spread up to about a second (median 0.3 s of the
-/// refusals kubelets met). Idle, the graph has every binding within ~25 ms
-/// (`scripts/realcluster/graph-lag.py`).
-pub const MEASURED_GRAPH_LAG: &[(f64, f64)] =
-    &[(0.0, 0.0), (0.72, 0.0), (0.80, 0.12), (0.90, 0.33), (0.97, 0.66), (1.0, 1.0)];
-
-/// The lag of the graph behind the pod `key` (`namespace/name`) under `spread`, at most `max`.
-pub fn pod_graph_lag(spread: GraphLag, max: Duration, key: &str) -> Duration {
-    match spread {
-        GraphLag::Fixed => max,
-        GraphLag::Measured => {
-            // FNV-1a, then SplitMix64's finalizer to spread similar keys: the same pod always
-            // draws the same lag.
-            let mut hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
-            hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            hash ^= hash >> 31;
-            let q = (hash >> 11) as f64 / (1u64 << 53) as f64;
-            let fraction = MEASURED_GRAPH_LAG.windows(2).find(|w| q <= w[1].0).map_or(1.0, |w| {
-                let ((q0, l0), (q1, l1)) = (w[0], w[1]);
-                l0 + (l1 - l0) * (q - q0) / (q1 - q0).max(f64::EPSILON)
-            });
-            max.mul_f64(fraction.clamp(0.0, 1.0))
-        }
     }
 }
 
@@ -518,42 +479,6 @@ async fn resource_request(
     resp
 }
 
-/// The NodeRestriction admission plugin (`plugin/pkg/admission/noderestriction`), for what
-/// the Node authorizer lets every node write but admission limits to its own: a node modifies
-/// only its own Node (`admitNode`: "node %q is not allowed to modify node %q"), and a pod's
-/// status only for a pod bound to it (`admitPodStatus`). Its other rules (mirror pods, leases,
-/// labels, claims) are not modelled.
-fn node_restriction(state: &SimState, user: &UserInfo, attrs: &auth::Attributes) -> Option<Status> {
-    let node = user.username.strip_prefix("system:node:").filter(|_| user.in_group(auth::NODES))?;
-    if !matches!(attrs.verb.as_str(), "update" | "patch") || !attrs.group.is_empty() {
-        return None;
-    }
-    let forbidden = |resource: &str, why: String| {
-        Status::new(403, "Forbidden", format!("{resource} \"{}\" is forbidden: {why}", attrs.name))
-            .with_name_and_kind(&attrs.name, resource)
-    };
-    match (attrs.resource.as_str(), attrs.subresource.as_str()) {
-        ("nodes", _) if attrs.name != node => Some(forbidden(
-            "nodes",
-            format!("node {node:?} is not allowed to modify node {:?}", attrs.name),
-        )),
-        ("pods", "status") => {
-            let kind = state.registry.get("", "pods")?;
-            let pod = state.store.get(kind, &attrs.namespace, &attrs.name)?;
-            let bound = pod.value.pointer("/spec/nodeName").and_then(serde_json::Value::as_str);
-            (bound != Some(node)).then(|| {
-                forbidden(
-                    "pods",
-                    format!(
-                        "node {node:?} can only update pod status for pods with spec.nodeName set to itself"
-                    ),
-                )
-            })
-        }
-        _ => None,
-    }
-}
-
 /// The query options a resource request's handler decodes: a list, watch or deletecollection
 /// its `ListOptions` (400 for a conversion error, 422 for a validation one); a get of a named
 /// object only `GetOptions` (every list and watch parameter ignored: a named GET with `watch=1`
@@ -590,96 +515,6 @@ fn scope_of(rp: &ResourcePath) -> &'static str {
         (None, Some(_)) => "namespace",
         (None, None) => "cluster",
     }
-}
-
-#[derive(Clone, Copy)]
-enum Review {
-    Token,
-    SubjectAccess,
-}
-
-/// The review APIs the sim serves (cluster-scoped collections, create only).
-fn review_kind(rp: &ResourcePath) -> Option<Review> {
-    if rp.version != "v1" || rp.namespace.is_some() || rp.name.is_some() {
-        return None;
-    }
-    match (rp.group.as_str(), rp.resource.as_str()) {
-        ("authentication.k8s.io", "tokenreviews") => Some(Review::Token),
-        ("authorization.k8s.io", "subjectaccessreviews") => Some(Review::SubjectAccess),
-        _ => None,
-    }
-}
-
-/// `POST` of a TokenReview or SubjectAccessReview: 201 with the review's status (see
-/// `auth::reviews`); other methods are 405, as for any create-only resource.
-async fn review_request(
-    state: &Arc<SimState>,
-    rp: &ResourcePath,
-    review: Review,
-    req: Request<Incoming>,
-    policy: Option<Arc<Auth>>,
-) -> Response<Body> {
-    let labels = RequestLabels {
-        verb: request_verb(req.method(), rp, req.uri().query()),
-        group: rp.group.clone(),
-        version: rp.version.clone(),
-        resource: rp.resource.clone(),
-        subresource: String::new(),
-        scope: "cluster",
-    };
-    let protobuf_errors = error_is_protobuf(req.headers());
-    let result = async {
-        if req.method() != Method::POST {
-            return Err(Status::method_not_supported(
-                &rp.group,
-                &rp.resource,
-                &req.method().as_str().to_ascii_lowercase(),
-            ));
-        }
-        let ct = respond::request_content_type(req.headers());
-        if !matches!(ct.as_str(), "" | "application/json") {
-            return Err(Status::unsupported_media_type(&ct));
-        }
-        let caller = request_log::caller_if_logging(req.headers());
-        let manager = auth::reviews::manager_of(
-            req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
-        );
-        let body = http_body_util::Limited::new(req.into_body(), 3 * 1024 * 1024)
-            .collect()
-            .await
-            .map_err(|_| {
-                Status::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    "Request entity too large: limit is 3145728",
-                )
-            })?
-            .to_bytes();
-        match review {
-            Review::Token => {
-                auth::reviews::token_review(policy.as_deref(), &body, &manager, state.as_ref())
-            }
-            Review::SubjectAccess => {
-                request_log::review(caller.as_deref(), &body);
-                auth::reviews::subject_access_review(
-                    policy.as_deref(),
-                    &body,
-                    &manager,
-                    state.as_ref(),
-                )
-            }
-        }
-    }
-    .await;
-    let resp = match result {
-        Ok(outcome) => {
-            state.metrics.review(outcome.kind, outcome.result);
-            respond::body(201, JSON, outcome.body, &http::HeaderMap::new())
-        }
-        Err(s) => respond::error(&s, protobuf_errors),
-    };
-    state.metrics.observe(&labels, resp.status().as_u16());
-    resp
 }
 
 async fn dispatch(
