@@ -2,7 +2,7 @@
 //! the apiserver, and relists. Defined here, with the code that makes the calls, and registered
 //! into the one registry the process builds.
 
-use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The upstream side's series.
 #[derive(Clone)]
@@ -11,6 +11,7 @@ pub struct UpstreamMetrics {
     pub relists: IntCounterVec,
     pub errors: IntCounterVec,
     pub render_fallbacks: IntCounterVec,
+    pub watches: IntGaugeVec,
 }
 
 impl UpstreamMetrics {
@@ -43,11 +44,19 @@ impl UpstreamMetrics {
             ),
             &["resource", "encoding"],
         )?;
+        let watches = IntGaugeVec::new(
+            Opts::new(
+                "kubeplex_upstream_watches",
+                "Watch streams the caches' reflectors hold open at the upstream (a watch, or a streaming list), from its answer to the stream's end: what kubeplex costs the apiserver in open watches, and 0 for a cache whose watch is down.",
+            ),
+            &["resource", "encoding"],
+        )?;
+        registry.register(Box::new(watches.clone()))?;
         registry.register(Box::new(render_fallbacks.clone()))?;
         registry.register(Box::new(calls.clone()))?;
         registry.register(Box::new(relists.clone()))?;
         registry.register(Box::new(errors.clone()))?;
-        Ok(UpstreamMetrics { calls, relists, errors, render_fallbacks })
+        Ok(UpstreamMetrics { calls, relists, errors, render_fallbacks, watches })
     }
 
     /// One cache's series, resolved once.
@@ -63,6 +72,7 @@ impl UpstreamMetrics {
             proof_list: call("proof_list"),
             proof_watch: call("proof_watch"),
             relists: self.relists.with_label_values(&[label, encoding]),
+            open_watches: self.watches.with_label_values(&[label, encoding]),
             errors: ErrorCounters {
                 unreachable: self.errors.with_label_values(&[label, encoding, "unreachable"]),
                 throttled: self.errors.with_label_values(&[label, encoding, "throttled"]),
@@ -86,7 +96,26 @@ pub struct CallCounters {
     pub proof_list: IntCounter,
     pub proof_watch: IntCounter,
     pub relists: IntCounter,
+    /// Watch streams open at the upstream (`kubeplex_upstream_watches`): see [`OpenWatch`].
+    pub open_watches: IntGauge,
     pub errors: ErrorCounters,
+}
+
+/// One watch stream open at the upstream, counted in `kubeplex_upstream_watches` from the
+/// upstream's answer until it is dropped (the stream ended, broke or was given up).
+pub struct OpenWatch(IntGauge);
+
+impl OpenWatch {
+    pub fn enter(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        OpenWatch(gauge.clone())
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// A reflector's failed calls, by reason (see `kubeplex_upstream_errors_total`).

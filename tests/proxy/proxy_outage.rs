@@ -105,6 +105,9 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
     let open_path = format!("/api/v1/namespaces/team-0/pods?watch=1&resourceVersion={rv}");
     let mut open = watch(&addr, &open_path, JSON).await;
     assert_eq!(open.status, 200);
+    // What kubeplex holds open at the apiserver: the pods cache's one watch.
+    let pods_watch = ["resource=\"pods/v1\""];
+    assert_eq!(stack.metric_sum("kubeplex_upstream_watches", &pods_watch).await, 1);
 
     // --- The apiserver goes away for several discovery TTLs.
     let stopped = Instant::now();
@@ -144,6 +147,8 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
     // The reflectors' failed reconnects, counted as the upstream being unreachable.
     let unreachable = ["resource=\"pods/v1\"", "reason=\"unreachable\""];
     assert!(stack.metric_sum("kubeplex_upstream_errors_total", &unreachable).await >= 1);
+    // ... and its watch is not open.
+    assert_eq!(stack.metric_sum("kubeplex_upstream_watches", &pods_watch).await, 0);
 
     // New watches, well past the TTL: from the state (RV=0), and resuming from a recent RV.
     let mut from_state =
@@ -191,6 +196,11 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
             ("ADDED".into(), "team-0/during-outage".into()),
             ("ADDED".into(), "team-0/after-outage".into())
         ]
+    );
+    assert_eq!(
+        stack.metric_sum("kubeplex_upstream_watches", &pods_watch).await,
+        1,
+        "watching again"
     );
     let resumed_seen = events(&mut resumed, 2).await;
     assert_eq!(

@@ -56,6 +56,9 @@ struct Counts {
     /// The process's open descriptors (`process_open_fds`): judged across passes, as the tasks.
     fds: u64,
     discovery_entries: u64,
+    /// The caches' watches at the apiserver (`kubeplex_upstream_watches`): each back after the
+    /// disruption, none more.
+    upstream_watches: u64,
 }
 
 async fn counts(stack: &Stack) -> Counts {
@@ -66,6 +69,7 @@ async fn counts(stack: &Stack) -> Counts {
         tasks: stack.metric("kubeplex_runtime_alive_tasks").await,
         fds: stack.metric("process_open_fds").await,
         discovery_entries: stack.metric("kubeplex_discovery_entries").await,
+        upstream_watches: stack.metric_sum("kubeplex_upstream_watches", &[]).await,
     }
 }
 
@@ -76,6 +80,7 @@ fn back(now: &Counts, base: &Counts) -> bool {
         && now.connections == base.connections
         && now.inflight == 0
         && now.discovery_entries == base.discovery_entries
+        && now.upstream_watches == base.upstream_watches
 }
 
 async fn disrupt(stack: &Stack, d: Disruption) {
@@ -210,6 +215,7 @@ async fn counts_return_to_their_baseline_after_every_round_of_load_and_disruptio
     }
     eprintln!("(tasks, open fds): {:?} before; after each round {after:?}", (base.tasks, base.fds));
     assert!(base.fds > 0, "process_open_fds: {base:?}");
+    assert!(base.upstream_watches >= 1, "the pods cache's watch at the apiserver: {base:?}");
     let (first, second) = after.split_at(SCHEDULE.len());
     let most = |pass: &[(u64, u64)], f: fn(&(u64, u64)) -> u64| pass.iter().map(f).max();
     assert!(

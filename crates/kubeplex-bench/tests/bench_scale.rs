@@ -275,7 +275,8 @@ async fn a_short_soak_samples_every_replica_and_recovers_from_every_disruption()
     assert_eq!(kinds[..4], ["Rollout", "ReplicaRestart", "Compaction", "Outage"], "{soak}");
     for d in stamped {
         assert_eq!(n(&d["disruption"]["out_of_order"]), 0, "{d}");
-        assert!(d["watches_back_s"].is_number(), "the apiserver's watches not back: {d}");
+        assert!(d["watches_back_s"].is_number(), "the pool's watches not back: {d}");
+        assert!(d["watches_before"].as_f64().unwrap_or(0.0) > 0.0, "{d}");
     }
     // The outage: the pool's watches were cut and came back, and the writes made meanwhile
     // reached the nodes once it ended.
@@ -306,5 +307,12 @@ async fn a_short_soak_samples_every_replica_and_recovers_from_every_disruption()
         rows.iter().filter(|r| r.get(rss).is_some_and(|v| v.parse::<f64>().is_ok_and(|v| v > 1.0)));
     assert!(read.count() >= rows.len() * 3 / 4, "replica 0's RSS mostly unread:\n{text}");
     assert!(!soak["slopes"].as_array().expect("slopes").is_empty(), "{soak}");
+    let settled = soak["settled_slopes"].as_array().expect("settled slopes");
+    let watches: Vec<&Value> =
+        settled.iter().filter(|s| s["series"] == "upstream_watches:pool-0").collect();
+    assert_eq!(watches.len(), 1, "replica 0's watches at the apiserver: {soak}");
+    // The last disruption leaves an interval to settle before the end.
+    let last = stamped.last().and_then(|d| d["at_s"].as_f64()).unwrap_or(0.0);
+    assert!(soak["seconds"].as_f64().unwrap_or(0.0) >= last + 10.0, "{soak}");
     eprintln!("{report}");
 }

@@ -13,6 +13,7 @@ use super::event::Initial;
 use super::move_back::{has_history, served_by, MOVE_GIVE_UP, MOVE_RETRY};
 use super::{Ended, Reflector, WATCH_TIMEOUT_SECONDS};
 use crate::live::feed::Feed;
+use crate::live::metrics::OpenWatch;
 use crate::upstream::compressed;
 use crate::wire::proto::WatchFrameDecoder;
 use crate::wire::resource::Encoding;
@@ -54,6 +55,7 @@ impl<F: Fn(Feed) + Send + Sync> Reflector<F> {
     ) -> Result<Ended, ReflectError> {
         let mut started = Instant::now();
         let resp = self.get(path).await?;
+        let _open = OpenWatch::enter(&self.calls.open_watches);
         self.apply_fed_state();
         self.apply_resumed_state();
         let mut served_by = served_by(&resp);

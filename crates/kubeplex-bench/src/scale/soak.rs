@@ -15,9 +15,11 @@
 //! connections, tasks, watchers, review-cache entries, disk-state and watch-history bytes,
 //! descriptors (its `/metrics`); the apiserver's open watches, request rate and CPU; the last
 //! minute's write → node p50/p99; watch failures and 5xx by the nodes. Each disruption is a
-//! `#marker` line. `scripts/realcluster/svgplot.py` renders the file; the report gives each
-//! series' least-squares slope after the first 10 minutes, in % of its mean per hour, and how
-//! long the apiserver's open watches took to come back after each disruption.
+//! `#marker` line. `scripts/realcluster/svgplot.py` renders the file. The last disruption leaves
+//! an interval before the end, so the samples end settled; the report gives each flat series'
+//! least-squares slope in % of its mean per hour, over whole cycles from the first disruption
+//! after the first 10 minutes, and over the settled levels (the sample before each disruption),
+//! and how long the pool's watches at the apiserver took to come back after each disruption.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -99,10 +101,11 @@ pub struct Stamped {
     /// From the soak's start.
     pub at_s: f64,
     pub kind: Kind,
-    /// The apiserver's open watches just before.
+    /// The watches the pool held open at the apiserver just before (`kubeplex_upstream_watches`
+    /// of every replica: the apiserver's open watches for the nodes).
     pub watches_before: f64,
     /// From the disruption's end (the replica, apiserver or connections back; the node tiers
-    /// started) until the apiserver's open watches were back at that level; `None`: not
+    /// started) until the pool's watches at the apiserver were back at that level; `None`: not
     /// within [`BACK_WITHIN`].
     pub watches_back_s: Option<f64>,
     pub disruption: Disruption,
@@ -127,8 +130,13 @@ pub struct SoakReport {
     pub disruptions: Vec<Stamped>,
     /// Disruptions whose harness command failed (the soak went on once the apiserver answered).
     pub failed: Vec<String>,
-    /// The series an operator expects flat (memory and counts), after the warm-up.
+    /// The series an operator expects flat (memory and counts): their slopes over the samples
+    /// from the first disruption after the warm-up to the end — whole cycles of disruption and
+    /// recovery, as the last disruption leaves an interval before the end.
     pub slopes: Vec<Slope>,
+    /// The same series' slopes over their settled levels: the last sample before each of
+    /// those disruptions, and the last of all — where each recovery left them.
+    pub settled_slopes: Vec<Slope>,
     /// Watch requests of the nodes answered 5xx, by code, over the soak.
     pub node_5xx: BTreeMap<String, u64>,
     pub writes_failed: u64,
@@ -207,8 +215,9 @@ pub(super) async fn soak(
     ));
     let markers: Arc<Mutex<Vec<(f64, String)>>> = Default::default();
     let (stop, stopped) = watch::channel(false);
+    let admins: Vec<SocketAddr> = run.replicas.nodes.iter().map(|k| k.admin).collect();
     let sampler = Sampler {
-        admins: run.replicas.nodes.iter().map(|k| k.admin).collect(),
+        admins: admins.clone(),
         cluster: run.cluster.clone(),
         classes: run.classes.clone(),
         counts: run.counts.clone(),
@@ -222,7 +231,9 @@ pub(super) async fn soak(
     let mut next = start + spec.every.min(Duration::from_secs(120));
     for kind in SCHEDULE.iter().cycle().copied() {
         tokio::time::sleep_until(next).await;
-        if Instant::now() >= until {
+        // The last disruption leaves a whole interval before the end: the samples end settled,
+        // and the slopes cover whole cycles of disruption and recovery.
+        if Instant::now() + spec.every > until {
             break;
         }
         next = Instant::now() + spec.every;
@@ -238,7 +249,7 @@ pub(super) async fn soak(
         let at_s = start.elapsed().as_secs_f64();
         lock(&markers).push((at_s, format!("{kind:?}")));
         tracing::info!(?kind, at_s, "soak: disruption");
-        let watches_before = open_watches(run.cluster).await.unwrap_or(0.0);
+        let watches_before = upstream_watches(&admins).await.unwrap_or(0.0);
         let done = match kind {
             Kind::Rollout => {
                 let within = run.spec.rollout.unwrap_or(Duration::from_secs(60));
@@ -296,7 +307,7 @@ pub(super) async fn soak(
                 continue;
             }
         };
-        let back = watches_back(run.cluster, watches_before, ended).await;
+        let back = watches_back(&admins, watches_before, ended).await;
         disruptions.push(Stamped {
             at_s,
             kind,
@@ -309,6 +320,8 @@ pub(super) async fn soak(
     run.writing = false;
     stop.send_replace(true);
     let rows = sampling.await.unwrap_or_default();
+    let warm = warm_up(spec.duration).as_secs_f64();
+    let cycles: Vec<f64> = disruptions.iter().map(|d| d.at_s).filter(|at| *at >= warm).collect();
     let failures = run.failures();
     Ok(SoakReport {
         seconds: start.elapsed().as_secs_f64(),
@@ -316,7 +329,8 @@ pub(super) async fn soak(
         csv: spec.samples.display().to_string(),
         disruptions,
         failed,
-        slopes: rows.slopes(warm_up(spec.duration).as_secs_f64()),
+        slopes: rows.slopes(&Window::cycles(&cycles, warm)),
+        settled_slopes: rows.slopes(&Window::settled(&cycles)),
         node_5xx: failures.into_iter().filter(|(k, _)| k.starts_with('5')).collect(),
         writes_failed: run.counts.failed.load(Ordering::Relaxed),
     })
@@ -346,12 +360,26 @@ async fn open_watches(cluster: &Cluster) -> Option<f64> {
     Some(Counters::read(&text).open_watches)
 }
 
-/// How long after `ended` the apiserver's open watches were back at `level` (a watch or two
-/// of the controllers' own may be between their timeout and their next).
-async fn watches_back(cluster: &Cluster, level: f64, ended: Instant) -> Option<Duration> {
-    let want = level - (level * 0.05).max(2.0);
+/// The watches the pool's replicas hold open at the apiserver (`kubeplex_upstream_watches`,
+/// summed): the apiserver's open watches for the nodes, whatever else runs against it; `None`
+/// while a replica does not answer.
+async fn upstream_watches(admins: &[SocketAddr]) -> Option<f64> {
+    let mut sum = 0.0;
+    for admin in admins {
+        let text = crate::target::scrape(&format!("http://{admin}/metrics"), false).await.ok()?;
+        sum += series(&text)
+            .iter()
+            .filter(|(n, ..)| n == "kubeplex_upstream_watches")
+            .map(|x| x.2)
+            .sum::<f64>();
+    }
+    Some(sum)
+}
+
+/// How long after `ended` the pool's watches at the apiserver were back at `level`.
+async fn watches_back(admins: &[SocketAddr], level: f64, ended: Instant) -> Option<Duration> {
     while ended.elapsed() < BACK_WITHIN {
-        if open_watches(cluster).await.is_some_and(|n| n >= want) {
+        if upstream_watches(admins).await.is_some_and(|n| n >= level) {
             return Some(ended.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -399,6 +427,7 @@ const REPLICA_SERIES: &[ReplicaSeries] = &[
     series_of("cache_mib", "kubeplex_cache_bytes", None, MIB),
     series_of("watch_history_mib", "kubeplex_watch_history_bytes", None, MIB),
     series_of("disk_state_mib", "kubeplex_disk_state_bytes", None, MIB),
+    series_of("upstream_watches", "kubeplex_upstream_watches", None, 1.0),
     series_of("client_connections", "kubeplex_client_connections", None, 1.0),
     series_of("open_fds", "process_open_fds", None, 1.0),
     series_of("tasks", "kubeplex_runtime_alive_tasks", None, 1.0),
@@ -414,6 +443,7 @@ const FLAT: &[&str] = &[
     "heap_in_use_mib",
     "cache_mib",
     "watch_history_mib",
+    "upstream_watches",
     "client_connections",
     "open_fds",
     "tasks",
@@ -428,20 +458,56 @@ struct Rows {
     rows: Vec<(f64, Vec<Option<f64>>)>,
 }
 
+/// Which samples a slope is taken over.
+enum Window {
+    /// Every sample from this time on.
+    From(f64),
+    /// The last sample before each of these times, and the last of all.
+    Before(Vec<f64>),
+}
+
+impl Window {
+    /// From the first of `starts` (disruptions after the warm-up) on; with none, from the
+    /// warm-up's end.
+    fn cycles(starts: &[f64], warm: f64) -> Window {
+        Window::From(starts.first().copied().unwrap_or(warm))
+    }
+
+    fn settled(starts: &[f64]) -> Window {
+        Window::Before(starts.to_vec())
+    }
+
+    fn select(&self, times: &[f64]) -> Vec<usize> {
+        match self {
+            Window::From(from) => (0..times.len()).filter(|i| times[*i] >= *from).collect(),
+            Window::Before(ends) => {
+                let mut picked: Vec<usize> =
+                    ends.iter().filter_map(|end| times.iter().rposition(|t| t < end)).collect();
+                picked.extend(times.len().checked_sub(1));
+                picked.dedup();
+                picked
+            }
+        }
+    }
+}
+
 impl Rows {
-    /// Each flat series' slope over the rows from `after` seconds on.
-    fn slopes(&self, after: f64) -> Vec<Slope> {
+    /// Each flat series' slope over the rows `window` picks.
+    fn slopes(&self, window: &Window) -> Vec<Slope> {
+        let times: Vec<f64> = self.rows.iter().map(|(t, _)| *t).collect();
+        let picked = window.select(&times);
         let mut out = Vec::new();
         for (c, name) in self.columns.iter().enumerate() {
             let replica = name.contains(":pool-");
             if !replica || !FLAT.iter().any(|f| name.starts_with(&format!("{f}:"))) {
                 continue;
             }
-            let points: Vec<(f64, f64)> = self
-                .rows
+            let points: Vec<(f64, f64)> = picked
                 .iter()
-                .filter(|(t, _)| *t >= after)
-                .filter_map(|(t, r)| Some((*t / 3600.0, (*r.get(c)?)?)))
+                .filter_map(|i| {
+                    let (t, r) = self.rows.get(*i)?;
+                    Some((*t / 3600.0, (*r.get(c)?)?))
+                })
                 .collect();
             if let Some((mean, per_hour)) = least_squares(&points) {
                 let percent = if mean.abs() > f64::EPSILON { per_hour / mean * 100.0 } else { 0.0 };
@@ -639,20 +705,28 @@ impl std::fmt::Display for SoakReport {
             let back = s.watches_back_s.map_or("not within 120 s".into(), |b| format!("{b:.1} s"));
             writeln!(
                 f,
-                "soak at {:.0} s, {:?}: apiserver watches {} before, back after {back}",
+                "soak at {:.0} s, {:?}: the pool's watches at the apiserver {} before, back after {back}",
                 s.at_s, s.kind, s.watches_before
             )?;
             writeln!(f, "{}", s.disruption)?;
         }
-        let warm = warm_up(Duration::from_secs_f64(self.seconds)).as_secs();
-        writeln!(f, "slopes after the first {warm} s (least squares):")?;
-        for s in &self.slopes {
-            writeln!(
-                f,
-                "  {:<36} mean {:>10.1}  {:>+9.2}/h  {:>+7.2} %/h",
-                s.series, s.mean, s.per_hour, s.percent_per_hour
-            )?;
+        let slopes = [
+            ("over whole cycles, from the first disruption after the warm-up", &self.slopes),
+            ("of the settled levels, before each disruption and at the end", &self.settled_slopes),
+        ];
+        for (what, slopes) in slopes {
+            writeln!(f, "slopes {what} (least squares):")?;
+            for s in slopes {
+                writeln!(
+                    f,
+                    "  {:<36} mean {:>10.1}  {:>+9.2}/h  {:>+7.2} %/h",
+                    s.series, s.mean, s.per_hour, s.percent_per_hour
+                )?;
+            }
         }
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
