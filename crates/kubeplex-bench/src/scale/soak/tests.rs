@@ -1,4 +1,4 @@
-use super::Window;
+use super::samples::Window;
 
 /// Samples every 10 s for 100 s; disruptions (after the warm-up) at 35 s and 65 s.
 fn times() -> Vec<f64> {
