@@ -841,6 +841,8 @@ POD_URL_RE = re.compile(r'/api/v1/namespaces/([^/]+)/pods/([^/?]+)')
 # The soak's samples of each kubeplex (issue 47): (column, metric, label filter, unit).
 SAMPLED = [
     ("rss_mib", "process_resident_memory_bytes", None, 1 << 20),
+    # The anonymous part: without the binary's pages, touched as code paths first run.
+    ("rss_anon_mib", "kubeplex_process_resident_anonymous_bytes", None, 1 << 20),
     ("heap_in_use_mib", "kubeplex_allocator_heap_bytes", ("state", "in_use"), 1 << 20),
     ("tasks", "kubeplex_runtime_alive_tasks", None, 1),
     ("client_connections", "kubeplex_client_connections", None, 1),

@@ -143,6 +143,17 @@ async fn every_metric_the_dashboard_and_alerts_use_is_scraped_and_documented() {
     assert_eq!(scrape.status, 200);
     let text = String::from_utf8_lossy(&scrape.body).into_owned();
     let have = scraped(&text);
+    // The resident set's anonymous part: some of it, and no more than all of it.
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    };
+    let (rss, anonymous) = (
+        value("process_resident_memory_bytes"),
+        value("kubeplex_process_resident_anonymous_bytes"),
+    );
+    assert!(anonymous > 0.0 && anonymous <= rss, "anonymous {anonymous} of RSS {rss}");
 
     // The binary's own (its allocator's), which an in-process proxy does not register: they
     // must be registered there.

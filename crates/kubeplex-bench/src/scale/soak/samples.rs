@@ -53,6 +53,7 @@ const fn series_of(
 
 const REPLICA_SERIES: &[ReplicaSeries] = &[
     series_of("rss_mib", "process_resident_memory_bytes", None, MIB),
+    series_of("rss_anon_mib", "kubeplex_process_resident_anonymous_bytes", None, MIB),
     series_of("heap_in_use_mib", "kubeplex_allocator_heap_bytes", Some(("state", "in_use")), MIB),
     series_of("heap_free_mib", "kubeplex_allocator_heap_bytes", Some(("state", "free")), MIB),
     series_of("cache_mib", "kubeplex_cache_bytes", None, MIB),
@@ -71,6 +72,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// The replicas' series whose slope the report gives (memory and counts that must stay flat).
 const FLAT: &[&str] = &[
     "rss_mib",
+    "rss_anon_mib",
     "heap_in_use_mib",
     "cache_mib",
     "watch_history_mib",
