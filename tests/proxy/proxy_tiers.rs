@@ -10,6 +10,7 @@ use kubeplex_sim::seed::ClusterShape;
 use kubeplex_test_support as support;
 use serde_json::{json, Value};
 use support::stack::{default_caches, start_proxy, wait_ready, Stack};
+use support::watchers::{key_of, small_pod};
 use support::*;
 
 const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
@@ -156,4 +157,92 @@ async fn an_informers_first_list_through_two_tiers_costs_the_apiserver_nothing()
         .expect("create");
     let consistent = get(&front.addr.to_string(), CMS).await;
     assert!(names(&consistent.json()).contains(&"\"after-any\"".to_string()));
+}
+
+/// The path of the deletions the real-agent soak of 2026-11-29 lost (issue 47): a pool's pods
+/// cache relists after the apiserver restarted with its watch history gone (410), finding
+/// writes its watch missed, while a node tier in front of it, caching its node's pods, goes on
+/// watching the pool; pods of that node deleted a moment later must reach the node's watchers,
+/// their deletion marked, then gone. (This form of it holds; the soak's loss is not reproduced
+/// yet: BENCHMARKS.md, "Soak".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_after_the_pool_relisted_reach_a_node_tiers_watchers() {
+    const NODE_PODS: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1";
+    let stack = Stack::new(SHAPE, &["pods:protobuf"]).await;
+    wait_ready(&stack.proxy).await;
+    for i in 0..6 {
+        stack.sim.create(small_pod("team-0", &format!("before-{i}"), "a", "node-1")).expect("pod");
+    }
+    let tier = start_proxy(
+        &stack.write_client_kubeconfig(),
+        default_caches(&["pods:protobuf?fieldSelector=spec.nodeName=node-1"]),
+    )
+    .await;
+    wait_ready(&tier).await;
+    let tier_addr = tier.addr.to_string();
+    let rv = stack.sim.current_rv();
+    let listed = get(&tier_addr, &format!("{NODE_PODS}&resourceVersion={rv}")).await;
+    assert_eq!(listed.status, 200, "{}", String::from_utf8_lossy(&listed.body));
+    let from = rv_of(&listed.json());
+    let mut kubelet = watch(
+        &tier_addr,
+        &format!("{NODE_PODS}&watch=1&resourceVersion={from}&allowWatchBookmarks=true"),
+        "application/json",
+    )
+    .await;
+    assert_eq!(kubelet.status, 200);
+
+    // The apiserver restarts with its watch history gone: the pool's watch resumes into a 410
+    // and the pool relists, while the tier's watch of the pool stays open.
+    let relists = stack.metric_sum("kubeplex_relists_total", &[]).await;
+    stack
+        .sim
+        .modify("", "pods", "team-0", "before-0", |p| p["status"]["phase"] = json!("Succeeded"))
+        .expect("status");
+    stack.sim.stop_serving();
+    // Writes the pool's watch missed (made as it broke): the relist finds them.
+    for (name, node) in [("moved-a", "node-1"), ("moved-b", "node-2")] {
+        stack.sim.create(small_pod("team-0", name, "a", node)).expect("pod");
+    }
+    stack
+        .sim
+        .modify("", "pods", "team-0", "before-5", |p| p["status"]["phase"] = json!("Failed"))
+        .expect("status");
+    // Other resources' writes moved etcd on; the restarted watch cache starts there.
+    stack.move_cluster_on("restart");
+    stack.sim.compact();
+    stack.sim.restart().await.expect("restart");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.metric_sum("kubeplex_relists_total", &[]).await == relists {
+        assert!(Instant::now() < deadline, "the pool never relisted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Then the node's pods are deleted, gracefully: marked, then gone.
+    for i in 1..6 {
+        let name = format!("before-{i}");
+        stack
+            .sim
+            .modify("", "pods", "team-0", &name, |p| {
+                p["metadata"]["deletionTimestamp"] = json!("2026-11-29T13:21:01Z");
+                p["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+            })
+            .expect("mark");
+        stack.sim.delete("", "pods", "team-0", &name).expect("delete");
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let deleted = |seen: &[(String, String)]| seen.iter().filter(|(t, _)| t == "DELETED").count();
+    while deleted(&seen) < 5 {
+        let Some(e) = kubelet.next_within(Duration::from_secs(10)).await else { break };
+        if e["type"] != "BOOKMARK" {
+            seen.push((e["type"].as_str().unwrap_or("").to_string(), key_of(&e)));
+        }
+    }
+    for i in 1..6 {
+        let key = format!("team-0/before-{i}");
+        let got: Vec<&str> =
+            seen.iter().filter(|(_, k)| *k == key).map(|(t, _)| t.as_str()).collect();
+        let got = &got[got.len().saturating_sub(2)..];
+        assert_eq!(got, ["MODIFIED", "DELETED"], "{key}: {seen:?}");
+    }
 }
