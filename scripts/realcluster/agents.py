@@ -1601,12 +1601,37 @@ class Run:
                 theirs = set((p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["uid"])
                              for p in ap["items"])
                 if mine != theirs:
-                    bad.append("%s: kubelet has %d, apiserver %d (only kubelet: %s; only apiserver: %s)"
-                               % (node, len(mine), len(theirs), sorted(mine - theirs)[:3],
-                                  sorted(theirs - mine)[:3]))
+                    line = ("%s: kubelet has %d, apiserver %d (only kubelet: %s; only apiserver: %s)"
+                            % (node, len(mine), len(theirs), sorted(mine - theirs)[:3],
+                               sorted(theirs - mine)[:3]))
+                    if time.time() > deadline:
+                        line += self.layers_of(i, node, sel, theirs)
+                    bad.append(line)
             if not bad or time.time() > deadline:
                 return bad
             time.sleep(2)
+
+    def layers_of(self, i, node, sel, theirs):
+        """Where a kubelet's wrong view comes from: what its node tier's cache answers the kubelet's
+        own identity (resourceVersion=0) and what the pool's does, against the apiserver's."""
+        def differs(api, what):
+            try:
+                got = api.get("/api/v1/pods?resourceVersion=0&fieldSelector=" + sel)
+            except (Failure, OSError, http.client.HTTPException) as e:
+                return "; %s: %s" % (what, e)
+            have = set((p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["uid"])
+                       for p in got.get("items") or [])
+            return "; %s at RV %s: %d, only there: %s" % (
+                what, got.get("metadata", {}).get("resourceVersion"), len(have),
+                sorted(have - theirs)[:3])
+        out = ""
+        if self.node_mode[node] != "direct":
+            crt, key = self.pki.sign("kubelet-" + node, "system:node:" + node, orgs=["system:nodes"])
+            out += differs(Api(self.agent_server(i), ca=self.pki.ca, cert=crt, key=key), "node tier")
+        if self.node_mode[node] == "pool":
+            out += differs(Api("https://127.0.0.1:%d" % POOL_PORT, ca=self.pki.ca,
+                               token=self.admin.token), "pool")
+        return out
 
     # -- 4. figures -----------------------------------------------------------------------------
 
