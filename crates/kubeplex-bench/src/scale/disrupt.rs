@@ -13,6 +13,7 @@
 //! no event out of RV order or repeated.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,8 +183,17 @@ impl Run<'_> {
         tracing::info!(name, "disrupting");
         let steady = self.take_delivery();
         let start = self.snapshot().await;
+        let admins: Vec<SocketAddr> = self.replicas.nodes.iter().map(|k| k.admin).collect();
+        let watching = upstream_watches(&admins).await.unwrap_or(0.0);
         act().await?;
         let ended = Instant::now();
+        // The writes made meanwhile reach the nodes once the pool watches again (its reflectors
+        // back off while the apiserver does not answer): the settle counts from then.
+        while upstream_watches(&admins).await.is_none_or(|n| n < watching)
+            && ended.elapsed() < Duration::from_secs(120)
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         tokio::time::sleep(self.spec.settle).await;
         let mut d = self.measured(name, &start, steady).await;
         d.done_s = Some((ended - start.at).as_secs_f64());
@@ -333,4 +343,20 @@ fn calls_by_verb(text: &str) -> BTreeMap<String, f64> {
         }
     }
     out
+}
+
+/// The watches the pool's replicas hold open at the apiserver (`kubeplex_upstream_watches`,
+/// summed): the apiserver's open watches for the nodes, whatever else runs against it; `None`
+/// while a replica does not answer.
+pub(super) async fn upstream_watches(admins: &[SocketAddr]) -> Option<f64> {
+    let mut sum = 0.0;
+    for admin in admins {
+        let text = crate::target::scrape(&format!("http://{admin}/metrics"), false).await.ok()?;
+        sum += series(&text)
+            .iter()
+            .filter(|(n, ..)| n == "kubeplex_upstream_watches")
+            .map(|x| x.2)
+            .sum::<f64>();
+    }
+    Some(sum)
 }

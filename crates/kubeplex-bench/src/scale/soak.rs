@@ -41,8 +41,8 @@ pub use self::relay::Relay;
 pub use self::samples::least_squares;
 use self::samples::{Sampler, Window};
 use super::cluster::Cluster;
-use super::disrupt::{Disruption, Run};
-use crate::node::report::{series, Counters};
+use super::disrupt::{upstream_watches, Disruption, Run};
+use crate::node::report::Counters;
 
 /// Samples before this (from the soak's start) are left out of the slopes: caches, pools and
 /// the allocator's arenas grow to their working size first.
@@ -306,22 +306,6 @@ async fn shell(cmd: &str) -> anyhow::Result<()> {
 async fn open_watches(cluster: &Cluster) -> Option<f64> {
     let text = cluster.metrics().await.ok()?;
     Some(Counters::read(&text).open_watches)
-}
-
-/// The watches the pool's replicas hold open at the apiserver (`kubeplex_upstream_watches`,
-/// summed): the apiserver's open watches for the nodes, whatever else runs against it; `None`
-/// while a replica does not answer.
-async fn upstream_watches(admins: &[SocketAddr]) -> Option<f64> {
-    let mut sum = 0.0;
-    for admin in admins {
-        let text = crate::target::scrape(&format!("http://{admin}/metrics"), false).await.ok()?;
-        sum += series(&text)
-            .iter()
-            .filter(|(n, ..)| n == "kubeplex_upstream_watches")
-            .map(|x| x.2)
-            .sum::<f64>();
-    }
-    Some(sum)
 }
 
 /// How long after `ended` the pool's watches at the apiserver were back at `level`.
