@@ -189,11 +189,7 @@ impl Run<'_> {
         let ended = Instant::now();
         // The writes made meanwhile reach the nodes once the pool watches again (its reflectors
         // back off while the apiserver does not answer): the settle counts from then.
-        while upstream_watches(&admins).await.is_none_or(|n| n < watching)
-            && ended.elapsed() < Duration::from_secs(120)
-        {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        watches_back(&admins, watching, ended).await;
         tokio::time::sleep(self.spec.settle).await;
         let mut d = self.measured(name, &start, steady).await;
         d.done_s = Some((ended - start.at).as_secs_f64());
@@ -359,4 +355,23 @@ pub(super) async fn upstream_watches(admins: &[SocketAddr]) -> Option<f64> {
             .sum::<f64>();
     }
     Some(sum)
+}
+
+/// How long the pool's watches at the apiserver may take to come back after a disruption ends.
+pub(super) const WATCHES_BACK_WITHIN: Duration = Duration::from_secs(120);
+
+/// How long after `ended` the pool's watches at the apiserver were back at `level`; `None`: not
+/// within [`WATCHES_BACK_WITHIN`].
+pub(super) async fn watches_back(
+    admins: &[SocketAddr],
+    level: f64,
+    ended: Instant,
+) -> Option<Duration> {
+    while ended.elapsed() < WATCHES_BACK_WITHIN {
+        if upstream_watches(admins).await.is_some_and(|n| n >= level) {
+            return Some(ended.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
 }

@@ -41,7 +41,7 @@ pub use self::relay::Relay;
 pub use self::samples::least_squares;
 use self::samples::{Sampler, Window};
 use super::cluster::Cluster;
-use super::disrupt::{upstream_watches, Disruption, Run};
+use super::disrupt::{upstream_watches, watches_back, Disruption, Run};
 use crate::node::report::Counters;
 
 /// Samples before this (from the soak's start) are left out of the slopes: caches, pools and
@@ -52,8 +52,6 @@ fn warm_up(soak: Duration) -> Duration {
     WARM_UP.min(soak / 6)
 }
 
-/// How long the apiserver's open watches may take to come back after a disruption ends.
-const BACK_WITHIN: Duration = Duration::from_secs(120);
 /// After etcd's compaction, the pool's upstream connections are cut this long.
 const COMPACTION_CUT: Duration = Duration::from_secs(5);
 /// A cold burst: every node tier started again within this long.
@@ -108,7 +106,7 @@ pub struct Stamped {
     pub watches_before: f64,
     /// From the disruption's end (the replica, apiserver or connections back; the node tiers
     /// started) until the pool's watches at the apiserver were back at that level; `None`: not
-    /// within [`BACK_WITHIN`].
+    /// within [`super::disrupt::WATCHES_BACK_WITHIN`].
     pub watches_back_s: Option<f64>,
     pub disruption: Disruption,
 }
@@ -306,17 +304,6 @@ async fn shell(cmd: &str) -> anyhow::Result<()> {
 async fn open_watches(cluster: &Cluster) -> Option<f64> {
     let text = cluster.metrics().await.ok()?;
     Some(Counters::read(&text).open_watches)
-}
-
-/// How long after `ended` the pool's watches at the apiserver were back at `level`.
-async fn watches_back(admins: &[SocketAddr], level: f64, ended: Instant) -> Option<Duration> {
-    while ended.elapsed() < BACK_WITHIN {
-        if upstream_watches(admins).await.is_some_and(|n| n >= level) {
-            return Some(ended.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    None
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
