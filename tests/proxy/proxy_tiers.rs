@@ -3,6 +3,7 @@
 //! with bookmarks whose final BOOKMARK must be at least the upstream's current RV — so the
 //! serving tier answers those as the apiserver does, once it knows it holds that state.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubeplex::serve::Proxy;
@@ -10,7 +11,9 @@ use kubeplex_sim::seed::ClusterShape;
 use kubeplex_test_support as support;
 use serde_json::{json, Value};
 use support::stack::{default_caches, start_proxy, wait_ready, Stack};
-use support::watchers::{key_of, small_pod};
+use support::watchers::{
+    apiserver_state, eventually, items_of, key_of, list_ok, settle, small_pod, Informer,
+};
 use support::*;
 
 const CMS: &str = "/api/v1/namespaces/team-0/configmaps";
@@ -159,12 +162,72 @@ async fn an_informers_first_list_through_two_tiers_costs_the_apiserver_nothing()
     assert!(names(&consistent.json()).contains(&"\"after-any\"".to_string()));
 }
 
+/// The soak's lost deletions (BENCHMARKS.md, "Soak"): a node's pods deleted while the pool's
+/// watch of the apiserver was down are found gone by the pool's relist. It sent each watcher
+/// a DELETED for every vanished object, all at the list's RV (their own deletions' RVs are
+/// unknown); a node tier watching the pool applied the first and dropped the others as "not
+/// newer than the cache", so its kubelet kept running deleted pods. A client-go-like informer
+/// on the node tier must come to hold exactly the apiserver's pods of its node, the watch
+/// rules unbroken (no two events at one RV in a stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_the_pools_relist_found_gone_are_gone_from_a_node_tiers_watchers() {
+    let stack = Stack::new(SHAPE, &["pods:protobuf"]).await;
+    wait_ready(&stack.proxy).await;
+    for i in 0..6 {
+        stack.sim.create(small_pod("team-0", &format!("gone-{i}"), "a", "node-1")).expect("pod");
+    }
+    let tier = start_proxy(
+        &stack.write_client_kubeconfig(),
+        default_caches(&["pods:protobuf?fieldSelector=spec.nodeName=node-1"]),
+    )
+    .await;
+    wait_ready(&tier).await;
+    let kubelet = Arc::new(Informer::new(
+        &tier.addr.to_string(),
+        "/api/v1/pods",
+        "fieldSelector=spec.nodeName%3Dnode-1",
+    ));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn({
+        let kubelet = kubelet.clone();
+        async move { kubelet.run(stopped).await }
+    });
+    let holds_gone =
+        || async { kubelet.seen.lock().unwrap().objects.contains_key("team-0/gone-5") };
+    assert!(eventually(Duration::from_secs(10), holds_gone).await, "the informer never synced");
+
+    // The pool's watch breaks; three of the node's pods are deleted meanwhile, and the
+    // apiserver comes back without the history: the pool relists and finds them gone.
+    let relists = stack.metric_sum("kubeplex_relists_total", &[]).await;
+    stack.sim.stop_serving();
+    for i in 0..3 {
+        stack.sim.delete("", "pods", "team-0", &format!("gone-{i}")).expect("delete");
+    }
+    stack.move_cluster_on("restart");
+    stack.sim.compact();
+    stack.sim.restart().await.expect("restart");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.metric_sum("kubeplex_relists_total", &[]).await == relists {
+        assert!(Instant::now() < deadline, "the pool never relisted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let settled = settle(&stack, std::slice::from_ref(&kubelet), Duration::from_secs(20)).await;
+    let _ = stop.send(true);
+    running.await.expect("informer");
+    assert!(settled.converged && settled.problems.is_empty(), "{:?}", settled.problems);
+    // And the tier's own view is the apiserver's.
+    let path = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1";
+    let cached = list_ok(&tier.addr.to_string(), &format!("{path}&resourceVersion=0")).await;
+    assert_eq!(items_of(&cached.json()), apiserver_state(&stack, path).await);
+}
+
 /// The path of the deletions the real-agent soak of 2026-11-29 lost (issue 47): a pool's pods
 /// cache relists after the apiserver restarted with its watch history gone (410), finding
 /// writes its watch missed, while a node tier in front of it, caching its node's pods, goes on
 /// watching the pool; pods of that node deleted a moment later must reach the node's watchers,
-/// their deletion marked, then gone. (This form of it holds; the soak's loss is not reproduced
-/// yet: BENCHMARKS.md, "Soak".)
+/// their deletion marked, then gone. (The soak's loss was the deletions the relist itself
+/// found: the test above.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletions_after_the_pool_relisted_reach_a_node_tiers_watchers() {
     const NODE_PODS: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1";
