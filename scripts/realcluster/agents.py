@@ -871,9 +871,12 @@ class Sampler(threading.Thread):
     """Every `every` seconds, each kubeplex's memory, CPU and counts (its /metrics) as a row of
     `path` (a CSV that scripts/realcluster/svgplot.py renders: columns `series:kubeplex`)."""
 
-    def __init__(self, path, ports, every=10.0):
+    def __init__(self, path, ports, every=10.0, markers_from=None):
         super().__init__(daemon=True)
         self.path, self.ports, self.every = path, ports, every
+        # A file another process appends "UNIX-SECONDS label" lines to (agents-soak.sh's
+        # disruptions): each becomes a marker at its time.
+        self.markers_from, self.markers_read = markers_from, 0
         self.names = {p: ("pool" if p == POOL_ADMIN else "node-tier-%d" % (p - KUBEPLEX_ADMIN_BASE))
                       for p in ports}
         self.columns = ["%s:%s" % (c, self.names[p]) for c, *_ in SAMPLED for p in ports]
@@ -884,6 +887,22 @@ class Sampler(threading.Thread):
 
     def mark(self, label):
         self.markers.append((time.time() - self.t0, label))
+
+    def read_markers(self):
+        if not self.markers_from:
+            return
+        try:
+            with open(self.markers_from) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        for line in lines[self.markers_read:]:
+            at, _, label = line.partition(" ")
+            try:
+                self.markers.append((float(at) - self.t0, label.replace(",", ";")))
+            except ValueError:
+                pass
+        self.markers_read = len(lines)
 
     def scrape(self, port):
         try:
@@ -921,6 +940,7 @@ class Sampler(threading.Thread):
                     last_cpu[p] = cpu[0] if cpu else None
                 t = now - self.t0
                 self.rows.append((t, row))
+                self.read_markers()
                 for at, label in self.markers[written:]:
                     f.write("#marker,%.1f,%s\n" % (at, label))
                 written = len(self.markers)
@@ -1773,7 +1793,8 @@ class Run:
             if self.mode != "direct":
                 self.start_tiers()
             if a.samples and self.kubeplex_admin_ports:
-                self.sampler = Sampler(a.samples, self.kubeplex_admin_ports)
+                self.sampler = Sampler(a.samples, self.kubeplex_admin_ports,
+                                       markers_from=a.markers)
                 self.sampler.start()
             before = apiserver_snapshot(self.admin)
             t0 = self.start_agents()
@@ -2177,6 +2198,9 @@ def main():
                         " connections, descriptors, watchers and review-cache entries to CSV"
                         " (svgplot.py renders it); the report gives each series' slope after"
                         " the first %d s" % SOAK_WARM_UP)
+    p.add_argument("--markers", metavar="FILE",
+                   help="with --samples: a file of \"UNIX-SECONDS label\" lines another process"
+                        " appends to (agents-soak.sh's disruptions), marked on the charts")
     p.add_argument("--keep", action="store_true",
                    help="leave the namespace and nodes of the last run in the cluster")
     args = p.parse_args()
