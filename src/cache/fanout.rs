@@ -459,6 +459,24 @@ impl FanOut {
         self.clear();
     }
 
+    /// Ends the watchers whose start lies in `[lo, hi)` (a relist's unsure range:
+    /// `cache::relist`); returns how many.
+    pub fn close_starting_within(&mut self, lo: u64, hi: u64, why: Closed) -> u64 {
+        let ids: Vec<u64> = self
+            .watchers
+            .iter()
+            .filter(|(_, e)| (lo..hi).contains(&e.after))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            if let Some(e) = self.watchers.get(id) {
+                e.queue.close(why);
+            }
+            self.remove(*id);
+        }
+        ids.len() as u64
+    }
+
     /// Ends every watcher because the cache stops, each after what is queued for it, with
     /// every event up to `rv` queued ([`Queue::stop`]).
     pub fn stop_all(&mut self, rv: u64) {

@@ -145,7 +145,14 @@ pub struct History {
     /// in a load at this instant, or an event dropped since). The history's creation, its last
     /// [`History::reset`], or the newest event dropped over the bounds.
     complete_after: Instant,
+    /// RV ranges `[lo, hi)` no watch may resume from: a relist placed deletions whose own RVs
+    /// it does not know at RVs of its gap (`cache::relist`), and a client at an RV in there
+    /// may or may not have seen them. At most [`MAX_UNSURE`], oldest first.
+    unsure: VecDeque<(u64, u64)>,
 }
+
+/// Unsure ranges kept; past that, the oldest one's end becomes the history's start.
+const MAX_UNSURE: usize = 64;
 
 impl History {
     pub fn new(max_events: usize, max_bytes: usize) -> Self {
@@ -157,6 +164,7 @@ impl History {
             max_bytes,
             window: DEFAULT_WINDOW,
             complete_after: Instant::now(),
+            unsure: VecDeque::new(),
         }
     }
 
@@ -173,6 +181,20 @@ impl History {
         self.bytes = 0;
         self.start = rv;
         self.complete_after = Instant::now();
+        self.unsure.clear();
+    }
+
+    /// No watch may resume from an RV in `[lo, hi)` (empty: nothing); see `unsure`.
+    pub fn refuse_within(&mut self, lo: u64, hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        self.unsure.push_back((lo, hi));
+        while self.unsure.len() > MAX_UNSURE {
+            if let Some((_, hi)) = self.unsure.pop_front() {
+                self.start = self.start.max(hi);
+            }
+        }
     }
 
     /// Nothing can be resumed until the next [`History::reset`] (the cache lost track).
@@ -210,12 +232,17 @@ impl History {
             self.start = self.start.max(e.rv);
             self.complete_after = self.complete_after.max(e.received);
         }
+        let start = self.start;
+        self.unsure.retain(|(_, hi)| *hi > start);
     }
 
     /// The index of the first event after `rv`, or why the events after `rv` are not all kept.
     pub fn position_after(&self, rv: u64) -> Result<usize, TooOld> {
         if rv < self.start {
             return Err(TooOld { oldest: self.start });
+        }
+        if let Some((_, hi)) = self.unsure.iter().find(|(lo, hi)| (*lo..*hi).contains(&rv)) {
+            return Err(TooOld { oldest: *hi });
         }
         Ok(self.events.partition_point(|e| e.rv <= rv))
     }
