@@ -459,8 +459,8 @@ impl FanOut {
         self.clear();
     }
 
-    /// Ends the watchers whose start lies in `[lo, hi)` (a relist's unsure range:
-    /// `cache::relist`); returns how many.
+    /// Ends the watchers whose start lies in `[lo, hi)` (inside a relist's gap:
+    /// `ResourceCache::replace`); returns how many.
     pub fn close_starting_within(&mut self, lo: u64, hi: u64, why: Closed) -> u64 {
         let ids: Vec<u64> = self
             .watchers

@@ -145,9 +145,9 @@ pub struct History {
     /// in a load at this instant, or an event dropped since). The history's creation, its last
     /// [`History::reset`], or the newest event dropped over the bounds.
     complete_after: Instant,
-    /// RV ranges `[lo, hi)` no watch may resume from: a relist placed deletions whose own RVs
-    /// it does not know at RVs of its gap (`cache::relist`), and a client at an RV in there
-    /// may or may not have seen them. At most [`MAX_UNSURE`], oldest first.
+    /// RV ranges `[lo, hi)` no watch may resume from: the inside of a relist's gap, where the
+    /// relist's events (`cache::relist`) are not right for a client that holds the state at
+    /// such an RV. At most [`MAX_UNSURE`], oldest first.
     unsure: VecDeque<(u64, u64)>,
 }
 

@@ -20,16 +20,17 @@ use super::store::{Applied, Change};
 /// (`Store::apply`), a client resuming misses it. The apiserver never sends two events at one
 /// RV (each is an etcd revision); the soak lost deletions when these all went at the list's.
 ///
-/// A deletion placed before the list's RV may have happened after where it is placed: a
-/// client at an RV from the first such deletion up to the list's (one it got elsewhere, ahead
-/// of this cache) would skip it. [`Relisted::unsure`] is that range, which watches must not
-/// start or resume in.
+/// The events take a watcher from the cache's previous state, so they are right only for one
+/// that held it: a client at an RV inside the gap (read elsewhere, ahead of the cache — or a
+/// deletion placed before its true RV) may hold an object created and deleted in the gap,
+/// which no event mentions. Watches must not start or resume strictly inside `(old_rv,
+/// list_rv)` (`ResourceCache::replace`).
 pub(crate) fn relist_events(
     encoder: &Encoder,
     changes: Vec<Applied>,
     old_rv: u64,
     list_rv: u64,
-) -> Option<Relisted> {
+) -> Option<Vec<Event>> {
     let now = std::time::Instant::now();
     let mut events = Vec::with_capacity(changes.len());
     let mut vanished = Vec::new();
@@ -55,26 +56,17 @@ pub(crate) fn relist_events(
         tracing::warn!(gone = vanished.len(), old_rv, list_rv, "relist found more objects gone than free resource versions in its gap; resetting watchers");
         return None;
     };
-    for ((o, previous), rv) in vanished.into_iter().zip(rvs.iter().copied()) {
+    for ((o, previous), rv) in vanished.into_iter().zip(rvs) {
         let body = encoder.with_resource_version(&o.body, rv).ok()?;
         let gone = (*o).clone().at(rv, bytes::Bytes::from(body));
         events.push(Event::new(rv, EventType::Deleted, Arc::new(gone), previous, now));
     }
-    let unsure = rvs.first().map_or((list_rv, list_rv), |first| (*first, list_rv));
     events.sort_by_key(|e| e.rv);
     if let Some(pair) = events.windows(2).find(|pair| pair[0].rv == pair[1].rv) {
         tracing::warn!(rv = pair[0].rv, first = %pair[0].object.key, second = %pair[1].object.key, "relist found two changes at one resource version; resetting watchers");
         return None;
     }
-    Some(Relisted { events, unsure })
-}
-
-/// A relist's differences as events ([`relist_events`]).
-pub(crate) struct Relisted {
-    pub events: Vec<Event>,
-    /// `[lo, hi)`: the RVs from the first deletion placed in the gap up to the list's (empty
-    /// when none was placed before the list's RV).
-    pub unsure: (u64, u64),
+    Some(events)
 }
 
 /// RVs for `gone` deletions whose own RVs are unknown: the newest of the gap `(old_rv,

@@ -32,6 +32,8 @@ use super::store::{Snapshot, SnapshotError, Store, StoreLimits};
 use crate::wire::resource::ResourceInfo;
 
 mod feed;
+#[cfg(test)]
+mod follow_tests;
 mod gauges;
 mod status;
 #[cfg(test)]

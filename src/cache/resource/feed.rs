@@ -10,7 +10,7 @@ use super::{EventKind, LoadMarks, ResourceCache};
 use crate::cache::fanout::Closed;
 use crate::cache::history::{Event, EventType};
 use crate::cache::object::CachedObject;
-use crate::cache::relist::{relist_events, Relisted};
+use crate::cache::relist::relist_events;
 use crate::cache::store::{Applied, Change};
 
 impl ResourceCache {
@@ -51,12 +51,14 @@ impl ResourceCache {
         let mut fan = self.fanout();
         drop(store);
         match relist_events(&self.encoder, changes, old_rv, rv).filter(|_| was_whole) {
-            Some(Relisted { events, unsure: (lo, hi) }) => {
-                // Watchers that started ahead of the cache, inside the range where deletions
-                // were placed without their own RVs, cannot tell which they have seen: ended,
-                // and told 410 if they resume in there.
-                let unsure = fan.close_starting_within(lo, hi, Closed::Reset);
-                self.gauges.ended_reset.inc_by(unsure);
+            Some(events) => {
+                // The events suit a watcher that held the previous state: one that started
+                // ahead of the cache, inside the gap, may hold what no event mentions (an
+                // object created and deleted in the gap). Ended, and told 410 if it resumes in
+                // there (it lists again).
+                let (lo, hi) = (old_rv.saturating_add(1), rv);
+                let ahead = fan.close_starting_within(lo, hi, Closed::Reset);
+                self.gauges.ended_reset.inc_by(ahead);
                 fan.history.refuse_within(lo, hi);
                 self.gauges.events_received.inc_by(events.len() as u64);
                 for event in events {

@@ -98,13 +98,14 @@ fn a_view_is_live_only_while_the_apiservers_watch_runs_without_a_gap() {
     assert_eq!(from_disk.view(within), View::Gap, "a state from disk grants nothing");
 }
 
-/// A relist that finds objects gone places their DELETEDs at RVs of its gap no other event
-/// holds (`cache::relist`), which may be before their true deletions: a watch that started
-/// ahead of the cache inside that range is ended, and no watch starts or resumes in there (a
-/// 410: the client lists again); one from before the gap gets every deletion, one at the
-/// list's RV none.
+/// A relist's events take a watcher from the cache's previous state to the list's
+/// (`cache::relist`): right for a watcher that held that state, not for one that started ahead
+/// of the cache, inside the gap — it may hold an object created and deleted there, or one a
+/// DELETED placed at an RV of the gap before its true deletion. Such watches are ended, and
+/// none starts or resumes inside the gap (410: the client lists again); one from the cache's
+/// previous RV gets every change, one at the list's RV none.
 #[test]
-fn no_watch_starts_where_a_relist_placed_deletions_it_could_not_date() {
+fn no_watch_starts_inside_a_relists_gap() {
     let cache = configmaps();
     cache.replace(
         [("a", 5), ("b", 6), ("c", 7)]
@@ -114,23 +115,24 @@ fn no_watch_starts_where_a_relist_placed_deletions_it_could_not_date() {
         10,
     );
     let before = cache.register_watch(WatchFrom::After(10), Filter::default(), false).unwrap();
-    // A client ahead of the cache, at 18, and one at 14.
+    // Clients ahead of the cache, at 18 and at 14.
     let ahead = cache.register_watch(WatchFrom::After(18), Filter::default(), false).unwrap();
     let behind = cache.register_watch(WatchFrom::After(14), Filter::default(), false).unwrap();
     // The relist at 20 finds b and c gone and a changed at 20: b at 18, c at 19.
     cache.replace(vec![(*cm("ns", "a", 20, &[])).clone()], 20);
     assert_eq!(queued(&before), [18, 19, 20]);
-    assert_eq!(queued(&behind), [18, 19, 20]);
-    assert!(matches!(
-        ahead.queue.take(usize::MAX, futures_util::task::noop_waker_ref()),
-        Next::Closed(Closed::Reset)
-    ));
-    for rv in [18, 19] {
+    for reg in [&ahead, &behind] {
+        assert!(matches!(
+            reg.queue.take(usize::MAX, futures_util::task::noop_waker_ref()),
+            Next::Closed(Closed::Reset)
+        ));
+    }
+    for rv in [11, 14, 18, 19] {
         let resumed = cache.register_watch(WatchFrom::After(rv), Filter::default(), false);
         assert_eq!(resumed.err(), Some(TooOld { oldest: 20 }), "from {rv}");
     }
-    let from_gap_start = cache.register_watch(WatchFrom::After(17), Filter::default(), false);
-    assert_eq!(queued(&from_gap_start.unwrap()), [18, 19, 20]);
+    let from_before = cache.register_watch(WatchFrom::After(10), Filter::default(), false);
+    assert_eq!(queued(&from_before.unwrap()), [18, 19, 20]);
     let at_list = cache.register_watch(WatchFrom::After(20), Filter::default(), false).unwrap();
     assert_eq!(queued(&at_list), Vec::<u64>::new());
 }
