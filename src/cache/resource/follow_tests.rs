@@ -30,6 +30,10 @@ enum Step {
     /// Client `c` starts over with the upstream's state at its current revision, ahead of the
     /// cache if the cache is behind, and watches the cache from there.
     Ahead(u8),
+    /// Client `c` starts over with the cache's state, which a proof showed to be the upstream's
+    /// at its current revision (possible when the cache missed no write of its own:
+    /// `WatchFrom::StateAhead`).
+    Proven(u8),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -41,6 +45,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Relist),
         3 => (0..3u8).prop_map(Step::Poll),
         1 => (0..3u8).prop_map(Step::Ahead),
+        1 => (0..3u8).prop_map(Step::Proven),
     ]
 }
 
@@ -115,6 +120,21 @@ impl Client {
         self.held = state;
         self.last = rv;
         self.resume(cache);
+    }
+
+    /// Lists the cache's state, shown to be the upstream's at `rv`, and watches after `rv`.
+    fn proven(&mut self, cache: &ResourceCache, rv: u64) {
+        let cache_at = cache.read().resource_version();
+        let from = WatchFrom::StateAhead { rv, cache_at };
+        let reg = cache.register_watch(from, Filter::default(), false).expect("state");
+        let initial = reg.initial.as_ref().expect("a state");
+        self.held = initial
+            .items()
+            .values()
+            .map(|o| (o.key.trim_start_matches("a/").to_string(), o.resource_version))
+            .collect();
+        self.last = reg.position;
+        self.reg = Some(reg);
     }
 
     fn resume(&mut self, cache: &ResourceCache) {
@@ -213,6 +233,14 @@ proptest! {
                     }
                     c.ahead(&cache, upstream.state.clone(), upstream.rv);
                 }
+                Step::Proven(c) if upstream.pending.is_empty() => {
+                    let c = &mut clients[*c as usize];
+                    if let Some(reg) = c.reg.take() {
+                        cache.unregister_watch(reg.id);
+                    }
+                    c.proven(&cache, upstream.rv);
+                }
+                Step::Proven(_) => {}
             }
         }
         deliver(&cache, &mut upstream);
