@@ -151,8 +151,11 @@ pub struct History {
     unsure: VecDeque<(u64, u64)>,
 }
 
-/// Unsure ranges kept; past that, the oldest one's end becomes the history's start.
-const MAX_UNSURE: usize = 64;
+/// Unsure ranges kept; past that, the oldest one's end becomes the history's start. Each relist
+/// adds one (a freshness reload of a small cache too), and a quiet cache keeps its history
+/// whatever its age: 1,024 (16 KiB) is hours of reloads every few seconds, far older than any
+/// RV a watcher resumes from (its bookmarks keep it near the cache's).
+const MAX_UNSURE: usize = 1024;
 
 impl History {
     pub fn new(max_events: usize, max_bytes: usize) -> Self {

@@ -178,3 +178,25 @@ fn events_older_than_the_window_go_once_more_than_a_hundred_are_kept() {
     assert_eq!(h.start(), 153);
     assert_eq!(h.position_after(153), Ok(0));
 }
+
+/// Inside a relist's gap no watch resumes (its events suit only the cache's previous state);
+/// at its ends it does. Past the bound on ranges kept, the oldest one's end becomes the start:
+/// everything below is refused, never anything wrongly allowed.
+#[test]
+fn no_resume_strictly_inside_a_refused_range() {
+    let mut h = History::new(100, 1 << 20);
+    h.reset(10);
+    h.refuse_within(11, 20);
+    assert_eq!(h.position_after(10), Ok(0));
+    for rv in [11, 15, 19] {
+        assert_eq!(h.position_after(rv), Err(TooOld { oldest: 20 }), "from {rv}");
+    }
+    assert_eq!(h.position_after(20), Ok(0));
+    for i in 0..MAX_UNSURE as u64 {
+        h.refuse_within(100 + 10 * i + 1, 100 + 10 * i + 10);
+    }
+    assert_eq!(h.start(), 20, "the first range's end");
+    assert_eq!(h.position_after(19), Err(TooOld { oldest: 20 }));
+    assert_eq!(h.position_after(105), Err(TooOld { oldest: 110 }));
+    assert_eq!(h.position_after(110), Ok(0));
+}
