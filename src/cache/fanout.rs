@@ -436,19 +436,20 @@ impl FanOut {
     /// Ends the watchers whose oldest frame has waited longer than `slow_after`; returns how
     /// many.
     pub fn end_slow(&mut self, now: Instant, slow_after: Duration) -> u64 {
-        let slow: Vec<u64> = self
-            .watchers
-            .iter()
-            .filter(|(_, e)| e.queue.waiting(now) > slow_after)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &slow {
+        self.close_where(Closed::Slow, |e| e.queue.waiting(now) > slow_after)
+    }
+
+    /// Ends the watchers `which` picks, telling them `why`; returns how many.
+    fn close_where(&mut self, why: Closed, which: impl Fn(&Entry) -> bool) -> u64 {
+        let ids: Vec<u64> =
+            self.watchers.iter().filter(|(_, e)| which(e)).map(|(id, _)| *id).collect();
+        for id in &ids {
             if let Some(e) = self.watchers.get(id) {
-                e.queue.close(Closed::Slow);
+                e.queue.close(why);
             }
             self.remove(*id);
         }
-        slow.len() as u64
+        ids.len() as u64
     }
 
     /// Ends every watcher's stream.
@@ -462,19 +463,7 @@ impl FanOut {
     /// Ends the watchers whose start lies in `[lo, hi)` (inside a relist's gap:
     /// `ResourceCache::replace`); returns how many.
     pub fn close_starting_within(&mut self, lo: u64, hi: u64, why: Closed) -> u64 {
-        let ids: Vec<u64> = self
-            .watchers
-            .iter()
-            .filter(|(_, e)| (lo..hi).contains(&e.after))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &ids {
-            if let Some(e) = self.watchers.get(id) {
-                e.queue.close(why);
-            }
-            self.remove(*id);
-        }
-        ids.len() as u64
+        self.close_where(why, |e| (lo..hi).contains(&e.after))
     }
 
     /// Ends every watcher because the cache stops, each after what is queued for it, with

@@ -162,6 +162,35 @@ async fn an_informers_first_list_through_two_tiers_costs_the_apiserver_nothing()
     assert!(names(&consistent.json()).contains(&"\"after-any\"".to_string()));
 }
 
+/// A pool caching every pod, with 6 pods `{prefix}-0..5` on node-1, and a node tier in front
+/// of it caching node-1's pods.
+async fn node_tier_over_a_pool(prefix: &str) -> (Stack, Proxy) {
+    let stack = Stack::new(SHAPE, &["pods:protobuf"]).await;
+    wait_ready(&stack.proxy).await;
+    for i in 0..6 {
+        stack
+            .sim
+            .create(small_pod("team-0", &format!("{prefix}-{i}"), "a", "node-1"))
+            .expect("pod");
+    }
+    let tier = start_proxy(
+        &stack.write_client_kubeconfig(),
+        default_caches(&["pods:protobuf?fieldSelector=spec.nodeName=node-1"]),
+    )
+    .await;
+    wait_ready(&tier).await;
+    (stack, tier)
+}
+
+/// Waits (20 s at most) until the pool has relisted since it had `relists`.
+async fn relisted_since(stack: &Stack, relists: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.metric_sum("kubeplex_relists_total", &[]).await == relists {
+        assert!(Instant::now() < deadline, "the pool never relisted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The soak's lost deletions (BENCHMARKS.md, "Soak"): a node's pods deleted while the pool's
 /// watch of the apiserver was down are found gone by the pool's relist. It sent each watcher
 /// a DELETED for every vanished object, all at the list's RV (their own deletions' RVs are
@@ -171,17 +200,7 @@ async fn an_informers_first_list_through_two_tiers_costs_the_apiserver_nothing()
 /// rules unbroken (no two events at one RV in a stream).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_the_pools_relist_found_gone_are_gone_from_a_node_tiers_watchers() {
-    let stack = Stack::new(SHAPE, &["pods:protobuf"]).await;
-    wait_ready(&stack.proxy).await;
-    for i in 0..6 {
-        stack.sim.create(small_pod("team-0", &format!("gone-{i}"), "a", "node-1")).expect("pod");
-    }
-    let tier = start_proxy(
-        &stack.write_client_kubeconfig(),
-        default_caches(&["pods:protobuf?fieldSelector=spec.nodeName=node-1"]),
-    )
-    .await;
-    wait_ready(&tier).await;
+    let (stack, tier) = node_tier_over_a_pool("gone").await;
     let kubelet = Arc::new(Informer::new(
         &tier.addr.to_string(),
         "/api/v1/pods",
@@ -206,11 +225,7 @@ async fn pods_the_pools_relist_found_gone_are_gone_from_a_node_tiers_watchers() 
     stack.move_cluster_on("restart");
     stack.sim.compact();
     stack.sim.restart().await.expect("restart");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while stack.metric_sum("kubeplex_relists_total", &[]).await == relists {
-        assert!(Instant::now() < deadline, "the pool never relisted");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    relisted_since(&stack, relists).await;
 
     let settled = settle(&stack, std::slice::from_ref(&kubelet), Duration::from_secs(20)).await;
     let _ = stop.send(true);
@@ -231,17 +246,7 @@ async fn pods_the_pools_relist_found_gone_are_gone_from_a_node_tiers_watchers() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletions_after_the_pool_relisted_reach_a_node_tiers_watchers() {
     const NODE_PODS: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1";
-    let stack = Stack::new(SHAPE, &["pods:protobuf"]).await;
-    wait_ready(&stack.proxy).await;
-    for i in 0..6 {
-        stack.sim.create(small_pod("team-0", &format!("before-{i}"), "a", "node-1")).expect("pod");
-    }
-    let tier = start_proxy(
-        &stack.write_client_kubeconfig(),
-        default_caches(&["pods:protobuf?fieldSelector=spec.nodeName=node-1"]),
-    )
-    .await;
-    wait_ready(&tier).await;
+    let (stack, tier) = node_tier_over_a_pool("before").await;
     let tier_addr = tier.addr.to_string();
     let rv = stack.sim.current_rv();
     let listed = get(&tier_addr, &format!("{NODE_PODS}&resourceVersion={rv}")).await;
@@ -275,11 +280,7 @@ async fn deletions_after_the_pool_relisted_reach_a_node_tiers_watchers() {
     stack.move_cluster_on("restart");
     stack.sim.compact();
     stack.sim.restart().await.expect("restart");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while stack.metric_sum("kubeplex_relists_total", &[]).await == relists {
-        assert!(Instant::now() < deadline, "the pool never relisted");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    relisted_since(&stack, relists).await;
 
     // Then the node's pods are deleted, gracefully: marked, then gone.
     for i in 1..6 {

@@ -104,7 +104,12 @@ impl Client {
 
     /// Lists (the cache's state) and watches from it.
     fn list(&mut self, cache: &ResourceCache) {
-        let reg = cache.register_watch(WatchFrom::State, Filter::default(), false).expect("state");
+        self.watch_state(cache, WatchFrom::State);
+    }
+
+    /// Holds the state a watch starts with, and reads the watch.
+    fn watch_state(&mut self, cache: &ResourceCache, from: WatchFrom) {
+        let reg = cache.register_watch(from, Filter::default(), false).expect("state");
         let initial = reg.initial.as_ref().expect("a state");
         self.held = initial
             .items()
@@ -125,16 +130,14 @@ impl Client {
     /// Lists the cache's state, shown to be the upstream's at `rv`, and watches after `rv`.
     fn proven(&mut self, cache: &ResourceCache, rv: u64) {
         let cache_at = cache.read().resource_version();
-        let from = WatchFrom::StateAhead { rv, cache_at };
-        let reg = cache.register_watch(from, Filter::default(), false).expect("state");
-        let initial = reg.initial.as_ref().expect("a state");
-        self.held = initial
-            .items()
-            .values()
-            .map(|o| (o.key.trim_start_matches("a/").to_string(), o.resource_version))
-            .collect();
-        self.last = reg.position;
-        self.reg = Some(reg);
+        self.watch_state(cache, WatchFrom::StateAhead { rv, cache_at });
+    }
+
+    /// Ends its watch (it starts over).
+    fn stop(&mut self, cache: &ResourceCache) {
+        if let Some(reg) = self.reg.take() {
+            cache.unregister_watch(reg.id);
+        }
     }
 
     fn resume(&mut self, cache: &ResourceCache) {
@@ -228,16 +231,12 @@ proptest! {
                 }
                 Step::Ahead(c) => {
                     let c = &mut clients[*c as usize];
-                    if let Some(reg) = c.reg.take() {
-                        cache.unregister_watch(reg.id);
-                    }
+                    c.stop(&cache);
                     c.ahead(&cache, upstream.state.clone(), upstream.rv);
                 }
                 Step::Proven(c) if upstream.pending.is_empty() => {
                     let c = &mut clients[*c as usize];
-                    if let Some(reg) = c.reg.take() {
-                        cache.unregister_watch(reg.id);
-                    }
+                    c.stop(&cache);
                     c.proven(&cache, upstream.rv);
                 }
                 Step::Proven(_) => {}
