@@ -21,7 +21,7 @@ Cilium agent writes them, and writes tests/fixtures/realcluster/custom/:
 - gadgets.v2.*: the same through the second served version; gadgets.selected.json: a list by a
   selectable field (spec.color=red);
 - lifecycle.*: a watch open while the storage version changes, while a version stops being
-  served, and while the CRD is deleted (.watch.json its frames, .end how and when it ended),
+  served, while a version is served (again: added), and while the CRD is deleted (.watch.json its frames, .end how and when it ended),
   what reads get in the 5 s after the change (.reads: each different answer once, with when),
   and what a read gets afterwards (.get.json, .get.code).
 
@@ -408,6 +408,9 @@ def lifecycle(api, out):
     during("storage", v1, lambda: patch_versions(True, True))
     # v2 is no longer served: a watch of v2 open meanwhile, and a read of v2 after.
     during("unserved", v2, lambda: patch_versions(False, True))
+    # v2 is served again — a version added to what the CRD serves: a watch of v1 open meanwhile,
+    # and a read of v2 after.
+    during("added", v1, lambda: patch_versions(True, True), after=v2)
     # The CRD deleted: a watch of v1 open meanwhile (its objects' DELETED events), the read after.
     during("deleted", v1, lambda: api.ok("DELETE", crd), seconds=40)
 
@@ -423,6 +426,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures", "realcluster", "custom"))
     p.add_argument("--max", type=int, default=20)
+    p.add_argument("--lifecycle-only", action="store_true",
+                   help="capture only lifecycle.* (the other fixtures stay as they are)")
     a = p.parse_args()
     api = Api()
     os.makedirs(a.out, exist_ok=True)
@@ -435,8 +440,9 @@ def main():
         time.sleep(1)
     install(api)
     create(api)
-    capture(api, a.out, a.max)
-    changes(api, a.out)
+    if not a.lifecycle_only:
+        capture(api, a.out, a.max)
+        changes(api, a.out)
     lifecycle(api, a.out)
     clean(api)
 

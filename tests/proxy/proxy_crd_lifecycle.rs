@@ -1,6 +1,6 @@
 //! A custom resource's CRD changing under kubeplex's caches and watches (issue 46): deleted,
-//! its version no longer served and served again, its storage version changed, created after
-//! kubeplex started. The fake apiserver does each as kube-apiserver 1.36 does
+//! its version no longer served and served again, a second version added, its storage version
+//! changed, created after kubeplex started. The fake apiserver does each as kube-apiserver 1.36 does
 //! (`kubeplex_sim::crd`, from the captures `tests/fixtures/realcluster/custom/lifecycle.*`);
 //! through kubeplex a client gets what it gets directly: the same events, the watch's end, and
 //! the same bytes and codes after.
@@ -217,4 +217,75 @@ async fn a_crd_created_after_start_reads_as_directly() {
     let (status, body) = same_answer(&stack, &format!("{WIDGETS}?resourceVersion={rv}")).await;
     assert_eq!(status, 200);
     assert!(body.contains("\"w0\"") && body.contains("\"w1\""), "{body}");
+}
+
+/// A version added to what the CRD serves (the fake as the captures lifecycle.unserved.* and
+/// lifecycle.added.* show kube-apiserver 1.36: a watch of the old version ended with no event,
+/// `429` for ~0.1 s, then the new version's objects with its apiVersion): before, its paths answer
+/// `404 page not found` through kubeplex as directly; the CRD's change ends the apiserver's
+/// watches and answers `429` for a moment, as any change of its spec does; after, the new
+/// version's reads — discovery, list, get, a watch — answer through kubeplex as directly, each
+/// object with the new version's apiVersion, while a client's watch of the old version through
+/// kubeplex stays open and gets the next change at its own version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_added_reads_as_directly_and_loses_no_event_of_the_old_versions_watch() {
+    const V2: &str = "/apis/demo.kubeplex.io/v2/namespaces/team-0/widgets";
+    let stack = widgets_cached(2).await;
+    let rv = stack.sim.current_rv();
+    let v1_path = format!("{WIDGETS}?watch=1&resourceVersion={rv}");
+    let mut v1_watch = watch(&stack.addr(), &v1_path, JSON).await;
+    let mut v1_before = watch(&stack.upstream(), &v1_path, JSON).await;
+    let discovery = format!("/apis/{GROUP}/v2");
+    for path in [V2.to_string(), format!("{V2}/w1"), discovery.clone()] {
+        let (status, body) = same_answer(&stack, &path).await;
+        assert_eq!((status, body.as_str()), (404, "404 page not found\n"), "{path}");
+    }
+    let group = same_answer(&stack, &format!("/apis/{GROUP}")).await.1;
+    assert!(!group.contains("v2"), "{group}");
+
+    stack.sim.serve_custom_resource_version(GROUP, "v2", "widgets", true).expect("v2 added");
+    let answer = get(&stack.upstream(), WIDGETS).await;
+    assert_eq!(answer.status, 429, "the apiserver while the CRD's storage is set up again");
+    let (events, ended) = to_end(&mut v1_before).await;
+    assert!(ended && events.is_empty(), "the apiserver's v1 watch: {:?}", text(&events));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The group's preferred version is now v2, the higher one.
+    let group: Value =
+        serde_json::from_str(&same_answer(&stack, &format!("/apis/{GROUP}")).await.1)
+            .expect("an APIGroup");
+    assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+    assert_eq!(same_answer(&stack, &discovery).await.0, 200);
+    let (status, body) = same_answer(&stack, V2).await;
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&body).expect("a list");
+    assert_eq!(list["apiVersion"], "demo.kubeplex.io/v2");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|w| w["apiVersion"] == "demo.kubeplex.io/v2"), "{body}");
+    let (status, body) = same_answer(&stack, &format!("{V2}/w1")).await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with(r#"{"apiVersion":"demo.kubeplex.io/v2","kind":"Widget","#), "{body}");
+    let (status, body) = same_answer(&stack, WIDGETS).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"{"apiVersion":"demo.kubeplex.io/v1","kind":"Widget","#), "{body}");
+
+    // A change after: the v1 watch through kubeplex gets it at v1 (nothing lost across the
+    // apiserver's ended watch), a v2 watch through kubeplex at v2, each as a client directly.
+    let rv = stack.sim.current_rv();
+    let v2_path = format!("{V2}?watch=1&resourceVersion={rv}");
+    let mut v2_watch = watch(&stack.addr(), &v2_path, JSON).await;
+    let mut v2_direct = watch(&stack.upstream(), &v2_path, JSON).await;
+    let mut v1_direct =
+        watch(&stack.upstream(), &format!("{WIDGETS}?watch=1&resourceVersion={rv}"), JSON).await;
+    stack.sim.create(widget("after")).expect("create");
+    let expected = v1_direct.next_line_within(Duration::from_secs(5)).await.expect("v1 directly");
+    let got =
+        v1_watch.next_line_within(Duration::from_secs(10)).await.expect("v1 through kubeplex");
+    assert_eq!(text(&[got]), text(&[expected]));
+    let expected = v2_direct.next_line_within(Duration::from_secs(5)).await.expect("v2 directly");
+    assert!(String::from_utf8_lossy(&expected).contains(r#""apiVersion":"demo.kubeplex.io/v2""#));
+    let got =
+        v2_watch.next_line_within(Duration::from_secs(10)).await.expect("v2 through kubeplex");
+    assert_eq!(text(&[got]), text(&[expected]));
 }

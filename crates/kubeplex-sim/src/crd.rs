@@ -8,6 +8,7 @@
 //! | deleted | a DELETED event for each object (the CRD's finalizer deletes them), the watch ends (~2 s later), then `404 page not found` for every path, and discovery no longer lists it |
 //! | its version no longer served | no event, the watch ends (~2 s), `404 page not found` at once; the objects stay stored |
 //! | its storage version changed | no event, the watch ends (~2 s), every request `429 storage is (re)initializing` for ~0.1 s |
+//! | a version added (served again) | as any change of its spec: the storage version's row; then the version's paths answer |
 //!
 //! The sim ends the watches at once where the real one takes ~2 s: a client must cope with
 //! either, and sooner is no kinder to it.
@@ -16,6 +17,10 @@ use std::time::Duration;
 
 use crate::wire::status::Status;
 use crate::{write, Sim};
+
+/// How long a CRD's storage answers `429 storage is (re)initializing` after its spec changed:
+/// ~0.1 s on kube-apiserver 1.36 (lifecycle.storage.reads).
+pub const STORAGE_REINITIALIZING: Duration = Duration::from_millis(100);
 
 impl Sim {
     /// Deletes the CRD of the custom resource `group`/`resource`: every object is deleted (a
@@ -73,6 +78,29 @@ impl Sim {
             self.state.store.drop_watchers_of(&kind);
         }
         Ok(())
+    }
+
+    /// A version of the custom resource added to what its CRD serves (`served: true`), or taken
+    /// from it (`served: false`; `serve_custom_resource` takes the resource's only version).
+    /// Any change of a CRD's spec sets its storage up again, for every version: watches end
+    /// with no event and requests get `429` for a moment (`reinitialize_custom_resource_storage`,
+    /// lifecycle.added.*); the version's paths answer from then on, or `404 page not found`.
+    pub fn serve_custom_resource_version(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        served: bool,
+    ) -> Result<(), Status> {
+        self.custom_kind(group, resource)?;
+        if self.state.registry.at(group, version, resource).is_none() {
+            let gvr = format!("{group}/{version}/{resource}");
+            return Err(Status::bad_request(format!("the sim has no version {gvr}")));
+        }
+        let mut set = self.state.served.write().unwrap_or_else(|p| p.into_inner());
+        set.serve_version(group, version, resource, served);
+        drop(set);
+        self.reinitialize_custom_resource_storage(group, resource, STORAGE_REINITIALIZING)
     }
 
     /// The CRD's storage version (or schema) changed: the resource's storage is set up again —

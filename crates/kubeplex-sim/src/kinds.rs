@@ -1,4 +1,6 @@
-//! The resource types the fake apiserver serves, keyed by (group, resource).
+//! The resource types the fake apiserver serves, keyed by (group, resource) — the storage, one
+//! per resource — and by (group, version, resource): a custom resource may be served at more
+//! than one version, each a view of the same stored objects (see [`Registry::at`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +10,8 @@ use super::discovery;
 /// Everything the sim's handlers need to know about one served resource type.
 #[derive(Debug, Clone)]
 pub struct Kind {
-    /// `group/resource` (`/configmaps` for the core group): the store's key.
+    /// `group/resource` (`/configmaps` for the core group): the store's key, the same for every
+    /// version of the resource.
     pub key: String,
     pub group: String,
     pub version: String,
@@ -43,7 +46,9 @@ impl Kind {
 /// All served kinds.
 #[derive(Debug, Default)]
 pub struct Registry {
+    /// The first version of each resource in the table: where its objects are stored.
     by_resource: HashMap<(String, String), Arc<Kind>>,
+    by_version: HashMap<(String, String, String), Arc<Kind>>,
     by_kind: HashMap<(String, String), Arc<Kind>>,
 }
 
@@ -86,19 +91,30 @@ impl Registry {
                     .collect(),
             });
             reg.by_kind.insert((kind.api_version.clone(), kind.kind.clone()), kind.clone());
-            reg.by_resource.insert((kind.group.clone(), kind.resource.clone()), kind);
+            let version = (kind.group.clone(), kind.version.clone(), kind.resource.clone());
+            reg.by_version.insert(version, kind.clone());
+            reg.by_resource.entry((kind.group.clone(), kind.resource.clone())).or_insert(kind);
         }
         reg
     }
 
+    /// The resource's storage kind (its first version).
     pub fn get(&self, group: &str, resource: &str) -> Option<&Arc<Kind>> {
         self.by_resource.get(&(group.to_string(), resource.to_string()))
+    }
+
+    /// The resource as `version` serves it: the same stored objects, each read with that
+    /// version's `apiVersion` (a CRD's conversion strategy `None`: the apiserver rewrites
+    /// `apiVersion` and nothing else; `object::json_as`).
+    pub fn at(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Kind>> {
+        self.by_version.get(&(group.to_string(), version.to_string(), resource.to_string()))
     }
 
     pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&Arc<Kind>> {
         self.by_kind.get(&(api_version.to_string(), kind.to_string()))
     }
 
+    /// Every resource's storage kind.
     pub fn all(&self) -> impl Iterator<Item = &Arc<Kind>> {
         self.by_resource.values()
     }

@@ -157,7 +157,7 @@ impl SimBuilder {
         let state = Arc::new(SimState {
             store: store::Store::new(self.retention),
             registry: kinds::Registry::builtin(),
-            served: Default::default(),
+            served: std::sync::RwLock::new(discovery::Served::initial()),
             metrics: metrics::SimMetrics::new(),
             config: self.config.clone(),
             faults: Faults::default(),

@@ -144,11 +144,32 @@ pub fn sort_keys(v: Value) -> Value {
     }
 }
 
+/// The object's JSON as `kind`'s version serves it. A custom resource read at another of its
+/// versions than it was written at carries that version's apiVersion and is otherwise the same
+/// (a CRD's conversion strategy `None`: the apiserver rewrites apiVersion only —
+/// tests/fixtures/realcluster/custom/gadgets.v2.json). Its JSON has sorted keys (Go maps), so
+/// apiVersion is its first member.
+pub fn json_as(kind: &Kind, obj: &Obj) -> Bytes {
+    let stored = obj.value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    if !kind.custom || stored == kind.api_version {
+        return obj.json.clone();
+    }
+    let member = |v: &str| format!("{{\"apiVersion\":{},", Value::String(v.to_string()));
+    match obj.json.strip_prefix(member(stored).as_bytes()) {
+        Some(rest) => {
+            let mut out = member(&kind.api_version).into_bytes();
+            out.extend_from_slice(rest);
+            Bytes::from(out)
+        }
+        None => obj.json.clone(),
+    }
+}
+
 /// A list item in JSON: built-in types drop kind/apiVersion inside lists (the typed list's
 /// items carry no TypeMeta), custom resources keep them.
 pub fn list_item_json(kind: &Kind, obj: &Obj) -> Bytes {
     if kind.custom {
-        return obj.json.clone();
+        return json_as(kind, obj);
     }
     let prefix = type_meta_prefix(kind);
     match obj.json.strip_prefix(prefix.as_bytes()) {

@@ -109,20 +109,28 @@ impl SimState {
         self.served.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The kind served at `group`/`resource` now: none for a custom resource withdrawn.
+    /// The storage kind of `group`/`resource`, served now at some version: none for a custom
+    /// resource withdrawn.
     pub fn kind(&self, group: &str, resource: &str) -> Option<&Arc<Kind>> {
-        self.registry.get(group, resource).filter(|k| self.serves(k))
+        let kind = self.registry.get(group, resource)?;
+        self.served().serves_resource(group, resource).then_some(kind)
     }
 
-    /// Every kind served now.
+    /// The kind at `group`/`version`/`resource` if that version is served now.
+    pub fn kind_at(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Kind>> {
+        self.registry.at(group, version, resource).filter(|k| self.serves(k))
+    }
+
+    /// Every resource served now (its storage kind).
     pub fn kinds(&self) -> impl Iterator<Item = &Arc<Kind>> {
         let served = self.served().clone();
-        self.registry.all().filter(move |k| served.serves(&k.group, &k.resource))
+        self.registry.all().filter(move |k| served.serves_resource(&k.group, &k.resource))
     }
 
-    /// Whether `kind` is served now (a custom resource's CRD installed and its version served).
+    /// Whether `kind`'s version is served now (a custom resource's CRD installed and that
+    /// version served).
     pub fn serves(&self, kind: &Kind) -> bool {
-        self.served().serves(&kind.group, &kind.resource)
+        self.served().serves(&kind.group, &kind.version, &kind.resource)
     }
 }
 
@@ -395,6 +403,15 @@ async fn resource_request(
             return respond::page_not_found();
         }
         return respond::error(&Status::path_not_found(), false);
+    };
+    // A custom resource at one of its versions: that version's view of the stored objects; a
+    // version its CRD does not serve has no handler (lifecycle.unserved.get.json).
+    let kind = match state.kind_at(&rp.group, &rp.version, &rp.resource) {
+        Some(at) if kind.custom => at.clone(),
+        None if kind.custom && !state.served().serves_group_version(&rp.group, &rp.version) => {
+            return respond::page_not_found();
+        }
+        _ => kind,
     };
     if let Some(unready) = state.faults.storage_initializing(&kind) {
         return respond::error(&unready, false);

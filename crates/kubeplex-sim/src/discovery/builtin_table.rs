@@ -343,7 +343,27 @@ pub(super) const RESOURCES: &[ApiResource] = &[
         protobuf: false,
         custom: true,
         subresources: &[],
-    }, // Cilium's CRDs as cilium/cilium ships them (scripts/realcluster/crds/cilium-*.yaml), in the
+    },
+    // Widgets' second version: not served when the sim starts (`discovery::Served::initial`),
+    // added by `Sim::serve_custom_resource_version` — the same objects, stored at v1, read with
+    // apiVersion demo.kubeplex.io/v2 (conversion None). A CRD's versions share its storage
+    // version's hash.
+    ApiResource {
+        group: "demo.kubeplex.io",
+        version: "v2",
+        resource: "widgets",
+        singular: "widget",
+        kind: "Widget",
+        namespaced: true,
+        verbs: CRD,
+        short_names: &["wd"],
+        categories: &["all"],
+        storage_version_hash: "wF4Y9aA1M1c=",
+        protobuf: false,
+        custom: true,
+        subresources: &[],
+    },
+    // Cilium's CRDs as cilium/cilium ships them (scripts/realcluster/crds/cilium-*.yaml), in the
     // order the real apiserver listed them once installed (fixture
     // tests/fixtures/realcluster/custom/discovery-cilium.io-v2.json): what a Cilium agent reads.
     ApiResource {

@@ -79,18 +79,30 @@ pub fn builtin() -> &'static [ApiResource] {
 
 /// What the sim serves now: every resource of [`builtin`] but the custom resources withdrawn —
 /// their CRD deleted, or their version no longer served (`Sim::delete_custom_resource_definition`,
-/// `Sim::serve_custom_resource`). A withdrawn resource is in no discovery document, and its
-/// paths answer `404 page not found`, as kube-apiserver 1.36 answers them once the CRD is gone
-/// (tests/fixtures/realcluster/custom/lifecycle.deleted.get.json).
+/// `Sim::serve_custom_resource`) — and the versions a CRD does not serve (yet): widgets' `v2`
+/// until `Sim::serve_custom_resource_version` adds it. A resource or version not served is in
+/// no discovery document, and its paths answer `404 page not found`, as kube-apiserver 1.36
+/// answers them (tests/fixtures/realcluster/custom/lifecycle.deleted.get.json,
+/// lifecycle.unserved.get.json).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Served {
-    /// `(group, resource)`.
+    /// `(group, resource)`: every version withdrawn.
     withdrawn: BTreeSet<(String, String)>,
+    /// `(group, version, resource)`: one version not served.
+    unserved: BTreeSet<(String, String, String)>,
 }
 
+/// Versions of the table the sim does not serve when it starts: a CRD's version that a test
+/// adds later (`Sim::serve_custom_resource_version`).
+const ADDED_LATER: &[(&str, &str, &str)] = &[("demo.kubeplex.io", "v2", "widgets")];
+
 impl Served {
-    /// Every resource of the table.
-    pub const ALL: Served = Served { withdrawn: BTreeSet::new() };
+    /// What the sim serves when it starts: the table but [`ADDED_LATER`].
+    pub fn initial() -> Served {
+        let unserved =
+            ADDED_LATER.iter().map(|(g, v, r)| (g.to_string(), v.to_string(), r.to_string()));
+        Served { withdrawn: BTreeSet::new(), unserved: unserved.collect() }
+    }
 
     pub fn withdraw(&mut self, group: &str, resource: &str) {
         self.withdrawn.insert((group.to_string(), resource.to_string()));
@@ -100,8 +112,23 @@ impl Served {
         self.withdrawn.remove(&(group.to_string(), resource.to_string()));
     }
 
-    pub fn serves(&self, group: &str, resource: &str) -> bool {
+    /// Marks one version of a resource served or not.
+    pub fn serve_version(&mut self, group: &str, version: &str, resource: &str, served: bool) {
+        let key = (group.to_string(), version.to_string(), resource.to_string());
+        match served {
+            true => self.unserved.remove(&key),
+            false => self.unserved.insert(key),
+        };
+    }
+
+    /// Whether the resource is served at any version.
+    pub fn serves_resource(&self, group: &str, resource: &str) -> bool {
         !self.withdrawn.iter().any(|(g, r)| g == group && r == resource)
+    }
+
+    pub fn serves(&self, group: &str, version: &str, resource: &str) -> bool {
+        self.serves_resource(group, resource)
+            && !self.unserved.iter().any(|(g, v, r)| g == group && v == version && r == resource)
     }
 
     /// Whether any resource of `group`/`version` is served (else no handler serves its
@@ -111,7 +138,7 @@ impl Served {
     }
 
     fn resources(&self) -> impl Iterator<Item = &'static ApiResource> + '_ {
-        builtin().iter().filter(|r| self.serves(r.group, r.resource))
+        builtin().iter().filter(|r| self.serves(r.group, r.version, r.resource))
     }
 }
 
@@ -214,7 +241,9 @@ fn served_groups(served: &Served) -> Vec<&'static str> {
     groups
 }
 
-/// The versions a group serves, preferred first (the sim serves one version per group).
+/// The versions a group serves, preferred first: by Kubernetes' version priority, as the CRD
+/// discovery controller sorts them (`sortGroupDiscoveryByKubeAwareVersion`; the preferred
+/// version is the first). The sim's built-in groups serve one version each.
 fn versions_of(served: &Served, group: &str) -> Vec<&'static str> {
     let mut versions: Vec<&'static str> = Vec::new();
     for r in served.resources().filter(|r| r.group == group) {
@@ -222,7 +251,28 @@ fn versions_of(served: &Served, group: &str) -> Vec<&'static str> {
             versions.push(r.version);
         }
     }
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     versions
+}
+
+/// `k8s.io/apimachinery/pkg/version.CompareKubeAwareVersionStrings`' order as a key: GA above
+/// beta above alpha, then the higher major, then the higher minor; a version of another shape
+/// lowest (the real one sorts those by name, after these).
+fn version_priority(version: &str) -> (u8, u32, u32) {
+    let Some(rest) = version.strip_prefix('v') else { return (0, 0, 0) };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let Ok(major) = rest[..digits].parse::<u32>() else { return (0, 0, 0) };
+    let (level, minor) = match &rest[digits..] {
+        "" => (3, String::new()),
+        tail if tail.starts_with("beta") => (2, tail["beta".len()..].to_string()),
+        tail if tail.starts_with("alpha") => (1, tail["alpha".len()..].to_string()),
+        _ => return (0, 0, 0),
+    };
+    match (level, minor.parse::<u32>()) {
+        (3, _) => (3, major, 0),
+        (level, Ok(minor)) => (level, major, minor),
+        _ => (0, 0, 0),
+    }
 }
 
 fn group_version(group: &str, version: &str) -> String {

@@ -33,7 +33,7 @@ fn text(bytes: &[u8]) -> &str {
 #[test]
 fn api_versions_matches_fixture() {
     assert_eq!(
-        text(&api_versions(&Served::ALL, "127.0.0.1:6443")),
+        text(&api_versions(&Served::initial(), "127.0.0.1:6443")),
         text(fixture!("discovery-api"))
     );
 }
@@ -41,7 +41,7 @@ fn api_versions_matches_fixture() {
 #[test]
 fn core_resource_list_matches_fixture_for_served_entries() {
     let served: Vec<String> =
-        serde_json::from_slice::<Value>(&api_resource_list(&Served::ALL, "", "v1").unwrap())
+        serde_json::from_slice::<Value>(&api_resource_list(&Served::initial(), "", "v1").unwrap())
             .unwrap()["resources"]
             .as_array()
             .unwrap()
@@ -83,13 +83,13 @@ fn core_resource_list_matches_fixture_for_served_entries() {
     let expected = filtered(fixture!("discovery-api-v1"), "resources", |r| {
         served.iter().any(|s| r["name"] == s.as_str())
     });
-    assert_eq!(text(&api_resource_list(&Served::ALL, "", "v1").unwrap()), text(&expected));
+    assert_eq!(text(&api_resource_list(&Served::initial(), "", "v1").unwrap()), text(&expected));
 }
 
 #[test]
 fn group_resource_list_matches_fixture() {
     assert_eq!(
-        text(&api_resource_list(&Served::ALL, "discovery.k8s.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::initial(), "discovery.k8s.io", "v1").unwrap()),
         text(fixture!("discovery-discovery-v1"))
     );
 }
@@ -99,7 +99,7 @@ fn group_resource_list_matches_fixture() {
 #[test]
 fn apps_resource_list() {
     assert_eq!(
-        text(&api_resource_list(&Served::ALL, "apps", "v1").unwrap()),
+        text(&api_resource_list(&Served::initial(), "apps", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":["#,
             r#"{"name":"deployments","singularName":"deployment","namespaced":true,"kind":"Deployment","#,
@@ -124,7 +124,7 @@ fn apps_resource_list() {
 #[test]
 fn events_group_lists_the_core_storage_hash() {
     assert_eq!(
-        text(&api_resource_list(&Served::ALL, "events.k8s.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::initial(), "events.k8s.io", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"events.k8s.io/v1","#,
             r#""resources":[{"name":"events","singularName":"event","namespaced":true,"kind":"Event","#,
@@ -138,7 +138,7 @@ fn events_group_lists_the_core_storage_hash() {
 #[test]
 fn crd_resource_list_uses_the_apiextensions_shape() {
     assert_eq!(
-        text(&api_resource_list(&Served::ALL, "demo.kubeplex.io", "v1").unwrap()),
+        text(&api_resource_list(&Served::initial(), "demo.kubeplex.io", "v1").unwrap()),
         concat!(
             r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"demo.kubeplex.io/v1","#,
             r#""resources":[{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","#,
@@ -157,7 +157,10 @@ fn ciliums_crds_are_listed_as_the_apiserver_lists_them() {
     let captured = include_bytes!(concat!(
         "../../../../tests/fixtures/realcluster/custom/discovery-cilium.io-v2.json"
     ));
-    assert_eq!(text(&api_resource_list(&Served::ALL, "cilium.io", "v2").unwrap()), text(captured));
+    assert_eq!(
+        text(&api_resource_list(&Served::initial(), "cilium.io", "v2").unwrap()),
+        text(captured)
+    );
     for r in builtin().iter().filter(|r| r.group == "cilium.io") {
         assert_eq!(storage_version_hash(r.group, r.version, r.kind), r.storage_version_hash);
     }
@@ -165,12 +168,12 @@ fn ciliums_crds_are_listed_as_the_apiserver_lists_them() {
 
 #[test]
 fn unknown_group_versions_are_none() {
-    assert_eq!(api_resource_list(&Served::ALL, "", "v2"), None);
-    assert_eq!(api_resource_list(&Served::ALL, "batch", "v1"), None);
-    assert_eq!(api_resource_list(&Served::ALL, "apps", "v1beta2"), None);
-    assert_eq!(api_resource_list(&Served::ALL, "discovery.k8s.io", "v1beta1"), None);
-    assert_eq!(api_group(&Served::ALL, "batch"), None);
-    assert_eq!(api_group(&Served::ALL, ""), None);
+    assert_eq!(api_resource_list(&Served::initial(), "", "v2"), None);
+    assert_eq!(api_resource_list(&Served::initial(), "batch", "v1"), None);
+    assert_eq!(api_resource_list(&Served::initial(), "apps", "v1beta2"), None);
+    assert_eq!(api_resource_list(&Served::initial(), "discovery.k8s.io", "v1beta1"), None);
+    assert_eq!(api_group(&Served::initial(), "batch"), None);
+    assert_eq!(api_group(&Served::initial(), ""), None);
 }
 
 #[test]
@@ -199,13 +202,13 @@ fn group_list_matches_fixture_for_served_groups() {
     expected.truncate(expected.len() - "]}\n".len());
     expected.push_str(crd);
     expected.push('\n');
-    assert_eq!(text(&api_group_list(&Served::ALL)), expected);
+    assert_eq!(text(&api_group_list(&Served::initial())), expected);
 }
 
 #[test]
 fn api_group_document() {
     assert_eq!(
-        text(&api_group(&Served::ALL, "discovery.k8s.io").unwrap()),
+        text(&api_group(&Served::initial(), "discovery.k8s.io").unwrap()),
         concat!(
             r#"{"kind":"APIGroup","apiVersion":"v1","name":"discovery.k8s.io","versions":"#,
             r#"[{"groupVersion":"discovery.k8s.io/v1","version":"v1"}],"preferredVersion":"#,
@@ -221,11 +224,14 @@ fn registry_is_consistent() {
         assert_eq!(r.custom, !r.protobuf, "{}: only custom resources lack protobuf", r.resource);
         assert_eq!(
             r.storage_version_hash,
-            // events.k8s.io events are stored as core v1 Events.
+            // events.k8s.io events are stored as core v1 Events; a CRD's versions all give
+            // its storage version's (the table's first).
             if r.group == "events.k8s.io" {
                 storage_version_hash("", "v1", r.kind)
             } else {
-                storage_version_hash(r.group, r.version, r.kind)
+                let stored =
+                    builtin().iter().find(|s| (s.group, s.resource) == (r.group, r.resource));
+                storage_version_hash(r.group, stored.map_or(r.version, |s| s.version), r.kind)
             },
             "{}",
             r.resource
@@ -233,6 +239,25 @@ fn registry_is_consistent() {
         assert_eq!(find(r.group, r.version, r.resource), Some(r));
     }
     assert_eq!(find("", "v1", "widgets"), None);
+}
+
+#[test]
+fn a_groups_versions_are_listed_by_priority_the_highest_preferred() {
+    let mut served = Served::initial();
+    let group = |served: &Served| -> Value {
+        serde_json::from_slice(&api_group(served, "demo.kubeplex.io").expect("served")).unwrap()
+    };
+    assert_eq!(group(&served)["versions"].as_array().map(Vec::len), Some(1));
+    served.serve_version("demo.kubeplex.io", "v2", "widgets", true);
+    let doc = group(&served);
+    let versions: Vec<_> =
+        doc["versions"].as_array().unwrap().iter().map(|v| &v["version"]).collect();
+    assert_eq!(versions, ["v2", "v1"]);
+    assert_eq!(doc["preferredVersion"]["version"], "v2");
+    let mut order = ["v1", "v2beta1", "v10", "v1alpha1", "v2", "v1beta2", "v11alpha2", "foo"];
+    order.sort_by_key(|v| std::cmp::Reverse(super::version_priority(v)));
+    // CompareKubeAwareVersionStrings' order (k8s.io/apimachinery/pkg/version).
+    assert_eq!(order, ["v10", "v2", "v1", "v2beta1", "v1beta2", "v11alpha2", "v1alpha1", "foo"]);
 }
 
 #[test]
@@ -288,7 +313,7 @@ fn negotiation_follows_the_accept_header() {
 
 #[test]
 fn aggregated_core_document() {
-    let doc = aggregated(&Served::ALL, DiscoveryRoot::Api);
+    let doc = aggregated(&Served::initial(), DiscoveryRoot::Api);
     let body = text(&doc.body);
     assert!(body.starts_with(
         r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","resources":[{"resource":"configmaps","responseKind":{"group":"","version":"","kind":"ConfigMap"},"scope":"Namespaced","singularResource":"configmap","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["cm"]},"#
@@ -315,7 +340,7 @@ fn aggregated_core_document() {
 
 #[test]
 fn aggregated_groups_document() {
-    let doc = aggregated(&Served::ALL, DiscoveryRoot::Apis);
+    let doc = aggregated(&Served::initial(), DiscoveryRoot::Apis);
     let cilium = include_str!(
         "../../../../tests/fixtures/realcluster/custom/discovery-aggregated-cilium.io.json"
     );
@@ -382,8 +407,8 @@ mod properties {
 
         #[test]
         fn lookups_never_panic(group in "\\PC{0,20}", version in "\\PC{0,5}") {
-            let _ = api_resource_list(&Served::ALL, &group, &version);
-            let _ = api_group(&Served::ALL, &group);
+            let _ = api_resource_list(&Served::initial(), &group, &version);
+            let _ = api_group(&Served::initial(), &group);
         }
     }
 }

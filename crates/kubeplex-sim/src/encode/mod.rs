@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::{HeaderMap, Response};
 
 use super::kinds::Kind;
-use super::object::list_item_json;
+use super::object::{json_as, list_item_json};
 use super::repr::Repr;
 use super::respond::{self, Body, JSON, PROTOBUF};
 use super::store::Obj;
@@ -59,7 +59,7 @@ pub fn object_response(
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Status> {
     let (ct, bytes) = match repr {
-        Repr::Json => (JSON, obj.json.to_vec()),
+        Repr::Json => (JSON, json_as(kind, obj).to_vec()),
         Repr::Meta => (JSON, partial_json(kind, obj)?),
         Repr::Table => (JSON, table::object(kind, obj, opts)?),
         Repr::Protobuf => (PROTOBUF, protobuf::object(kind, obj, false)?),
@@ -110,7 +110,7 @@ pub fn watch_event(
     first: bool,
 ) -> Result<Vec<u8>, Status> {
     match repr {
-        Repr::Json => Ok(meta::watch_event_json(event_type, &obj.json)),
+        Repr::Json => Ok(meta::watch_event_json(event_type, &json_as(kind, obj))),
         Repr::Meta => Ok(meta::watch_event_json(event_type, &partial_json(kind, obj)?)),
         Repr::Table => {
             Ok(meta::watch_event_json(event_type, &table::watch_event(kind, obj, opts, first)?))
