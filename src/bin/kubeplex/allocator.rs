@@ -51,7 +51,12 @@ pub fn tune() {}
 /// pages — is the *retained* figure. It trims when the retained figure has grown by
 /// [`TRIM_MARGIN`] or an eighth of the heap in use (whichever is larger) over the lowest seen
 /// since the last trim: freed memory comes back within [`CHECK_EVERY`], and a heap whose free
-/// chunks are already released (or in use again) is not walked again.
+/// chunks are already released (or in use again) is not walked again. A smaller growth that
+/// lasts — [`DRIFT_MARGIN`] or more at every look for [`DRIFT_LOOKS`] looks — is trimmed too:
+/// a process living for months under churn frees a little at a time (a soak's pool replica
+/// held 6 MiB/h more with its heap in use falling, issue 47), which a burst's margin would
+/// keep resident for hours; text pages a trim cannot give back raise the floor once, so it
+/// is not tried again for them.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn start_trimmer(registry: &prometheus::Registry) -> anyhow::Result<()> {
     let metrics = TrimMetrics::new(registry)?;
@@ -73,8 +78,12 @@ pub fn start_trimmer(_registry: &prometheus::Registry) -> anyhow::Result<()> {
 /// How often the trimmer looks (a `mallinfo2`, which walks the arenas' free lists under their
 /// locks, as a trim does — a trim at N = 2,000 took ~30 ms — and a read of `/proc/self/statm`).
 pub const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-/// The least growth of retained memory worth a trim.
+/// The least growth of retained memory worth a trim at once.
 pub const TRIM_MARGIN: u64 = 16 << 20;
+/// The least growth of retained memory worth a trim once it has lasted [`DRIFT_LOOKS`] looks.
+pub const DRIFT_MARGIN: u64 = 1 << 20;
+/// A minute of looks.
+pub const DRIFT_LOOKS: u32 = 12;
 
 /// When to trim, from the resident and in-use figures (apart from glibc, for its tests).
 #[derive(Debug, Default)]
@@ -82,6 +91,8 @@ pub const TRIM_MARGIN: u64 = 16 << 20;
 struct Policy {
     /// The lowest retained figure since the last trim (none before the first look).
     floor: Option<u64>,
+    /// Looks in a row that found the retained figure [`DRIFT_MARGIN`] or more above the floor.
+    drifted: u32,
 }
 
 #[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
@@ -91,12 +102,17 @@ impl Policy {
         let retained = resident.saturating_sub(in_use);
         let floor = self.floor.map_or(retained, |f| f.min(retained));
         self.floor = Some(floor);
-        retained >= floor + TRIM_MARGIN.max(in_use / 8)
+        self.drifted = match retained >= floor + DRIFT_MARGIN {
+            true => self.drifted.saturating_add(1),
+            false => 0,
+        };
+        retained >= floor + TRIM_MARGIN.max(in_use / 8) || self.drifted >= DRIFT_LOOKS
     }
 
     /// After a trim: the retained figure it left is the new floor.
     fn trimmed(&mut self, resident: u64, in_use: u64) {
         self.floor = Some(resident.saturating_sub(in_use));
+        self.drifted = 0;
     }
 }
 

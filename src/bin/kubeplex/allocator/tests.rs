@@ -25,6 +25,34 @@ fn a_trim_waits_for_the_retained_memory_to_grow_past_its_lowest_since_the_last()
     assert!(!Policy::default().look(10 * MIB, 20 * MIB));
 }
 
+#[test]
+fn a_small_growth_that_lasts_a_minute_is_trimmed_once() {
+    let mut p = Policy::default();
+    assert!(!p.look(140 * MIB, 100 * MIB));
+    // 3 MiB more retained: under the burst margin, so no trim at once…
+    for _ in 1..DRIFT_LOOKS {
+        assert!(!p.look(143 * MIB, 100 * MIB));
+    }
+    // …but once it has lasted a minute of looks.
+    assert!(p.look(143 * MIB, 100 * MIB));
+    // The trim gave back nothing (text pages, say): that is the floor now, not tried again.
+    p.trimmed(143 * MIB, 100 * MIB);
+    for _ in 0..3 * DRIFT_LOOKS {
+        assert!(!p.look(143 * MIB, 100 * MIB));
+    }
+    // A growth that comes and goes within the minute is left alone.
+    for _ in 0..3 {
+        for _ in 1..DRIFT_LOOKS {
+            assert!(!p.look(146 * MIB, 100 * MIB));
+        }
+        assert!(!p.look(143 * MIB, 100 * MIB));
+    }
+    // Under the drift margin, never.
+    for _ in 0..3 * DRIFT_LOOKS {
+        assert!(!p.look(143 * MIB + MIB / 2, 100 * MIB));
+    }
+}
+
 /// What an operator sees: the heap a burst freed leaves the resident set once trimmed,
 /// though live allocations sit between its chunks (glibc alone gives back only a heap's top).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
