@@ -41,7 +41,7 @@ use crate::cache::resource::{Encoding, ResourceCache, WatchFrom};
 use crate::cache::select::{self, Query};
 use crate::cache::CachedObject;
 use crate::live::caches::Live;
-use crate::live::freshness::{ConsistentRead, Proven};
+use crate::live::freshness::{ConsistentRead, Listing, Proven};
 use crate::serve::body::{self, Body, BoxError};
 use crate::serve::state::ProxyState;
 use crate::wire::negotiate::{self, Endpoint};
@@ -105,70 +105,26 @@ pub fn plan(read: &CachedRead<'_>, headers: &HeaderMap, query: Option<&str>) -> 
 }
 
 /// Answers a watch from the cache as `plan` says, once the client may read it (node mode's
-/// gate, asked by `route`), or returns `None` to have it passed through.
+/// gate, asked by `route`), or returns `None` to have it passed through: where it starts
+/// ([`start`]), registered with the fan-out atomically with that start, its initial events
+/// ([`initial_events`]), and the stream with its bookmarks and deadline ([`Timing`]).
 pub async fn answer(
     state: &Arc<ProxyState>,
     read: &CachedRead<'_>,
     cache: &Arc<Live>,
     plan: Plan,
 ) -> Option<Response<Body>> {
-    let (info, rp, opts) = (read.info, read.rp, read.opts);
     let Plan { arrived, encoding: _, metadata, table, filter } = plan;
-    let rv = match opts.resource_version.as_deref() {
-        None | Some("") => None,
-        Some(s) => Some(s.parse::<u64>().ok()?),
-    };
-    let bookmarks = opts.allow_watch_bookmarks;
-    // How a consistent watch was proven by a metadata list, if it was: its final bookmark is
-    // proven the same way.
-    let mut listing = None;
-    let (from, end_bookmark) = match (opts.send_initial_events, rv) {
-        // Consistent — a WatchList with resourceVersion unset, or a watch with it unset ("get
-        // state and start at most recent"): the state once the cache is shown to be current,
-        // else passed through. Only a WatchList ends its initial events with a bookmark.
-        (Some(true) | None, None) => {
-            let namespaced = info.namespaced;
-            let read =
-                ConsistentRead { namespaced, filter: &filter, limit: None, watch: true, arrived };
-            let (proven, by) = match fresh::consistent(state, cache, &read).await {
-                Ok(p) => p,
-                Err(why) => return unproven(why),
-            };
-            listing = by;
-            (state_at(proven), bookmarks && opts.send_initial_events == Some(true))
-        }
-        // Not older than `n`: past the cache's RV, proven by a metadata list where that costs
-        // no more than the WatchList directly (at once), else by the cache's watch or a probe.
-        (Some(true), Some(n)) => {
-            match fresh::not_older_than_listed(state, cache, info.namespaced, &filter, None, n)
-                .await
-            {
-                Some((proven, by)) => {
-                    listing = Some(by);
-                    (state_at(proven), bookmarks)
-                }
-                None => {
-                    if n > 0 {
-                        if let Err(current) = fresh::not_older_than(state, cache, n).await {
-                            let status = Status::too_large_resource_version(n, current);
-                            return Some(body::status(&status));
-                        }
-                    }
-                    (WatchFrom::State, bookmarks)
-                }
-            }
-        }
-        (Some(false), None | Some(0)) => (WatchFrom::Now, false),
-        (Some(false), Some(n)) => (WatchFrom::After(n), false),
-        (None, Some(n)) if n > 0 => (WatchFrom::After(n), false),
-        (None, Some(_)) => (WatchFrom::State, false),
+    let start = match start(state, read, cache, &filter, arrived).await {
+        Ok(start) => start,
+        Err(instead) => return instead,
     };
     let encoder = cache.encoder();
-    let reg = match cache.register_watch(from, filter.clone(), metadata) {
+    let reg = match cache.register_watch(start.from, filter.clone(), metadata) {
         Ok(reg) => reg,
         Err(too_old) => {
             // Like the apiserver: 200, then one ERROR event with the 410.
-            let requested = rv.unwrap_or(0);
+            let requested = start.rv.unwrap_or(0);
             let status = Status::expired(format!(
                 "too old resource version: {requested} ({})",
                 too_old.oldest
@@ -177,50 +133,20 @@ pub async fn answer(
         }
     };
     let initial = match &reg.initial {
-        Some(snap) => {
-            let query = Query {
-                namespace: select::list_namespace(
-                    rp.namespace.as_deref(),
-                    filter.field.as_ref(),
-                    false,
-                ),
-                namespaced: info.namespaced,
-                label: filter.label.as_ref(),
-                field: filter.field.as_ref(),
-                ..Query::default()
-            };
-            select::select(snap, &query).items.into()
-        }
+        Some(snap) => initial_events(snap, read, &filter),
         None => VecDeque::new(),
     };
     let config = cache.watch_config();
-    let timeout = match opts.timeout_seconds {
-        Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()),
-        _ => config.max_timeout.mul_f64(1.0 + rand::rng().random_range(0.0..1.0)),
-    };
-    let now = Instant::now();
-    let deadline = now + timeout;
-    let probe_like =
-        bookmarks && opts.timeout_seconds.is_some_and(|s| s > 0) && timeout <= PROBE_LIKE;
-    // The last bookmark comes a little before the end, so the client resumes from a fresh RV;
-    // a probe-like watch's not before the cache is proven current (or nearly at the end).
-    let final_bookmark = deadline.checked_sub(timeout.min(Duration::from_secs(8)) / 4);
-    let proof_cutoff = deadline.checked_sub(PROBE_FINAL_MARGIN).unwrap_or(deadline);
-    let proven = probe_like.then(|| {
-        let (done, proven) = tokio::sync::oneshot::channel();
-        let (state, cache) = (state.clone(), cache.clone());
-        let proof_deadline = proof_cutoff;
+    let bookmarks = read.opts.allow_watch_bookmarks;
+    let timing = Timing::of(read.opts.timeout_seconds, config.max_timeout, bookmarks);
+    let proven = timing.probe_like.then(|| {
         // A WatchList started ahead of the cache by a metadata list: its bookmark is at that
         // list's RV once the same list (reused) shows it again; a probe would not move it.
-        let listed = listing
-            .filter(|_| matches!(from, WatchFrom::StateAhead { .. }))
+        let listed = start
+            .listing
+            .filter(|_| matches!(start.from, WatchFrom::StateAhead { .. }))
             .map(|l| (l, filter.namespace.clone()));
-        tokio::spawn(async move {
-            let listed = listed.as_ref().map(|(l, ns)| (*l, ns.as_deref()));
-            let proven = fresh::for_bookmark(&state, &cache, arrived, proof_deadline, listed).await;
-            let _ = done.send(proven);
-        });
-        proven
+        prove_for_bookmark(state, cache, arrived, timing.proof_cutoff, listed)
     });
     let body = WatchBody {
         queue: reg.queue.clone(),
@@ -228,22 +154,158 @@ pub async fn answer(
         encoder: encoder.clone(),
         metadata,
         initial,
-        end_bookmark: end_bookmark.then_some(reg.position),
+        end_bookmark: start.end_bookmark.then_some(reg.position),
         bookmarks,
         bookmark_every: config.bookmark_interval,
-        next_bookmark: Box::pin(tokio::time::sleep_until(now + config.bookmark_interval)),
-        final_bookmark: final_bookmark
+        next_bookmark: Box::pin(tokio::time::sleep_until(timing.now + config.bookmark_interval)),
+        final_bookmark: timing
+            .final_bookmark
             .filter(|_| bookmarks)
             .map(|t| Box::pin(tokio::time::sleep_until(t))),
         proven,
-        proof_cutoff: probe_like.then(|| Box::pin(tokio::time::sleep_until(proof_cutoff))),
-        deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        proof_cutoff: timing
+            .probe_like
+            .then(|| Box::pin(tokio::time::sleep_until(timing.proof_cutoff))),
+        deadline: Box::pin(tokio::time::sleep_until(timing.deadline)),
         last_rv: reg.position,
         done: false,
         cache: cache.cache.clone(),
         table,
     };
     Some(stream_response(&encoder, body.boxed()))
+}
+
+/// Where a watch starts, by the resourceVersion rules (the module's doc).
+struct Start {
+    /// The resourceVersion asked for.
+    rv: Option<u64>,
+    from: WatchFrom,
+    /// Whether its initial events end with the initial-events-end BOOKMARK (a WatchList).
+    end_bookmark: bool,
+    /// The metadata list a consistent or not-older-than start was proven by, if it was: its
+    /// final bookmark is proven the same way.
+    listing: Option<Listing>,
+}
+
+/// The watch's [`Start`] — proven fresh where its rule asks for the upstream's current state —
+/// or what to answer instead: a status (`Some`: 429 when the upstream is overloaded, 504 past
+/// a not-older-than RV it did not reach) or `None`, to pass it through.
+async fn start(
+    state: &ProxyState,
+    read: &CachedRead<'_>,
+    cache: &Live,
+    filter: &Filter,
+    arrived: std::time::Instant,
+) -> Result<Start, Option<Response<Body>>> {
+    let (info, opts) = (read.info, read.opts);
+    let rv = match opts.resource_version.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<u64>().map_err(|_| None)?),
+    };
+    let bookmarks = opts.allow_watch_bookmarks;
+    let start = |from, end_bookmark, listing| Start { rv, from, end_bookmark, listing };
+    Ok(match (opts.send_initial_events, rv) {
+        // Consistent — a WatchList with resourceVersion unset, or a watch with it unset ("get
+        // state and start at most recent"): the state once the cache is shown to be current,
+        // else passed through. Only a WatchList ends its initial events with a bookmark.
+        (Some(true) | None, None) => {
+            let namespaced = info.namespaced;
+            let read = ConsistentRead { namespaced, filter, limit: None, watch: true, arrived };
+            let (proven, by) = fresh::consistent(state, cache, &read).await.map_err(unproven)?;
+            start(state_at(proven), bookmarks && opts.send_initial_events == Some(true), by)
+        }
+        // Not older than `n`: past the cache's RV, proven by a metadata list where that costs
+        // no more than the WatchList directly (at once), else by the cache's watch or a probe.
+        (Some(true), Some(n)) => {
+            match fresh::not_older_than_listed(state, cache, info.namespaced, filter, None, n).await
+            {
+                Some((proven, by)) => start(state_at(proven), bookmarks, Some(by)),
+                None => {
+                    if n > 0 {
+                        if let Err(current) = fresh::not_older_than(state, cache, n).await {
+                            let status = Status::too_large_resource_version(n, current);
+                            return Err(Some(body::status(&status)));
+                        }
+                    }
+                    start(WatchFrom::State, bookmarks, None)
+                }
+            }
+        }
+        (Some(false), None | Some(0)) => start(WatchFrom::Now, false, None),
+        (Some(false), Some(n)) => start(WatchFrom::After(n), false, None),
+        (None, Some(n)) if n > 0 => start(WatchFrom::After(n), false, None),
+        (None, Some(_)) => start(WatchFrom::State, false, None),
+    })
+}
+
+/// The objects of the state a watch starts with that it selects, in key order: sent as ADDED
+/// events before any change.
+fn initial_events(
+    snap: &crate::cache::store::Snapshot,
+    read: &CachedRead<'_>,
+    filter: &Filter,
+) -> VecDeque<Arc<CachedObject>> {
+    let namespace = read.rp.namespace.as_deref();
+    let query = Query {
+        namespace: select::list_namespace(namespace, filter.field.as_ref(), false),
+        namespaced: read.info.namespaced,
+        label: filter.label.as_ref(),
+        field: filter.field.as_ref(),
+        ..Query::default()
+    };
+    select::select(snap, &query).items.into()
+}
+
+/// When a watch's stream ends, and when its last bookmark goes out.
+struct Timing {
+    now: Instant,
+    /// `timeoutSeconds`, or a random time in `[max, 2*max)` of the server's minimum request
+    /// timeout, as the apiserver draws it.
+    deadline: Instant,
+    /// The last bookmark comes a little before the end, so the client resumes from a fresh RV.
+    final_bookmark: Option<Instant>,
+    /// A watch short enough to be another tier's freshness probe ([`PROBE_LIKE`]): its final
+    /// bookmark waits for a proof until `proof_cutoff`.
+    probe_like: bool,
+    proof_cutoff: Instant,
+}
+
+impl Timing {
+    fn of(timeout_seconds: Option<i64>, max_timeout: Duration, bookmarks: bool) -> Timing {
+        let timeout = match timeout_seconds {
+            Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()),
+            _ => max_timeout.mul_f64(1.0 + rand::rng().random_range(0.0..1.0)),
+        };
+        let now = Instant::now();
+        let deadline = now + timeout;
+        let probe_like =
+            bookmarks && timeout_seconds.is_some_and(|s| s > 0) && timeout <= PROBE_LIKE;
+        Timing {
+            now,
+            deadline,
+            final_bookmark: deadline.checked_sub(timeout.min(Duration::from_secs(8)) / 4),
+            probe_like,
+            proof_cutoff: deadline.checked_sub(PROBE_FINAL_MARGIN).unwrap_or(deadline),
+        }
+    }
+}
+
+/// A probe-like watch's proof that the cache is current (`fresh::for_bookmark`), made beside
+/// its stream: whether it came by `cutoff`.
+fn prove_for_bookmark(
+    state: &Arc<ProxyState>,
+    cache: &Arc<Live>,
+    arrived: std::time::Instant,
+    cutoff: Instant,
+    listed: Option<(Listing, Option<String>)>,
+) -> tokio::sync::oneshot::Receiver<bool> {
+    let (done, proven) = tokio::sync::oneshot::channel();
+    let (state, cache) = (state.clone(), cache.clone());
+    tokio::spawn(async move {
+        let listed = listed.as_ref().map(|(l, ns)| (*l, ns.as_deref()));
+        let _ = done.send(fresh::for_bookmark(&state, &cache, arrived, cutoff, listed).await);
+    });
+    proven
 }
 
 /// Where a consistent watch starts: the state at the upstream's RV its proof showed (the
