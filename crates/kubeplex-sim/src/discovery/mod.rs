@@ -262,17 +262,14 @@ fn version_priority(version: &str) -> (u8, u32, u32) {
     let Some(rest) = version.strip_prefix('v') else { return (0, 0, 0) };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let Ok(major) = rest[..digits].parse::<u32>() else { return (0, 0, 0) };
-    let (level, minor) = match &rest[digits..] {
-        "" => (3, String::new()),
-        tail if tail.starts_with("beta") => (2, tail["beta".len()..].to_string()),
-        tail if tail.starts_with("alpha") => (1, tail["alpha".len()..].to_string()),
+    let tail = &rest[digits..];
+    let (level, minor) = match (tail.strip_prefix("beta"), tail.strip_prefix("alpha")) {
+        _ if tail.is_empty() => return (3, major, 0),
+        (Some(minor), _) => (2, minor),
+        (_, Some(minor)) => (1, minor),
         _ => return (0, 0, 0),
     };
-    match (level, minor.parse::<u32>()) {
-        (3, _) => (3, major, 0),
-        (level, Ok(minor)) => (level, major, minor),
-        _ => (0, 0, 0),
-    }
+    minor.parse().map_or((0, 0, 0), |minor| (level, major, minor))
 }
 
 fn group_version(group: &str, version: &str) -> String {
