@@ -5,9 +5,14 @@
 //! - in-flight limits, as k8s.io/apiserver `filters.WithMaxInFlightLimit`: read-only (GET,
 //!   HEAD) and mutating requests count against separate limits (400 and 200 by default, 0 is
 //!   no limit); long-running requests (the `LongRunningRequestCheck`: watches and the `attach`,
-//!   `exec`, `log`, `portforward`, `proxy` subresources) are exempt; a request over the limit
-//!   gets `tooManyRequests`: 429, `Retry-After: 1`, the text of Go's `http.Error`. A slot is
-//!   held until the answer's body has been sent, as the filter holds it until the handler ends.
+//!   `exec`, `log`, `portforward`, `proxy` subresources) are exempt. A request over the limit
+//!   waits for a slot as the apiserver's priority and fairness queues it — at most a quarter of
+//!   the request timeout (`WithPriorityAndFairness(.., c.RequestTimeout/4)`: 15 s), and no more
+//!   requests waiting than the limit lets in flight — and is refused only when the wait runs
+//!   out or the queue is full, with `tooManyRequests`: 429, `Retry-After: 1`, the text of Go's
+//!   `http.Error`. (Refused at once, as the non-APF filter does, a pool's node tiers got 429s
+//!   for writes the apiserver would have queued: 9,057 in an hour at N = 500.) A slot is held
+//!   until the answer's body has been sent, as the filter holds it until the handler ends.
 //! - the request body limit, as the apiserver's `MaxRequestBodyBytes` (3 MiB): a body declared
 //!   longer gets the 413 Status `RequestEntityTooLarge` and is never forwarded.
 //!
@@ -36,6 +41,9 @@ use crate::wire::status::Status;
 pub const DEFAULT_MAX_INFLIGHT: usize = 400;
 /// The apiserver's `--max-mutating-requests-inflight` default.
 pub const DEFAULT_MAX_MUTATING_INFLIGHT: usize = 200;
+/// How long a request over its in-flight limit waits for a slot: the apiserver's priority and
+/// fairness queue wait, a quarter of its 60-s request timeout.
+pub const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(15);
 /// The apiserver's `MaxRequestBodyBytes` default (3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 3 * 1024 * 1024;
 /// The apiserver's `http.Server` `ReadHeaderTimeout`.
@@ -57,6 +65,8 @@ const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "
 pub struct Guardrails {
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// How long a request over its limit waits for a slot (zero: refused at once).
+    pub queue_wait: Duration,
     pub max_request_body_bytes: u64,
     /// Listener limits (see the module docs); zero durations and counts: none.
     pub header_read_timeout: Duration,
@@ -70,6 +80,7 @@ impl Default for Guardrails {
         Guardrails {
             max_requests_inflight: DEFAULT_MAX_INFLIGHT,
             max_mutating_requests_inflight: DEFAULT_MAX_MUTATING_INFLIGHT,
+            queue_wait: DEFAULT_QUEUE_WAIT,
             max_request_body_bytes: DEFAULT_MAX_BODY_BYTES,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -146,10 +157,19 @@ impl Kind {
 /// Admits passthrough requests within the limits.
 pub struct Limiter {
     max_body: u64,
-    read_only: Option<Arc<Semaphore>>,
-    mutating: Option<Arc<Semaphore>>,
+    read_only: Option<Seats>,
+    mutating: Option<Seats>,
+    queue_wait: Duration,
     inflight: IntGaugeVec,
+    waiting: IntGaugeVec,
     dropped: IntCounterVec,
+}
+
+/// One kind's slots, and its bounded queue of requests waiting for one.
+struct Seats {
+    slots: Arc<Semaphore>,
+    /// Places in the queue: as many as slots.
+    queue: Arc<Semaphore>,
 }
 
 /// A held in-flight slot: released (and the gauge lowered) when dropped.
@@ -194,27 +214,43 @@ impl Limiter {
             ),
             &["request_kind"],
         )?;
+        let waiting = IntGaugeVec::new(
+            Opts::new(
+                "kubeplex_passthrough_waiting_requests",
+                "Passthrough requests waiting for an in-flight slot, by request_kind",
+            ),
+            &["request_kind"],
+        )?;
         registry.register(Box::new(inflight.clone()))?;
+        registry.register(Box::new(waiting.clone()))?;
         registry.register(Box::new(dropped.clone()))?;
         // Both kinds exported from the start (at 0), so rates and alerts see them before the
         // first refusal.
         for kind in [Kind::ReadOnly, Kind::Mutating] {
             inflight.with_label_values(&[kind.as_str()]);
+            waiting.with_label_values(&[kind.as_str()]);
             dropped.with_label_values(&[kind.as_str()]);
         }
-        let sem = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
+        let seats = |n: usize| {
+            (n > 0).then(|| Seats {
+                slots: Arc::new(Semaphore::new(n)),
+                queue: Arc::new(Semaphore::new(n)),
+            })
+        };
         Ok(Limiter {
             max_body: g.max_request_body_bytes,
-            read_only: sem(g.max_requests_inflight),
-            mutating: sem(g.max_mutating_requests_inflight),
+            read_only: seats(g.max_requests_inflight),
+            mutating: seats(g.max_mutating_requests_inflight),
+            queue_wait: g.queue_wait,
             inflight,
+            waiting,
             dropped,
         })
     }
 
-    /// A slot for the passthrough request `class`, `Ok(None)` for a long-running one, or the
-    /// answer that refuses it.
-    pub fn admit(
+    /// A slot for the passthrough request `class` (waited for, up to the queue wait, when its
+    /// kind is at its limit), `Ok(None)` for a long-running one, or the answer that refuses it.
+    pub async fn admit(
         &self,
         method: &Method,
         class: &Class,
@@ -233,14 +269,14 @@ impl Limiter {
         } else {
             Kind::Mutating
         };
-        let sem = match kind {
+        let seats = match kind {
             Kind::ReadOnly => &self.read_only,
             Kind::Mutating => &self.mutating,
         };
-        let permit = match sem {
-            Some(s) => match s.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
-                Err(_) => {
+        let permit = match seats {
+            Some(seats) => match self.seat(seats, kind).await {
+                Some(p) => Some(p),
+                None => {
                     self.dropped.with_label_values(&[kind.as_str()]).inc();
                     return Err(Box::new(body::too_many_requests()));
                 }
@@ -250,6 +286,24 @@ impl Limiter {
         let gauge = self.inflight.with_label_values(&[kind.as_str()]);
         gauge.inc();
         Ok(Some(Slot { _permit: permit, gauge }))
+    }
+
+    /// A slot at once, or after waiting in the queue (when it has a place) for at most the
+    /// queue wait; `None`: refused.
+    async fn seat(&self, seats: &Seats, kind: Kind) -> Option<OwnedSemaphorePermit> {
+        if let Ok(p) = seats.slots.clone().try_acquire_owned() {
+            return Some(p);
+        }
+        if self.queue_wait.is_zero() {
+            return None;
+        }
+        let _place = seats.queue.clone().try_acquire_owned().ok()?;
+        let gauge = self.waiting.with_label_values(&[kind.as_str()]);
+        gauge.inc();
+        let seated =
+            tokio::time::timeout(self.queue_wait, seats.slots.clone().acquire_owned()).await;
+        gauge.dec();
+        seated.ok()?.ok()
     }
 }
 

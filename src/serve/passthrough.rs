@@ -129,7 +129,7 @@ async fn admit<S>(state: Arc<ProxyState>, out: Outbound, next: S) -> Response<Bo
 where
     S: Service<Outbound, Response = Response<Body>, Error = Infallible>,
 {
-    let slot = match state.guard.admit(out.req.method(), &out.class, out.req.headers()) {
+    let slot = match state.guard.admit(out.req.method(), &out.class, out.req.headers()).await {
         Ok(slot) => slot,
         Err(refused) => return denied(*refused),
     };

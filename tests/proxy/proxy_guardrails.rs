@@ -1,5 +1,6 @@
 //! Passthrough guardrails (issue 13): in-flight limits answered as the apiserver's maxinflight
-//! filter does (429, `Retry-After: 1`, plain text), long-running and cached requests exempt;
+//! filter does (429, `Retry-After: 1`, plain text) once a request has waited in a bounded queue
+//! as priority and fairness queues it, long-running and cached requests exempt;
 //! bodies over the limit get the apiserver's 413 Status and never reach the upstream.
 
 use kubeplex_test_support as support;
@@ -148,7 +149,8 @@ async fn an_oversized_chunked_create_gets_the_413_and_is_not_forwarded() {
 
 #[tokio::test]
 async fn over_the_inflight_limit_reads_get_429_but_watches_and_cached_reads_do_not() {
-    let g = Guardrails { max_requests_inflight: 2, ..Guardrails::default() };
+    let wait = Duration::from_millis(300);
+    let g = Guardrails { max_requests_inflight: 2, queue_wait: wait, ..Guardrails::default() };
     let (sim, proxy, dir) = stack(g).await;
     let addr = proxy.addr.to_string();
     sim.stall(true);
@@ -169,8 +171,11 @@ async fn over_the_inflight_limit_reads_get_429_but_watches_and_cached_reads_do_n
     }
     assert_eq!(sum(&m, inflight, &["request_kind=\"readOnly\""]), 2, "{m}");
 
-    // The third passthrough read: the maxinflight filter's tooManyRequests.
+    // The third passthrough read waits its queue wait for a slot in vain: the maxinflight
+    // filter's tooManyRequests.
+    let asked = std::time::Instant::now();
     let r = get(&addr, "/version").await;
+    assert!(asked.elapsed() >= wait, "refused before its wait ran out");
     assert_eq!(r.status, 429);
     assert_eq!(r.header("retry-after"), "1");
     assert_eq!(r.header("content-type"), "text/plain; charset=utf-8");
@@ -210,6 +215,67 @@ async fn over_the_inflight_limit_reads_get_429_but_watches_and_cached_reads_do_n
     assert_eq!(sum(&m, dropped, &["request_kind=\"readOnly\""]), 1, "{m}");
     assert_eq!(sum(&m, "kubeplex_requests_total", &["source=\"denied\"", "code=\"429\""]), 1);
     assert_eq!(sum(&m, inflight, &["request_kind=\"readOnly\""]), 0, "{m}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A request over the limit waits as the apiserver's priority and fairness queues it, and is let
+/// in when a slot frees; only one that finds the queue full (as many waiting as the limit lets
+/// in flight) is refused before its wait runs out.
+#[tokio::test]
+async fn a_write_over_the_limit_waits_in_the_queue_and_goes_through_when_a_slot_frees() {
+    let g = Guardrails {
+        max_mutating_requests_inflight: 1,
+        queue_wait: Duration::from_secs(60),
+        ..Guardrails::default()
+    };
+    let (sim, proxy, dir) = stack(g).await;
+    let addr = proxy.addr.to_string();
+    let create = |name: &str| {
+        let a = addr.clone();
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "team-0"}, "data": {"k": "v"}});
+        tokio::spawn(async move {
+            send_json(&a, Method::POST, "/api/v1/namespaces/team-0/configmaps", &cm).await.status
+        })
+    };
+    let until = |name: &'static str, kind: &'static str, n: u64| {
+        let proxy = &proxy;
+        async move {
+            let mut m = String::new();
+            for _ in 0..200 {
+                m = scrape(proxy).await;
+                if sum(&m, name, &[&format!("request_kind=\"{kind}\"")]) == n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("{name}{{{kind}}} never {n}: {m}");
+        }
+    };
+    sim.stall(true);
+    let held = create("held");
+    until("kubeplex_passthrough_inflight_requests", "mutating", 1).await;
+    let queued = create("queued");
+    until("kubeplex_passthrough_waiting_requests", "mutating", 1).await;
+    // The queue is full: refused at once, long before the minute's wait.
+    let refused = tokio::time::timeout(STEP, create("refused")).await.expect("refused at once");
+    assert_eq!(refused.expect("task"), 429);
+
+    sim.stall(false);
+    for (name, task) in [("held", held), ("queued", queued)] {
+        let status = tokio::time::timeout(STEP, task).await.expect(name).expect("task");
+        assert_eq!(status, 201, "{name}");
+    }
+    let m = scrape(&proxy).await;
+    let dropped = "kubeplex_passthrough_dropped_requests_total";
+    assert_eq!(sum(&m, dropped, &["request_kind=\"mutating\""]), 1, "{m}");
+    let waiting = "kubeplex_passthrough_waiting_requests";
+    assert_eq!(sum(&m, waiting, &["request_kind=\"mutating\""]), 0, "{m}");
+    // Both writes the queue let in reached the apiserver; the refused one did not.
+    let names = get(&addr, "/api/v1/namespaces/team-0/configmaps").await;
+    let text = String::from_utf8_lossy(&names.body);
+    assert!(text.contains("\"held\"") && text.contains("\"queued\""), "{text:.400}");
+    assert!(!text.contains("\"refused\""), "{text:.400}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

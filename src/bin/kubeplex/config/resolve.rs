@@ -176,6 +176,7 @@ impl Settings {
         let guardrails = kubeplex::serve::guardrails::Guardrails {
             max_requests_inflight: s.max_requests_inflight,
             max_mutating_requests_inflight: s.max_mutating_requests_inflight,
+            queue_wait: s.inflight_queue_wait.0,
             max_request_body_bytes: s.max_request_body_bytes,
             header_read_timeout: s.header_read_timeout.0,
             idle_timeout: s.idle_timeout.0,

@@ -426,6 +426,16 @@ pub struct Settings {
         help_heading = "Guardrails"
     )]
     pub max_mutating_requests_inflight: usize,
+    /// A passthrough request over its in-flight limit waits this long for a slot before its
+    /// 429, as the apiserver's priority and fairness queues it (a quarter of its request
+    /// timeout); at most as many wait as the limit lets in flight; 0s: refused at once.
+    #[arg(
+        long,
+        env = "KUBEPLEX_INFLIGHT_QUEUE_WAIT",
+        default_value = "15s",
+        help_heading = "Guardrails"
+    )]
+    pub inflight_queue_wait: Duration,
     /// Request bodies longer than this get the apiserver's 413 and are not forwarded (its
     /// MaxRequestBodyBytes, 3 MiB); 0: no limit.
     #[arg(

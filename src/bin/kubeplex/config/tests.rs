@@ -269,11 +269,14 @@ fn guardrails_default_to_the_apiservers_and_reach_the_proxy() {
     assert_eq!(c.guardrails.idle_timeout, std::time::Duration::from_secs(90));
     assert_eq!(c.guardrails.max_header_bytes, 1 << 20);
     assert_eq!(c.guardrails.max_connections, 10_000);
-    let text = "maxRequestsInflight: 2\nmaxMutatingRequestsInflight: 0\nmaxRequestBodyBytes: 10\n";
+    assert_eq!(c.guardrails.queue_wait, std::time::Duration::from_secs(15));
+    let text = "maxRequestsInflight: 2\nmaxMutatingRequestsInflight: 0\nmaxRequestBodyBytes: 10\n\
+                inflightQueueWait: 0s\n";
     let c = Settings::from_yaml(text).unwrap().resolve().unwrap();
     assert_eq!(c.guardrails.max_requests_inflight, 2);
     assert_eq!(c.guardrails.max_mutating_requests_inflight, 0);
     assert_eq!(c.guardrails.max_request_body_bytes, 10);
+    assert_eq!(c.guardrails.queue_wait, std::time::Duration::ZERO);
 }
 
 #[test]
