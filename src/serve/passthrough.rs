@@ -118,6 +118,12 @@ where
             match node.impersonation(&user, req.headers(), None).await {
                 Ok(Some(target)) => Some(As::Impersonating(target)),
                 Ok(None) => Some(As::Impersonating(node.vouched(user))),
+                // The review could not reach the upstream: a watch gets 429, as the
+                // passthrough's own unreachable upstream answers it (`forward::unreachable`).
+                Err(Refusal::Status(s)) if s.code == 503 && class.verb == Verb::Watch => {
+                    let s = crate::wire::status::Status::too_many_requests_because(&s.message, 1);
+                    return denied(body::status(&s));
+                }
                 Err(refusal) => return denied(body::refused(&refusal)),
             }
         }
@@ -172,9 +178,10 @@ impl Service<Outbound> for Forward {
     fn call(&mut self, out: Outbound) -> Self::Future {
         let state = self.state.clone();
         Box::pin(async move {
+            let watch = out.class.verb == Verb::Watch;
             let mut resp = match out.how {
-                None => forward(&state.upstream, out.req).await,
-                Some(how) => forward_as(&state.upstream, out.req, how).await,
+                None => forward(&state.upstream, out.req, watch).await,
+                Some(how) => forward_as(&state.upstream, out.req, how, watch).await,
             };
             resp.extensions_mut().insert(Source::Upstream);
             Ok(resp)

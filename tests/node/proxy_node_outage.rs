@@ -189,6 +189,25 @@ async fn node_clients_read_what_they_were_allowed_through_an_outage_and_are_revi
         assert_eq!(r.status, 503, "{who} {path}: {}", String::from_utf8_lossy(&r.body));
         assert_eq!(r.json()["kind"], "Status");
     }
+    // Nor an impersonation never reviewed: a get gets the 503 of an unreachable apiserver, a
+    // watch 429 `Retry-After: 1`, which client-go's reflector resumes from as from the refused
+    // connection of a dead apiserver (a 503 would have it relist).
+    let as_viewer = [
+        ("Accept", "application/json"),
+        ("Impersonate-User", "system:serviceaccount:team-0:viewer"),
+    ];
+    let node0 = client(&clients, "node-0");
+    let cm = "/api/v1/namespaces/team-0/configmaps";
+    let r = node0.request(&addr, http::Method::GET, &format!("{cm}/config-0"), &as_viewer).await;
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    let watch = format!("{cm}?watch=1&resourceVersion=0&timeoutSeconds=1");
+    let r = node0.request(&addr, http::Method::GET, &watch, &as_viewer).await;
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("retry-after"), "1");
+    assert_eq!(
+        (&r.json()["kind"], &r.json()["reason"]),
+        (&json!("Status"), &json!("TooManyRequests"))
+    );
 
     // --- The apiserver is back: the reader's revocation takes effect, the others catch up.
     node.sim.restart().await.expect("restart");

@@ -4,7 +4,8 @@
 //! answered from the last state with the bytes they had before the outage, open watches stay
 //! open, and when the apiserver comes back the caches catch up and open watches see the
 //! changes. Reads only the apiserver can answer (a consistent list it cannot be proven fresh
-//! for, a resource not cached yet) get 503, as a client of a dead apiserver gets an error.
+//! for, a resource not cached yet) get 503, as a client of a dead apiserver gets an error — a
+//! watch 429, which client-go's reflector treats as the refused connection it would have got.
 
 use kubeplex_test_support as support;
 
@@ -175,6 +176,35 @@ async fn cached_reads_and_watches_outlive_an_upstream_outage_and_catch_up_after(
         503,
         "a cache that cannot load: {}",
         String::from_utf8_lossy(&cold.body)
+    );
+    // A watch only the apiserver can answer gets 429, `Retry-After: 1`: client-go's reflector
+    // resumes a watch answered 429 from where it was, as it does one refused its connection by
+    // a dead apiserver, where a 503 would have it relist (`isWatchErrorRetriable`).
+    let mut refused = watch(&addr, "/api/v1/services?watch=1&resourceVersion=0", JSON).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.headers.get("retry-after").map(|v| v.as_bytes()), Some(&b"1"[..]));
+    let line = refused.next_line_within(Duration::from_secs(5)).await.expect("a Status");
+    let status: Value = serde_json::from_slice(&line).expect("a Status");
+    assert_eq!(
+        (
+            &status["kind"],
+            &status["reason"],
+            &status["code"],
+            &status["details"]["retryAfterSeconds"]
+        ),
+        (
+            &Value::from("Status"),
+            &Value::from("TooManyRequests"),
+            &Value::from(429),
+            &Value::from(1)
+        ),
+        "{status}"
+    );
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("error trying to reach the upstream")),
+        "{status}"
     );
     assert!(
         started.elapsed() < SYNC_WAIT + Duration::from_secs(5),
