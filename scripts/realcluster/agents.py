@@ -844,6 +844,10 @@ SAMPLED = [
     # The anonymous part: without the binary's pages, touched as code paths first run.
     ("rss_anon_mib", "kubeplex_process_resident_anonymous_bytes", None, 1 << 20),
     ("heap_in_use_mib", "kubeplex_allocator_heap_bytes", ("state", "in_use"), 1 << 20),
+    # What the heap holds that can grow with time: the watch history (at least 100 events per
+    # cache, however old: a quiet cache's fills over hours) and the objects' bytes.
+    ("watch_history_mib", "kubeplex_watch_history_bytes", None, 1 << 20),
+    ("cache_mib", "kubeplex_cache_bytes", None, 1 << 20),
     ("tasks", "kubeplex_runtime_alive_tasks", None, 1),
     ("client_connections", "kubeplex_client_connections", None, 1),
     ("open_fds", "process_open_fds", None, 1),
