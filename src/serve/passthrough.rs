@@ -118,10 +118,10 @@ where
             match node.impersonation(&user, req.headers(), None).await {
                 Ok(Some(target)) => Some(As::Impersonating(target)),
                 Ok(None) => Some(As::Impersonating(node.vouched(user))),
-                // The review could not reach the upstream: a watch gets 429, as the
-                // passthrough's own unreachable upstream answers it (`forward::unreachable`).
-                Err(Refusal::Status(s)) if s.code == 503 && class.verb == Verb::Watch => {
-                    let s = crate::wire::status::Status::too_many_requests_because(&s.message, 1);
+                // A review that could not reach the upstream: answered to a watch as the
+                // passthrough's own unreachable upstream is (`forward::for_watch`).
+                Err(Refusal::Status(s)) => {
+                    let s = forward::for_watch(s, class.verb == Verb::Watch);
                     return denied(body::status(&s));
                 }
                 Err(refusal) => return denied(body::refused(&refusal)),

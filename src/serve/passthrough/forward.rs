@@ -46,9 +46,15 @@ const HOP_BY_HOP: &[HeaderName] = &[
 /// answered 503 in a minute's outage of the pool's upstream at N = 500).
 pub fn unreachable(e: &dyn std::fmt::Display, watch: bool) -> Status {
     let message = format!("error trying to reach the upstream apiserver: {e}");
-    match watch {
-        true => Status::too_many_requests_because(&message, 1),
-        false => Status::service_unavailable(message),
+    for_watch(Status::service_unavailable(message), watch)
+}
+
+/// A 503 kubeplex answers because the upstream could not be reached, as a watch gets it
+/// ([`unreachable`]): 429 `Retry-After: 1` with the same message; anything else as it is.
+pub fn for_watch(status: Status, watch: bool) -> Status {
+    match watch && status.code == 503 {
+        true => Status::too_many_requests_because(&status.message, 1),
+        false => status,
     }
 }
 
