@@ -255,7 +255,7 @@ impl ProxyBuilder {
         upstream.register_metrics(&registry)?;
         let preload = caches.preload.clone();
         let upstream = Arc::new(upstream);
-        let metrics = Metrics::new(registry)?;
+        let metrics = Metrics::new(registry.clone())?;
         // Node mode: the TLS listener's files are read before anything binds, so a missing
         // certificate is one clear error at start.
         let (node, tls) = match &mode {
@@ -318,13 +318,15 @@ impl ProxyBuilder {
         if let Some(tokens) = node.as_ref().and_then(|n| n.tokens.as_ref()) {
             tokens.attach(&caches);
         }
+        let pages = pages::page_cache(PAGE_CACHE_BYTES, pages::PAGE_IDLE);
+        pages::register(&pages, &registry)?;
         let state = Arc::new(ProxyState {
             preload_specs: preload.clone(),
             upstream,
             resources,
             caches,
             metrics,
-            pages: pages::page_cache(PAGE_CACHE_BYTES),
+            pages,
             node,
             draining: std::sync::atomic::AtomicBool::new(false),
             accepting: std::sync::atomic::AtomicBool::new(!listen_when_ready),

@@ -314,6 +314,12 @@ async fn large_lists_are_gzipped_once_per_state() {
     assert_eq!(second.body, third.body);
     let metrics = stack.metrics_text().await;
     assert!(metrics.contains("kubeplex_page_cache_total{result=\"hit\"} 1"), "{metrics}");
+    let kept: usize = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeplex_page_cache_bytes "))
+        .and_then(|v| v.parse().ok())
+        .expect("kubeplex_page_cache_bytes");
+    assert!(kept > first.body.len(), "the page and its key: {kept} bytes");
 }
 
 #[tokio::test]

@@ -74,9 +74,12 @@ pub struct SoakSpec {
     pub compact_etcd: Option<String>,
     /// The samples' CSV file.
     pub samples: PathBuf,
+    /// The disruptions, in their order, repeated ([`SCHEDULE`] unless given: a run that looks
+    /// at one kind, the cold bursts' memory say, gives only it).
+    pub schedule: Vec<Kind>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum Kind {
     Rollout,
     ReplicaRestart,
@@ -86,7 +89,8 @@ pub enum Kind {
     ColdBurst,
 }
 
-const SCHEDULE: [Kind; 6] = [
+/// The disruptions' order, repeated (unless the soak is given its own).
+pub const SCHEDULE: [Kind; 6] = [
     Kind::Rollout,
     Kind::ReplicaRestart,
     Kind::ApiserverRestart,
@@ -175,7 +179,8 @@ pub(super) async fn soak(
     let mut disruptions = Vec::new();
     let mut failed = Vec::new();
     let mut next = start + spec.every.min(Duration::from_secs(120));
-    for kind in SCHEDULE.iter().cycle().copied() {
+    let schedule = if spec.schedule.is_empty() { &SCHEDULE[..] } else { &spec.schedule[..] };
+    for kind in schedule.iter().cycle().copied() {
         tokio::time::sleep_until(next).await;
         // The last disruption leaves a whole interval before the end: the samples end settled,
         // and the slopes cover whole cycles of disruption and recovery.

@@ -160,6 +160,10 @@ pub struct ScaleArgs {
     /// The soak's upstream outage.
     #[arg(long, default_value = "60", value_parser = seconds)]
     pub soak_outage: Duration,
+    /// The soak's disruptions in their order, repeated (default: rollout, replica-restart,
+    /// apiserver-restart, compaction, outage, cold-burst).
+    #[arg(long, value_delimiter = ',')]
+    pub soak_schedule: Vec<kubeplex_bench::scale::soak::Kind>,
     /// The soak's samples (CSV; scripts/realcluster/svgplot.py renders them).
     #[arg(long, default_value = "soak-samples.csv")]
     pub soak_samples: PathBuf,

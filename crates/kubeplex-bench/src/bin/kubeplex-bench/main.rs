@@ -293,6 +293,7 @@ async fn scale(a: ScaleArgs, kubeconfig: Option<PathBuf>, json: bool) -> anyhow:
             restart_apiserver: a.restart_apiserver,
             compact_etcd: a.compact_etcd,
             samples: a.soak_samples,
+            schedule: a.soak_schedule,
         }),
         tier: node::TierConfig {
             bin: a.files.kubeplex_bin,
