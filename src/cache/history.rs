@@ -22,9 +22,20 @@ pub const DEFAULT_MAX_BYTES: usize = 256 * 1024 * 1024;
 /// DefaultEventsHistoryWindow`, 75 s — the least its watch cache keeps: it doubles its ring
 /// while every event in it is younger, and halves it once its newest quarter spans more).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(150);
-/// Events kept whatever their age, as the apiserver's ring never holds fewer
-/// (`defaultLowerBoundCapacity`).
+/// Events kept older than the window, as the apiserver's ring never holds fewer
+/// (`defaultLowerBoundCapacity`) — for at most [`FLOOR_WINDOWS`] windows.
 pub const MIN_EVENTS: usize = 100;
+/// The newest [`MIN_EVENTS`] go too once they are this many windows older than the newest
+/// event (10 minutes at the default): the apiserver's ring keeps them until newer events push
+/// them out, so a quiet cache's history filled for hours — a node tier's view of a few nodes
+/// and services takes that long to bring 100 events, each with its encoded frames: its memory
+/// grew by ~0.7 MiB/h through an hour's soak, the history dropped at each relist (issue 47).
+/// Bounded in time, every history holds what its cache's churn brings in 10 minutes at most,
+/// and reaches that within 10 minutes. A watch resuming from further back gets 410 Expired
+/// and lists again, from the cache: its client was away longer than a client-go reflector's
+/// longest watch (`timeoutSeconds` ≤ 2 × 5 min), whose bookmarks keep it within a minute of
+/// the cache's RV while connected.
+pub const FLOOR_WINDOWS: u32 = 4;
 
 /// What happened to the object, as the upstream (or a relist's diff) reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +149,7 @@ pub struct History {
     max_events: usize,
     max_bytes: usize,
     /// Events received longer than this before the newest are dropped, beyond the newest
-    /// [`MIN_EVENTS`].
+    /// [`MIN_EVENTS`] (and those too past [`FLOOR_WINDOWS`] of it).
     window: Duration,
     /// Every event received after this instant is kept, and no load came after it: an object
     /// the cache holds that no kept event brought in has been held since before it (it came
@@ -171,7 +182,7 @@ impl History {
         }
     }
 
-    /// Keeps events for `window` (and the newest [`MIN_EVENTS`] whatever their age).
+    /// Keeps events for `window` (and the newest [`MIN_EVENTS`] for [`FLOOR_WINDOWS`] of it).
     pub fn with_window(mut self, window: Duration) -> Self {
         self.window = window;
         self
@@ -220,15 +231,19 @@ impl History {
 
     /// Drops the oldest events over the bounds: the count, the bytes, and the window — an
     /// event received longer than the window before the newest goes once more than
-    /// [`MIN_EVENTS`] are kept (the newest's arrival is the clock: a quiet cache keeps what it
-    /// has, as the apiserver's ring does).
+    /// [`MIN_EVENTS`] are kept, and whatever the count once [`FLOOR_WINDOWS`] windows before
+    /// it (the newest's arrival is the clock: a quiet cache keeps what it has until it changes,
+    /// as the apiserver's ring does).
     fn trim(&mut self) {
         let newest = self.events.back().map(|e| e.received);
-        let expired =
-            |e: &Event| newest.is_some_and(|n| n.duration_since(e.received) > self.window);
+        let older =
+            |e: &Event, span: Duration| newest.is_some_and(|n| n.duration_since(e.received) > span);
+        let floor = self.window.saturating_mul(FLOOR_WINDOWS);
         while self.events.len() > self.max_events
             || (self.bytes > self.max_bytes && self.events.len() > 1)
-            || (self.events.len() > MIN_EVENTS && self.events.front().is_some_and(expired))
+            || (self.events.len() > MIN_EVENTS
+                && self.events.front().is_some_and(|e| older(e, self.window)))
+            || self.events.front().is_some_and(|e| older(e, floor))
         {
             let Some(e) = self.events.pop_front() else { break };
             self.bytes = self.bytes.saturating_sub(e.bytes());

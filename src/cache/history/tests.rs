@@ -146,7 +146,9 @@ fn the_history_is_complete_only_after_its_last_load_and_its_last_dropped_event()
 
 /// The apiserver's watch cache keeps at least 75 s of events, and no fewer than 100; kubeplex
 /// keeps its window (here 60 s) the same way: an event received longer than the window before
-/// the newest goes once more than 100 are kept, and a watch from before it is too old.
+/// the newest goes once more than 100 are kept, and a watch from before it is too old. The
+/// newest 100 stay for four windows (here 240 s), not for ever: a quiet cache's history stops
+/// growing.
 #[test]
 fn events_older_than_the_window_go_once_more_than_a_hundred_are_kept() {
     let t0 = Instant::now();
@@ -172,11 +174,18 @@ fn events_older_than_the_window_go_once_more_than_a_hundred_are_kept() {
         h.push(at(rv, 71));
     }
     assert_eq!(h.len(), 101, "the one at 70 s and the hundred at 71 s");
-    // However old, the newest 100 stay.
-    h.push(at(253, 10_000));
+    // Older than the window but within four, the newest 100 stay.
+    h.push(at(253, 71 + 4 * 60));
     assert_eq!(h.len(), MIN_EVENTS);
     assert_eq!(h.start(), 153);
     assert_eq!(h.position_after(153), Ok(0));
+    // Past four windows they go too: only the newest is left, and a watch from before it is
+    // too old (410 Expired: its client lists again, from the cache).
+    h.push(at(254, 10_000));
+    assert_eq!(h.len(), 1);
+    assert_eq!(h.start(), 253);
+    assert_eq!(h.position_after(252), Err(TooOld { oldest: 253 }));
+    assert_eq!(h.position_after(253), Ok(0));
 }
 
 /// Inside a relist's gap no watch resumes (its events suit only the cache's previous state);

@@ -360,8 +360,8 @@ pub struct Settings {
     )]
     pub watch_history_events: usize,
     /// How long events are kept per cache for watches that resume from a resourceVersion
-    /// (the newest 100 whatever their age): the apiserver keeps at least 75 s; older RVs get
-    /// 410 Gone, and the client lists again (from the cache).
+    /// (and the newest 100 for four times as long): the apiserver keeps at least 75 s; older
+    /// RVs get 410 Gone, and the client lists again (from the cache).
     #[arg(
         long,
         env = "KUBEPLEX_WATCH_HISTORY_WINDOW",
