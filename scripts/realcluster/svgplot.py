@@ -67,7 +67,7 @@ def chart(title, series, markers=(), y_label="", width=WIDTH, height=HEIGHT):
 
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
            'font-family="sans-serif" font-size="11">' % (width, height),
-           '<rect width="100%%" height="100%%" fill="white"/>',
+           '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="16" font-size="13" font-weight="bold">%s</text>'
            % (LEFT, html.escape(title))]
     # Axes and grid.
