@@ -28,8 +28,9 @@ pub const MIN_EVENTS: usize = 100;
 /// The newest [`MIN_EVENTS`] go too once they are this many windows older than the newest
 /// event (10 minutes at the default): the apiserver's ring keeps them until newer events push
 /// them out, so a quiet cache's history filled for hours — a node tier's view of a few nodes
-/// and services takes that long to bring 100 events, each with its encoded frames: its memory
-/// grew by ~0.7 MiB/h through an hour's soak, the history dropped at each relist (issue 47).
+/// and services takes that long to bring 100 events, each with its encoded frames: node tiers'
+/// RSS grew +2.4 to +4.1 %/h through an hour's real-agent soak, +0.4 to +1.8 %/h with this
+/// bound (issue 47, BENCHMARKS.md "Sixth real-agent soak").
 /// Bounded in time, every history holds what its cache's churn brings in 10 minutes at most,
 /// and reaches that within 10 minutes. A watch resuming from further back gets 410 Expired
 /// and lists again, from the cache: its client was away longer than a client-go reflector's

@@ -6,8 +6,8 @@ use std::time::Duration;
 /// at resourceVersion=0, say) is gzipped once per state, not once per client. Bounded by bytes,
 /// and by time: a page is keyed by its cache's state (`page_key|resourceVersion`), so once the
 /// cache moves on no client asks for it again, and one not asked for within [`PAGE_IDLE`] is
-/// dropped rather than held until the byte bound pushes it out (a pool under churn made a new
-/// page per state, hundreds in a burst of cold clients, and kept them all).
+/// dropped rather than held until the byte bound pushes it out (under churn every state makes
+/// a page of its own).
 pub type PageCache = moka::sync::Cache<String, bytes::Bytes>;
 
 /// A page not asked for within this long is dropped: long enough for a burst of clients
